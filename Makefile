@@ -1,0 +1,49 @@
+# Thin wrapper over CMake for the common commands. `make help` lists them.
+JOBS ?= $(shell nproc)
+CMAKE ?= cmake
+FUZZ_SECONDS ?= 60
+
+.PHONY: all build debug asan test test-asan fuzz cuda check demo clean help
+
+all: build
+
+build:                 ## Release build into build/
+	$(CMAKE) -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+	$(CMAKE) --build build -j$(JOBS)
+
+debug:                 ## Debug build into build-debug/
+	$(CMAKE) -S . -B build-debug -DCMAKE_BUILD_TYPE=Debug >/dev/null
+	$(CMAKE) --build build-debug -j$(JOBS)
+
+asan:                  ## AddressSanitizer + UBSan build into build-asan/
+	$(CMAKE) -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DKILN_SANITIZE=ON >/dev/null
+	$(CMAKE) --build build-asan -j$(JOBS)
+
+test: build            ## Unit, golden and CLI tests on the release build
+	cd build && ctest --output-on-failure -j$(JOBS)
+
+test-asan: asan        ## The same tests under ASan + UBSan
+	cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest --output-on-failure -j$(JOBS)
+
+fuzz:                  ## Build the libFuzzer targets (clang) and run each for FUZZ_SECONDS from its seed corpus
+	CC=clang $(CMAKE) -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DKILN_FUZZ=ON -DKILN_SANITIZE=ON -DKILN_TESTS=OFF >/dev/null
+	$(CMAKE) --build build-fuzz -j$(JOBS)
+	scripts/run-fuzz.sh build-fuzz $(FUZZ_SECONDS)
+
+cuda:                  ## Compile and link the CUDA backend (sm_90 + sm_80); runs nothing
+	$(CMAKE) -S . -B build-cuda -DCMAKE_BUILD_TYPE=Debug -DKILN_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="80;90" >/dev/null
+	$(CMAKE) --build build-cuda -j$(JOBS)
+
+check: test test-asan fuzz  ## Everything CI runs (plus the CUDA compile when nvcc exists)
+	@if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then \
+	  PATH=$$PATH:/usr/local/cuda/bin $(MAKE) cuda; else echo "check: no nvcc on this machine, CUDA compile skipped"; fi
+
+demo: build            ## The main job on a generated tiny model
+	scripts/demo.sh
+
+clean:
+	rm -rf build build-debug build-asan build-fuzz build-cuda
+
+help:
+	@grep -E '^[a-z-]+:.*##' Makefile | sed 's/:.*##/\t/'

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs every Debian package kiln's build and tests need. Idempotent: run it as often as you like.
+# Usage: scripts/install-deps.sh            (needs root or sudo)
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config git ca-certificates python3 python3-venv python3-pip
+  clang llvm libclang-rt-14-dev            # libFuzzer + sanitizer runtimes
+  libjansson-dev                           # JSON (safetensors headers, graphs, reports)
+  libssl-dev                               # SHA-256 via libcrypto
+  libpcre2-dev libutf8proc-dev             # tokenizer: pre-tokenizer regex, NFC
+  libpng-dev libspng-dev                   # PNG output
+  libsqlite3-dev                           # durable job queue
+  libmicrohttpd-dev                        # HTTP server
+  libopenblas-dev                          # comparison baseline for the CPU matmul
+  curl
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+echo "install-deps: installed ${missing[*]}"

@@ -1,0 +1,8 @@
+/* commands.h - the `kiln` subcommands. Each takes the arguments after its own name (argv[0] = the command
+ * name) and returns a process exit code (see kiln_status_exit_code). Add a command here and in main.c's table. */
+#ifndef KILN_CLI_COMMANDS_H
+#define KILN_CLI_COMMANDS_H
+
+int kiln_cmd_inspect(int argc, char **argv);
+
+#endif

@@ -1,0 +1,45 @@
+/* main.c - `kiln COMMAND ...`: dispatch to the subcommands of commands.h. */
+#include <stdio.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "cli/commands.h"
+
+typedef struct command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+} command;
+
+static const command commands[] = {
+    {"inspect", kiln_cmd_inspect, "list a checkpoint's tensors, parameter count and model family"},
+};
+
+static void usage(FILE *out) {
+    fprintf(out, "kiln %s - FLUX.2 text-to-image engine, server and benchmark harness\n\n"
+                 "usage: kiln COMMAND [options]   (kiln COMMAND --help for a command's options)\n\n",
+            KILN_VERSION);
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(out, "  %-12s %s\n", commands[i].name, commands[i].summary);
+    fprintf(out, "\nenvironment: KILN_LOG=error|warn|info|debug|trace, KILN_THREADS=N\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("kiln %s\n", KILN_VERSION);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "kiln: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
+    return 2;
+}
