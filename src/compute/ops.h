@@ -1,0 +1,146 @@
+/* ops.h - the compute interface every model calls. One table of operations, implemented per backend
+ * (cpu/ now, cuda/ next). Models never call intrinsics or CUDA directly.
+ *
+ * Conventions (hold for every op unless its comment says otherwise):
+ * - Activations are f32 [rows, cols] in "token-major" layout: a sequence of S tokens with H heads of Dh dims is
+ *   [S, H*Dh]. Tensors may be strided views (e.g. the Q, K and V column blocks of one fused QKV output
+ *   [S, 3*D] with row stride 3*D): ops honour the row stride (stride[0]) of 2-D inputs and outputs; the last
+ *   dimension must be contiguous (stride 1).
+ * - Weights are used as stored (bf16, or f32 for small ones) - never converted to an f32 copy.
+ *   Linear weights are PyTorch-style [out, in]:  y = x . W^T.
+ * - Output tensors are preallocated by the caller with the right shape; ops write every element.
+ *   In-place (y == x) is allowed where the comment says so.
+ * - Every op returns KILN_OK or a status with a message (shape mismatch, unsupported dtype, device error).
+ *   Shape checks are cheap and always on.
+ *
+ *     kiln_backend *be;
+ *     kiln_backend_open_cpu(0, &be, &err);                  // 0 threads = all cores
+ *     KILN_TRY(kiln_matmul(be, &y, &x, &w, NULL, &err));    // y[S,N] = x[S,K] . w[N,K]^T
+ *     kiln_backend_close(be);
+ */
+#ifndef KILN_COMPUTE_OPS_H
+#define KILN_COMPUTE_OPS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/status.h"
+#include "tensor/tensor.h"
+
+typedef struct kiln_backend kiln_backend;
+
+/* Numeric mode of matmul/attention. EXACT: f32 activations times weights widened to f32, f32 accumulation
+ * (matches fp32 references to ~1e-6 relative). FAST: activations rounded to bf16 for bf16 dot products with
+ * f32 accumulation (AVX512-BF16 / AMX / tensor cores; matches bf16 references). Default: FAST. */
+typedef enum kiln_precision { KILN_PREC_FAST = 0, KILN_PREC_EXACT = 1 } kiln_precision;
+
+/* What a matmul does with its product P = x . w^T before storing. */
+typedef enum kiln_epilogue_kind {
+    KILN_EPI_NONE = 0,       /* y = P (+ bias) */
+    KILN_EPI_GATED_RESIDUAL, /* y += gate[col] * (P (+ bias))   (y holds the residual stream; gate is [N]) */
+    KILN_EPI_ADD,            /* y += P (+ bias)                  (plain residual) */
+} kiln_epilogue_kind;
+
+typedef struct kiln_epilogue {
+    kiln_epilogue_kind kind;
+    const kiln_tensor *gate; /* f32 [N], for GATED_RESIDUAL */
+} kiln_epilogue;
+
+/* The operations. Every function pointer must be set by a backend. */
+typedef struct kiln_ops {
+    const char *name; /* "cpu-avx512bf16", "cpu-avx2", "cpu-generic", "cuda" */
+
+    /* y[M,N] (op)= x[M,K] . w[N,K]^T + bias[N]. x f32; w bf16 or f32; bias f32 or NULL; y f32. */
+    kiln_status (*matmul)(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, const kiln_tensor *w,
+                          const kiln_tensor *bias, const kiln_epilogue *epi, kiln_err *err);
+
+    /* Multi-head attention, softmax(q k^T * scale + mask) v, O(seq) extra memory (online softmax, tiled).
+     * q [Sq, Hq*Dh], k/v [Sk, Hkv*Dh], out [Sq, Hq*Dh]; Hq % Hkv == 0 (GQA: q head h reads kv head h/(Hq/Hkv)).
+     * causal: query i sees keys j <= i. key_mask: NULL or u8/bool [Sk], 0 = key excluded. A query row whose
+     * keys are all excluded gets zeros. */
+    kiln_status (*attention)(kiln_backend *be, kiln_tensor *out, const kiln_tensor *q, const kiln_tensor *k,
+                             const kiln_tensor *v, int n_q_heads, int n_kv_heads, float scale, bool causal,
+                             const kiln_tensor *key_mask, kiln_err *err);
+
+    /* y = x * rsqrt(mean(x^2, last dim of size gain->shape[0]) + eps) * gain. x is [R, C] with C a multiple of
+     * the gain length G: normalises each G-wide group (per-head q/k norms: G = Dh). y == x allowed. */
+    kiln_status (*rms_norm)(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, const kiln_tensor *gain,
+                            float eps, kiln_err *err);
+
+    /* y = (1 + scale) * LN(x) + shift, LN without affine over the last dim (eps). shift/scale f32 [C]
+     * (broadcast over rows); both NULL = plain LayerNorm. y == x allowed. */
+    kiln_status (*layer_norm_modulate)(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x,
+                                       const kiln_tensor *shift, const kiln_tensor *scale, float eps,
+                                       kiln_err *err);
+
+    /* RoPE in place on x [S, H*Dh] with per-token angle tables cos/sin f32 [S, Dh/2] (same for every head).
+     * interleaved: pairs (2i, 2i+1) (FLUX DiT). half-split: pairs (i, i+Dh/2) (Qwen3). */
+    kiln_status (*rope)(kiln_backend *be, kiln_tensor *x, const kiln_tensor *cos, const kiln_tensor *sin,
+                        int n_heads, bool interleaved, kiln_err *err);
+
+    /* y[R, F] = SiLU(ab[:, :F]) * ab[:, F:2F]   (ab [R, 2F]). */
+    kiln_status (*swiglu)(kiln_backend *be, kiln_tensor *y, const kiln_tensor *ab, kiln_err *err);
+    /* y[R, F] = SiLU(a) * b for two separate [R, F] inputs (Qwen3's gate/up). y == a allowed. */
+    kiln_status (*silu_mul)(kiln_backend *be, kiln_tensor *y, const kiln_tensor *a, const kiln_tensor *b,
+                            kiln_err *err);
+    /* Elementwise, y == x allowed. */
+    kiln_status (*silu)(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, kiln_err *err);
+    kiln_status (*gelu_tanh)(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, kiln_err *err);
+    /* Row softmax over the last dim. */
+    kiln_status (*softmax)(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, kiln_err *err);
+    /* y = a + b (same shape), y == a allowed. */
+    kiln_status (*add)(kiln_backend *be, kiln_tensor *y, const kiln_tensor *a, const kiln_tensor *b,
+                       kiln_err *err);
+    /* x += gate[col] * y   (x, y [R, C]; gate f32 [C]). */
+    kiln_status (*gated_add)(kiln_backend *be, kiln_tensor *x, const kiln_tensor *gate, const kiln_tensor *y,
+                             kiln_err *err);
+    /* y = a * x + b elementwise (scalars). */
+    kiln_status (*scale_shift)(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, float a, float b,
+                               kiln_err *err);
+    /* Strided copy with dtype conversion: y and x have equal shapes (any strides, up to 4-D). Used for
+     * concat (copy into a row/column range of y), split, transposes and casts. */
+    kiln_status (*copy)(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, kiln_err *err);
+
+    /* Images are NCHW f32. y[N,Co,Ho,Wo] = conv(x[N,Ci,H,W], w[Co,Ci,kh,kw] (bf16 or f32), bias f32 [Co] or NULL)
+     * kh = kw in {1, 3}; stride 1 or 2; pad_top/left and pad_bottom/right separately (FLUX.2 VAE downsample
+     * pads only right/bottom). */
+    kiln_status (*conv2d)(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, const kiln_tensor *w,
+                          const kiln_tensor *bias, int stride, int pad_begin, int pad_end, kiln_err *err);
+    /* GroupNorm over NCHW with affine gamma/beta f32 [C]; optionally SiLU fused after. y == x allowed. */
+    kiln_status (*group_norm)(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, int groups,
+                              const kiln_tensor *gamma, const kiln_tensor *beta, float eps, bool silu,
+                              kiln_err *err);
+    /* Nearest-neighbour 2x upsample, NCHW. */
+    kiln_status (*upsample2x)(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, kiln_err *err);
+
+    /* Memory on this backend (host memory for the CPU). 64-byte aligned. */
+    void *(*alloc)(kiln_backend *be, size_t bytes);
+    void (*free)(kiln_backend *be, void *p);
+    /* Copies between host and this backend's memory (memcpy on the CPU). */
+    kiln_status (*upload)(kiln_backend *be, void *dst, const void *src, size_t bytes, kiln_err *err);
+    kiln_status (*download)(kiln_backend *be, void *dst, const void *src, size_t bytes, kiln_err *err);
+    /* Waits for queued work (no-op on the CPU). */
+    kiln_status (*sync)(kiln_backend *be, kiln_err *err);
+    void (*close)(kiln_backend *be);
+} kiln_ops;
+
+/* Every backend's struct begins with this header. */
+struct kiln_backend {
+    const kiln_ops *ops;
+    kiln_backend_kind kind;
+    int device;
+    kiln_precision precision;
+};
+
+/* CPU backend: n_threads 0 = KILN_THREADS or all cores. Picks the best kernels for this CPU at run time
+ * (AVX-512 BF16 / AMX, AVX2+FMA, portable C); KILN_CPU=generic|avx2|avx512 forces a lower tier. */
+kiln_status kiln_backend_open_cpu(int n_threads, kiln_backend **out, kiln_err *err);
+/* CUDA backend on GPU `device`; KILN_E_DEVICE when kiln was built without CUDA or no GPU is present. */
+kiln_status kiln_backend_open_cuda(int device, kiln_backend **out, kiln_err *err);
+void kiln_backend_close(kiln_backend *be);
+
+/* Convenience wrappers: kiln_matmul(be, ...) == be->ops->matmul(be, ...). */
+#define kiln_matmul(be, y, x, w, bias, err) (be)->ops->matmul((be), (y), (x), (w), (bias), NULL, (err))
+#define kiln_matmul_epi(be, y, x, w, bias, epi, err) (be)->ops->matmul((be), (y), (x), (w), (bias), (epi), (err))
+
+#endif

@@ -1,0 +1,92 @@
+/* safetensors.h - read (mmap, strictly validated) and write safetensors checkpoints.
+ *
+ * A checkpoint is one .safetensors file, a sharded set named by a *.safetensors.index.json, or a folder
+ * holding either. Tensors are memory-mapped: opening copies nothing and tensor data pointers point into the
+ * mapping (read-only), valid until kiln_st_close.
+ *
+ *     kiln_st_file *ck;
+ *     if (kiln_st_open("flux-2-klein-4b.safetensors", &ck, &err) != KILN_OK) return err.code;
+ *     const kiln_st_tensor *t = kiln_st_find(ck, "img_in.weight");          // O(1); NULL if absent
+ *     kiln_tensor w = kiln_st_view(t);                                     // bf16 [3072, 128] view
+ *     kiln_st_close(ck);
+ *
+ * Validation on open (each failure is KILN_E_FORMAT with a message naming the file and the problem): file
+ * shorter than 8 bytes; header length 0, over 100 MB or past the end of the file; header not UTF-8 JSON or
+ * not an object; duplicate tensor names; a name that is empty or not UTF-8; unknown dtype; shape not a list of
+ * non-negative integers or more than KILN_MAX_DIMS dims; data_offsets not [begin, end] with begin <= end;
+ * end - begin != numel x dtype size; a range past the end of the file; overlapping ranges; `__metadata__` not a
+ * string-to-string object. Shards: every file named in the index exists and holds the tensors the index says.
+ *
+ * Key prefixes: kiln_st_find tries the name as given, then with the prefix detected at open (for example
+ * `model.diffusion_model.` in ComfyUI files), so callers use canonical names.
+ */
+#ifndef KILN_IO_SAFETENSORS_H
+#define KILN_IO_SAFETENSORS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/status.h"
+#include "tensor/tensor.h"
+
+#define KILN_ST_MAX_HEADER (100u * 1024 * 1024)
+
+typedef struct kiln_st_file kiln_st_file;
+
+typedef struct kiln_st_tensor {
+    const char *name; /* full name as stored (with any prefix) */
+    kiln_dtype dtype;
+    int ndim;
+    int64_t shape[KILN_MAX_DIMS];
+    const void *data; /* into the mapping */
+    size_t nbytes;
+    int shard; /* index of the file that holds it (0 for a single file) */
+} kiln_st_tensor;
+
+/* path: a .safetensors file, a .safetensors.index.json, or a folder with exactly one of those. */
+kiln_status kiln_st_open(const char *path, kiln_st_file **out, kiln_err *err);
+/* Parses a safetensors image already in memory (for the fuzzer and tests). The buffer must outlive the result. */
+kiln_status kiln_st_open_memory(const void *buf, size_t len, const char *label, kiln_st_file **out,
+                                kiln_err *err);
+void kiln_st_close(kiln_st_file *f);
+
+size_t kiln_st_count(const kiln_st_file *f);
+const kiln_st_tensor *kiln_st_at(const kiln_st_file *f, size_t i); /* in file order (sorted by offset) */
+const kiln_st_tensor *kiln_st_find(const kiln_st_file *f, const char *name);
+/* The common prefix stripped by kiln_st_find ("" if none). */
+const char *kiln_st_prefix(const kiln_st_file *f);
+/* __metadata__ value for key, or NULL. */
+const char *kiln_st_metadata(const kiln_st_file *f, const char *key);
+size_t kiln_st_metadata_count(const kiln_st_file *f);
+void kiln_st_metadata_at(const kiln_st_file *f, size_t i, const char **key, const char **value);
+size_t kiln_st_shard_count(const kiln_st_file *f);
+const char *kiln_st_shard_path(const kiln_st_file *f, size_t i);
+/* A kiln_tensor view of t (CPU, contiguous, read-only data). */
+kiln_tensor kiln_st_view(const kiln_st_tensor *t);
+/* Looks a tensor up and checks dtype and shape (ndim + dims); a clear KILN_E_FORMAT / KILN_E_NOT_FOUND else. */
+kiln_status kiln_st_get(const kiln_st_file *f, const char *name, kiln_dtype dtype, int ndim,
+                        const int64_t *shape, kiln_tensor *out, kiln_err *err);
+
+/* ---- writer: streams tensors to a file; the header is written first, so all names/shapes come up front. ---- */
+typedef struct kiln_st_writer kiln_st_writer;
+typedef struct kiln_st_spec {
+    const char *name;
+    kiln_dtype dtype;
+    int ndim;
+    int64_t shape[KILN_MAX_DIMS];
+} kiln_st_spec;
+
+/* Writes to path + ".tmp" and renames on finish, so a failed write never leaves a half file at path.
+ * metadata: NULL or n_meta key/value pairs. */
+kiln_status kiln_st_writer_open(const char *path, const kiln_st_spec *specs, size_t n, const char *const *meta_keys,
+                                const char *const *meta_values, size_t n_meta, kiln_st_writer **out,
+                                kiln_err *err);
+/* Appends bytes of the current tensor (tensors in spec order; each exactly its byte size in total). */
+kiln_status kiln_st_writer_write(kiln_st_writer *w, const void *data, size_t bytes, kiln_err *err);
+/* Checks every byte was written, fsyncs, renames into place. Frees w in all cases. */
+kiln_status kiln_st_writer_finish(kiln_st_writer *w, kiln_err *err);
+/* Abandons the write and removes the temporary file. */
+void kiln_st_writer_abort(kiln_st_writer *w);
+
+#endif
