@@ -54,7 +54,7 @@ int kiln_status_exit_code(kiln_status s);
 kiln_status kiln_err_set(kiln_err *err, kiln_status code, const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 kiln_status kiln_err_setv(kiln_err *err, kiln_status code, const char *file, int line, const char *fmt,
-                          va_list ap);
+                          va_list ap) __attribute__((format(printf, 5, 0)));
 
 /* Prepends context to an existing message: "loading DiT: <old message>". Returns err->code. */
 kiln_status kiln_err_prefix(kiln_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -1,11 +1,276 @@
-/* cmd_inspect.c - `kiln inspect FILE|DIR`: placeholder until the safetensors reader lands. */
+/* cmd_inspect.c - `kiln inspect FILE|DIR... [--sha256] [--json] [--summary]`: what a checkpoint holds.
+ *
+ * For each checkpoint: its tensors (name, dtype, shape, bytes), the parameter count, the detected model
+ * family and layout (io/detect.h), metadata, and on request the SHA-256 of every file (streamed). A folder is
+ * searched (up to 3 levels) for checkpoints: *.safetensors.index.json files (which cover their shards), else
+ * every *.safetensors file - so a whole diffusers folder or a ComfyUI models folder inspects in one call.
+ * Every file is validated strictly while opening; a corrupt one prints the reader's message and makes the
+ * exit code non-zero (kiln_status_exit_code of the first failure), but the others are still reported.
+ */
+#include <dirent.h>
+#include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 
+#include "base/alloc.h"
+#include "base/sha256.h"
 #include "cli/commands.h"
+#include "io/detect.h"
+#include "io/safetensors.h"
+
+typedef struct opts {
+    bool sha, json, summary;
+} opts;
+
+typedef struct path_list {
+    char **v;
+    size_t n, cap;
+} path_list;
+
+static bool list_add(path_list *l, const char *p) {
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 16;
+        char **nv = kiln_realloc(l->v, cap * sizeof *nv);
+        if (!nv) return false;
+        l->v = nv;
+        l->cap = cap;
+    }
+    char *d = kiln_strdup(p);
+    if (!d) return false;
+    l->v[l->n++] = d;
+    return true;
+}
+
+static void list_free(path_list *l) {
+    for (size_t i = 0; i < l->n; i++) kiln_free(l->v[i]);
+    kiln_free(l->v);
+}
+
+static bool ends_with(const char *s, const char *suf) {
+    size_t n = strlen(s), m = strlen(suf);
+    return n >= m && strcmp(s + n - m, suf) == 0;
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* Adds the checkpoints under dir (sorted, so output is stable). */
+static bool gather(const char *dir, int depth, path_list *out) {
+    DIR *d = opendir(dir);
+    if (!d) return true; /* unreadable subfolder: skip */
+    path_list idx = {0}, single = {0}, sub = {0};
+    bool ok = true;
+    struct dirent *e;
+    char full[4096];
+    while (ok && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.') continue;
+        snprintf(full, sizeof full, "%s/%s", dir, e->d_name);
+        struct stat st;
+        if (stat(full, &st) != 0) continue;
+        if (S_ISDIR(st.st_mode)) ok = depth < 3 ? list_add(&sub, full) : true;
+        else if (ends_with(e->d_name, ".safetensors.index.json")) ok = list_add(&idx, full);
+        else if (ends_with(e->d_name, ".safetensors")) ok = list_add(&single, full);
+    }
+    closedir(d);
+    path_list *mine = idx.n ? &idx : &single;
+    qsort(mine->v, mine->n, sizeof *mine->v, cmp_str);
+    qsort(sub.v, sub.n, sizeof *sub.v, cmp_str);
+    for (size_t i = 0; ok && i < mine->n; i++) ok = list_add(out, mine->v[i]);
+    for (size_t i = 0; ok && i < sub.n; i++) ok = gather(sub.v[i], depth + 1, out);
+    list_free(&idx);
+    list_free(&single);
+    list_free(&sub);
+    return ok;
+}
+
+static void human_count(double v, char *buf, size_t cap) {
+    if (v >= 1e9) snprintf(buf, cap, "%.2f B", v / 1e9);
+    else if (v >= 1e6) snprintf(buf, cap, "%.2f M", v / 1e6);
+    else if (v >= 1e3) snprintf(buf, cap, "%.1f K", v / 1e3);
+    else snprintf(buf, cap, "%.0f", v);
+}
+
+static void human_bytes(double v, char *buf, size_t cap) {
+    if (v >= 1024.0 * 1024 * 1024) snprintf(buf, cap, "%.2f GiB", v / (1024.0 * 1024 * 1024));
+    else if (v >= 1024.0 * 1024) snprintf(buf, cap, "%.1f MiB", v / (1024.0 * 1024));
+    else if (v >= 1024.0) snprintf(buf, cap, "%.1f KiB", v / 1024.0);
+    else snprintf(buf, cap, "%.0f B", v);
+}
+
+/* Inspects one checkpoint; prints text, or appends a JSON object to arr. Returns a status. */
+static kiln_status inspect_one(const char *path, const opts *o, json_t *arr, kiln_err *err) {
+    kiln_st_file *f;
+    KILN_TRY(kiln_st_open(path, &f, err));
+    kiln_detect_result d;
+    kiln_detect(f, &d);
+    size_t n = kiln_st_count(f);
+    uint64_t params = 0, bytes = 0;
+    size_t per_dtype[KILN_DT_COUNT] = {0};
+    for (size_t i = 0; i < n; i++) {
+        const kiln_st_tensor *t = kiln_st_at(f, i);
+        kiln_tensor v = kiln_st_view(t);
+        params += (uint64_t)kiln_tensor_numel(&v);
+        bytes += t->nbytes;
+        per_dtype[t->dtype]++;
+    }
+    size_t n_shards = kiln_st_shard_count(f);
+    char (*sha)[65] = NULL;
+    kiln_status s = KILN_OK;
+    if (o->sha) {
+        sha = kiln_calloc(n_shards, sizeof *sha);
+        if (!sha) s = KILN_FAIL(err, KILN_E_NOMEM, "out of memory");
+        for (size_t i = 0; s == KILN_OK && i < n_shards; i++)
+            s = kiln_sha256_path(kiln_st_shard_path(f, i), sha[i], NULL, err);
+    }
+    if (s != KILN_OK) goto out;
+    char pc[32], bc[32], sb[160];
+    human_count((double)params, pc, sizeof pc);
+    human_bytes((double)bytes, bc, sizeof bc);
+    if (!o->json) {
+        printf("%s\n", path);
+        printf("  model:      %s (%s)\n", d.id, d.desc);
+        printf("  layout:     %s    prefix: %s\n", kiln_layout_name(d.layout),
+               *kiln_st_prefix(f) ? kiln_st_prefix(f) : "(none)");
+        printf("  tensors:    %zu    parameters: %llu (%s)    data: %llu bytes (%s)\n", n,
+               (unsigned long long)params, pc, (unsigned long long)bytes, bc);
+        printf("  dtypes:    ");
+        for (int t = 0; t < KILN_DT_COUNT; t++)
+            if (per_dtype[t]) printf(" %s x %zu", kiln_dtype_name((kiln_dtype)t), per_dtype[t]);
+        printf("\n");
+        for (size_t i = 0; i < kiln_st_metadata_count(f); i++) {
+            const char *k, *v;
+            kiln_st_metadata_at(f, i, &k, &v);
+            printf("  metadata:   %s = %.200s\n", k, v);
+        }
+        printf("  files:      %zu\n", n_shards);
+        for (size_t i = 0; i < n_shards; i++)
+            printf("    %s%s%s\n", sha ? sha[i] : "", sha ? "  " : "", kiln_st_shard_path(f, i));
+        if (!o->summary) {
+            printf("  %-60s %-8s %-22s %s\n", "name", "dtype", "shape", "bytes");
+            for (size_t i = 0; i < n; i++) {
+                const kiln_st_tensor *t = kiln_st_at(f, i);
+                kiln_tensor v = kiln_st_view(t);
+                printf("  %-60s %-8s %-22s %zu\n", t->name, kiln_dtype_name(t->dtype),
+                       kiln_shape_str(&v, sb, sizeof sb), t->nbytes);
+            }
+        }
+        printf("\n");
+    } else {
+        json_t *j = json_object(), *files = json_array(), *dts = json_object(), *meta = json_object();
+        json_object_set_new(j, "path", json_string(path));
+        json_object_set_new(j, "model", json_string(d.id));
+        json_object_set_new(j, "family", json_string(kiln_family_name(d.family)));
+        json_object_set_new(j, "layout", json_string(kiln_layout_name(d.layout)));
+        json_object_set_new(j, "description", json_string(d.desc));
+        json_object_set_new(j, "prefix", json_string(kiln_st_prefix(f)));
+        json_object_set_new(j, "tensor_count", json_integer((json_int_t)n));
+        json_object_set_new(j, "parameters", json_integer((json_int_t)params));
+        json_object_set_new(j, "bytes", json_integer((json_int_t)bytes));
+        for (int t = 0; t < KILN_DT_COUNT; t++)
+            if (per_dtype[t]) json_object_set_new(dts, kiln_dtype_name((kiln_dtype)t), json_integer((json_int_t)per_dtype[t]));
+        json_object_set_new(j, "dtypes", dts);
+        for (size_t i = 0; i < kiln_st_metadata_count(f); i++) {
+            const char *k, *v;
+            kiln_st_metadata_at(f, i, &k, &v);
+            json_object_set_new(meta, k, json_string(v));
+        }
+        json_object_set_new(j, "metadata", meta);
+        for (size_t i = 0; i < n_shards; i++) {
+            json_t *fj = json_pack("{s:s}", "path", kiln_st_shard_path(f, i));
+            if (sha) json_object_set_new(fj, "sha256", json_string(sha[i]));
+            json_array_append_new(files, fj);
+        }
+        json_object_set_new(j, "files", files);
+        if (!o->summary) {
+            json_t *ts = json_array();
+            for (size_t i = 0; i < n; i++) {
+                const kiln_st_tensor *t = kiln_st_at(f, i);
+                json_t *shape = json_array();
+                for (int k = 0; k < t->ndim; k++) json_array_append_new(shape, json_integer(t->shape[k]));
+                json_t *tj = json_pack("{s:s,s:s,s:o,s:I}", "name", t->name, "dtype", kiln_dtype_name(t->dtype),
+                                       "shape", shape, "bytes", (json_int_t)t->nbytes);
+                if (n_shards > 1) json_object_set_new(tj, "file", json_integer(t->shard));
+                json_array_append_new(ts, tj);
+            }
+            json_object_set_new(j, "tensors", ts);
+        }
+        json_array_append_new(arr, j);
+    }
+out:
+    kiln_free(sha);
+    kiln_st_close(f);
+    return s;
+}
+
+static void usage(FILE *out) {
+    fprintf(out, "usage: kiln inspect FILE|DIR... [--sha256] [--json] [--summary]\n\n"
+                 "  FILE      a .safetensors file or a *.safetensors.index.json (sharded checkpoint)\n"
+                 "  DIR       every checkpoint under the folder (3 levels deep; indexes cover their shards)\n"
+                 "  --sha256  also print the SHA-256 of every file (streamed; slow on multi-GB files)\n"
+                 "  --json    one JSON object {\"checkpoints\": [...]} on stdout\n"
+                 "  --summary leave out the per-tensor list\n"
+                 "exit status: 0 if every checkpoint opened cleanly, else the first failure's code (4 = corrupt)\n");
+}
 
 int kiln_cmd_inspect(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "kiln inspect: not built yet\n");
-    return 70;
+    opts o = {0};
+    path_list targets = {0};
+    int rc = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--sha256")) o.sha = true;
+        else if (!strcmp(argv[i], "--json")) o.json = true;
+        else if (!strcmp(argv[i], "--summary")) o.summary = true;
+        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            list_free(&targets);
+            return 0;
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            fprintf(stderr, "kiln inspect: unknown option '%s'\n", argv[i]);
+            usage(stderr);
+            list_free(&targets);
+            return 2;
+        } else {
+            struct stat st;
+            if (stat(argv[i], &st) == 0 && S_ISDIR(st.st_mode)) {
+                size_t before = targets.n;
+                if (!gather(argv[i], 0, &targets)) {
+                    fprintf(stderr, "kiln inspect: out of memory\n");
+                    list_free(&targets);
+                    return kiln_status_exit_code(KILN_E_NOMEM);
+                }
+                if (targets.n == before) {
+                    fprintf(stderr, "kiln inspect: %s: no .safetensors checkpoint in this folder\n", argv[i]);
+                    if (!rc) rc = kiln_status_exit_code(KILN_E_NOT_FOUND);
+                }
+            } else if (!list_add(&targets, argv[i])) {
+                list_free(&targets);
+                return kiln_status_exit_code(KILN_E_NOMEM);
+            }
+        }
+    }
+    if (!targets.n && !rc) {
+        usage(stderr);
+        return 2;
+    }
+    json_t *arr = o.json ? json_array() : NULL;
+    for (size_t i = 0; i < targets.n; i++) {
+        kiln_err err = {0};
+        kiln_status s = inspect_one(targets.v[i], &o, arr, &err);
+        if (s != KILN_OK) {
+            fprintf(stderr, "kiln inspect: %s\n", err.msg);
+            if (arr)
+                json_array_append_new(arr, json_pack("{s:s,s:s,s:s}", "path", targets.v[i], "error", err.msg,
+                                                     "status", kiln_status_name(s)));
+            if (!rc) rc = kiln_status_exit_code(s);
+        }
+    }
+    if (arr) {
+        json_t *root = json_pack("{s:o}", "checkpoints", arr);
+        json_dumpf(root, stdout, JSON_INDENT(2));
+        printf("\n");
+        json_decref(root);
+    }
+    list_free(&targets);
+    return rc;
 }

@@ -13,6 +13,9 @@ typedef struct command {
 
 static const command commands[] = {
     {"inspect", kiln_cmd_inspect, "list a checkpoint's tensors, parameter count and model family"},
+    {"tokenize", kiln_cmd_tokenize, "print the Qwen3 token ids of a prompt (klein template, padding)"},
+    {"bench", kiln_cmd_bench, "benchmark reports: show, check, digest (docs/bench-report.md)"},
+    {"bench-ops", kiln_cmd_bench_ops, "time every compute op on FLUX.2 klein shapes; --peak: this CPU's peak"},
 };
 
 static void usage(FILE *out) {

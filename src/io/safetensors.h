@@ -18,7 +18,14 @@
  * string-to-string object. Shards: every file named in the index exists and holds the tensors the index says.
  *
  * Key prefixes: kiln_st_find tries the name as given, then with the prefix detected at open (for example
- * `model.diffusion_model.` in ComfyUI files), so callers use canonical names.
+ * `model.diffusion_model.` in ComfyUI files), so callers use canonical names. A prefix is detected when EVERY
+ * tensor name starts with one of: `model.diffusion_model.`, `diffusion_model.`, `first_stage_model.`,
+ * `text_encoders.qwen3_4b.transformer.`, `vae.`.
+ *
+ * Errors: KILN_E_FORMAT for anything malformed (above), KILN_E_NOT_FOUND for a missing file or shard,
+ * KILN_E_IO for a failed open/mmap, KILN_E_INVALID for a folder holding several checkpoints, KILN_E_NOMEM.
+ * On failure *out is NULL and nothing is left mapped or allocated. Thread safety: an open file is immutable;
+ * any number of threads may query it concurrently.
  */
 #ifndef KILN_IO_SAFETENSORS_H
 #define KILN_IO_SAFETENSORS_H
@@ -64,9 +71,13 @@ size_t kiln_st_shard_count(const kiln_st_file *f);
 const char *kiln_st_shard_path(const kiln_st_file *f, size_t i);
 /* A kiln_tensor view of t (CPU, contiguous, read-only data). */
 kiln_tensor kiln_st_view(const kiln_st_tensor *t);
-/* Looks a tensor up and checks dtype and shape (ndim + dims); a clear KILN_E_FORMAT / KILN_E_NOT_FOUND else. */
+/* Looks a tensor up and checks dtype and shape (ndim + dims); a clear KILN_E_FORMAT / KILN_E_NOT_FOUND else.
+ * Wildcards: dtype KILN_DT_COUNT accepts any dtype; ndim -1 accepts any shape; a shape entry -1 accepts any
+ * size in that dimension; shape NULL checks ndim only. out may be NULL (existence/shape check only). */
 kiln_status kiln_st_get(const kiln_st_file *f, const char *name, kiln_dtype dtype, int ndim,
                         const int64_t *shape, kiln_tensor *out, kiln_err *err);
+/* The path (or label) the checkpoint was opened from. Valid until kiln_st_close. */
+const char *kiln_st_label(const kiln_st_file *f);
 
 /* ---- writer: streams tensors to a file; the header is written first, so all names/shapes come up front. ---- */
 typedef struct kiln_st_writer kiln_st_writer;
@@ -86,7 +97,9 @@ kiln_status kiln_st_writer_open(const char *path, const kiln_st_spec *specs, siz
 kiln_status kiln_st_writer_write(kiln_st_writer *w, const void *data, size_t bytes, kiln_err *err);
 /* Checks every byte was written, fsyncs, renames into place. Frees w in all cases. */
 kiln_status kiln_st_writer_finish(kiln_st_writer *w, kiln_err *err);
-/* Abandons the write and removes the temporary file. */
+/* Abandons the write and removes the temporary file. NULL is a no-op. */
 void kiln_st_writer_abort(kiln_st_writer *w);
+/* Total data bytes the header declares (sum of all tensors' sizes). */
+uint64_t kiln_st_writer_data_bytes(const kiln_st_writer *w);
 
 #endif

@@ -1,0 +1,198 @@
+/* kiln.h - the one public C API: open an engine on a FLUX.2 [klein] model, submit a text-to-image request,
+ * follow its progress, get the images and the per-stage timings (the perf dump).
+ *
+ *     kiln_err err = {0};
+ *     kiln_engine_config cfg = kiln_engine_config_default();
+ *     cfg.model_dir = "FLUX.2-klein-4B";                  // a diffusers folder, or unet/clip/vae single files
+ *     kiln_engine *eng;
+ *     if (kiln_engine_open(&cfg, &eng, &err) != KILN_OK) { fprintf(stderr, "%s\n", err.msg); return 1; }
+ *
+ *     kiln_request req = kiln_request_default();           // 512x512, 4 steps (distilled) or 50 (base)
+ *     req.prompt = "a red fox in the snow";
+ *     req.seed = 42;
+ *     kiln_result *res;
+ *     if (kiln_generate(eng, &req, &res, &err) != KILN_OK) { ... err.msg ... }
+ *     // res->images[i].pixels: RGB8, row-major, width*height*3 bytes
+ *     char *json = kiln_result_perf_json(res, NULL);       // the perf dump (server-api.md section 3); free()
+ *     kiln_result_free(res);
+ *     kiln_engine_close(eng);
+ *
+ * Errors: every function returning kiln_status fills the caller's kiln_err (base/status.h) with a message;
+ * KILN_E_INVALID for a bad request (size not a multiple of 16, zero steps, prompt too long...), KILN_E_NOT_FOUND
+ * / KILN_E_FORMAT for missing or mismatched model files, KILN_E_LIMIT when the request cannot fit in memory
+ * (refused before any work starts), KILN_E_CANCELLED when the progress callback asked to stop.
+ *
+ * Threads: one engine runs one request at a time (kiln_generate holds the engine's lock); several engines may
+ * run side by side. The progress callback runs on the generating thread. Nothing is process-global.
+ *
+ * Ownership: the engine copies every string of the config it keeps; the request's strings and noise buffer
+ * are read only during kiln_generate. A kiln_result and its images belong to the caller until
+ * kiln_result_free.
+ */
+#ifndef KILN_H
+#define KILN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KILN_API_VERSION 1
+
+/* ---- engine ---------------------------------------------------------------------------------------------- */
+
+typedef struct kiln_engine kiln_engine;
+
+typedef enum kiln_variant {
+    KILN_VARIANT_AUTO = 0,  /* diffusers folder: model_index.json "is_distilled"; single files: distilled */
+    KILN_VARIANT_DISTILLED, /* FLUX.2 [klein]: 4 steps, no CFG */
+    KILN_VARIANT_BASE,      /* FLUX.2 [klein] base: true CFG with the empty prompt, 50 steps, guidance 4 */
+} kiln_variant;
+
+typedef enum kiln_device_kind { KILN_DEVICE_CPU = 0, KILN_DEVICE_CUDA = 1 } kiln_device_kind;
+
+typedef struct kiln_engine_config {
+    /* Either a diffusers folder (model_index.json, transformer/, text_encoder/, vae/, tokenizer/) ... */
+    const char *model_dir;
+    /* ... or three single files (BFL/ComfyUI layouts: flux-2-klein-4b.safetensors, qwen_3_4b.safetensors,
+     * flux2-vae.safetensors). The layout of each is detected from its tensor names. */
+    const char *unet_path, *clip_path, *vae_path;
+    /* Tokenizer folder with tokenizer.json; NULL: model_dir/tokenizer, else the copy shipped with kiln. */
+    const char *tokenizer_dir;
+    kiln_variant variant;
+    kiln_device_kind device;
+    int device_index;
+    int n_threads;            /* CPU threads; 0 = KILN_THREADS or all cores */
+    bool exact;               /* f32 matmuls (match fp32 references) instead of bf16 (fast) */
+    size_t memory_limit;      /* bytes a request may use; 0 = available physical memory */
+    const char *commit;       /* recorded in perf dumps; NULL = KILN_COMMIT from the environment or "unknown" */
+} kiln_engine_config;
+
+kiln_engine_config kiln_engine_config_default(void);
+
+/* Opens the checkpoints (memory-mapped, shapes checked) and the tokenizer. Loads nothing else eagerly. */
+kiln_status kiln_engine_open(const kiln_engine_config *cfg, kiln_engine **out, kiln_err *err);
+void kiln_engine_close(kiln_engine *eng); /* NULL allowed */
+
+/* What was opened: a short description for logs and /system_stats, e.g. "klein distilled, diffusers, DiT
+ * 3072x(5+20), Qwen3 2560x36, VAE 32ch". Valid until kiln_engine_close. */
+const char *kiln_engine_describe(const kiln_engine *eng);
+kiln_variant kiln_engine_variant(const kiln_engine *eng);
+
+/* ---- requests -------------------------------------------------------------------------------------------- */
+
+typedef enum kiln_stage {
+    KILN_STAGE_INPUT_VALIDATION = 0,
+    KILN_STAGE_TEXT_ENCODING,
+    KILN_STAGE_LATENT_PREPARATION,
+    KILN_STAGE_TIMESTEP_PREPARATION,
+    KILN_STAGE_DENOISING,
+    KILN_STAGE_DECODING,
+    KILN_STAGE_OUTPUT,
+    KILN_STAGE_COUNT
+} kiln_stage;
+
+/* "InputValidation", "TextEncoding", ... (the names of the perf dump). */
+const char *kiln_stage_name(kiln_stage s);
+
+typedef struct kiln_progress {
+    kiln_stage stage;
+    int step, n_steps;        /* denoising: steps done so far (0..n_steps); other stages: 0 and 0 */
+    double elapsed_s;         /* since kiln_generate started */
+    double eta_s;             /* estimated seconds left; < 0 when unknown */
+} kiln_progress;
+
+/* Called at every stage start and after every denoising step. Return false to cancel the request
+ * (kiln_generate then returns KILN_E_CANCELLED). */
+typedef bool (*kiln_progress_fn)(void *ctx, const kiln_progress *p);
+
+typedef struct kiln_result kiln_result; /* below */
+
+typedef struct kiln_request {
+    const char *prompt;       /* UTF-8; required (may be "") */
+    /* Optional: one prompt per image (batch entries), for a batch of different prompts in one forward.
+     * When set, prompt is only used for the result's metadata. */
+    const char *const *prompts;
+    int width, height;        /* multiples of 16, 16..2048 */
+    int steps;                /* >= 1; 0 = the variant's default (4 distilled, 50 base) */
+    int batch;                /* images in one forward, 1..16 */
+    uint64_t seed;            /* image i uses seed + i (so image i equals a batch-1 run with seed + i) */
+    float guidance;           /* base only: CFG scale; <= 0 = default 4.0. Ignored by the distilled model */
+    /* Optional injected initial noise, f32 [batch, 128, H/16, W/16] (the patchified, normalised latent
+     * space the DiT works in): replaces the seeded generator, for comparisons with other implementations. */
+    const float *noise;
+    size_t noise_count;       /* elements in noise; must equal batch*128*(H/16)*(W/16) */
+    const char *request_id;   /* recorded in the perf dump; NULL = generated */
+    const char *tag;          /* recorded in the perf dump; NULL = "" */
+    kiln_progress_fn progress;
+    void *progress_ctx;
+} kiln_request;
+
+kiln_request kiln_request_default(void);
+
+/* Runs one request to completion: validation, text encoding, noise, schedule, denoising, decoding. On success
+ * *out holds the images and timings (free with kiln_result_free); on failure *out is NULL and err says why.
+ * Errors: KILN_E_INVALID (bad request: size, steps, batch, noise size, prompt longer than the template
+ * allows), KILN_E_LIMIT (will not fit in memory: refused before any work), KILN_E_CANCELLED, KILN_E_NOMEM. */
+kiln_status kiln_generate(kiln_engine *eng, const kiln_request *req, kiln_result **out, kiln_err *err);
+
+/* Bytes of memory the request will need beyond the memory-mapped weights (activations, text features,
+ * latents, decoder buffers) and the resident weights it touches. kiln_generate refuses (KILN_E_LIMIT) a
+ * request whose estimate exceeds the engine's memory limit. */
+kiln_status kiln_estimate_memory(kiln_engine *eng, const kiln_request *req, size_t *bytes, kiln_err *err);
+
+/* ---- results --------------------------------------------------------------------------------------------- */
+
+typedef struct kiln_image {
+    int width, height;        /* channels = 3 (RGB), 8 bits */
+    uint8_t *pixels;          /* width*height*3, row-major */
+    uint64_t seed;
+} kiln_image;
+
+typedef struct kiln_stage_time {
+    kiln_stage stage;
+    double ms;
+} kiln_stage_time;
+
+struct kiln_result {
+    int n_images;
+    kiln_image *images;
+    /* Timings, in milliseconds. stage_ms[s] for every stage that ran (0 for the others; OUTPUT is filled by
+     * whoever encodes and saves: see kiln_result_set_output_ms). step_ms[i] for denoising step i. */
+    double stage_ms[KILN_STAGE_COUNT];
+    int n_steps;
+    double *step_ms;
+    double total_ms;          /* engine end-to-end: InputValidation .. Decoding (+ Output when set) */
+    size_t peak_memory_bytes; /* peak resident set of the process during the request */
+    double timestamp;         /* Unix seconds when the request started */
+    char request_id[64];
+    char tag[64];
+    char commit[64];
+    /* The parameters actually used (defaults resolved), for PNG text chunks and the perf dump. */
+    char prompt_used[64];     /* first 63 bytes only; the full prompt stays with the caller */
+    int width, height, steps, batch;
+    float guidance;
+    kiln_variant variant;
+    double sigmas_first, sigmas_last_nonzero;
+};
+
+void kiln_result_free(kiln_result *res); /* NULL allowed */
+/* Records the time spent encoding/saving the images (adds it to total_ms). */
+void kiln_result_set_output_ms(kiln_result *res, double ms);
+
+/* The perf dump: {timestamp, request_id, commit, tag, total_duration_ms, stages:[{name, duration_ms}],
+ * denoise_steps_ms:[{step, duration_ms}], peak_memory_bytes, meta:{width, height, steps, batch, guidance,
+ * variant, ...}}. meta_json: NULL or a JSON object text whose members are merged into meta. Returns a
+ * malloc'd NUL-terminated string (free with free()), or NULL when out of memory or meta_json is not an object. */
+char *kiln_result_perf_json(const kiln_result *res, const char *meta_json);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,112 @@
+/* cmd_serve.c - `kiln serve`: the ComfyUI- and OpenAI-compatible server (src/server/server.h). */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "cli/commands.h"
+#include "server/engine_select.h"
+#include "server/server.h"
+
+static volatile sig_atomic_t stop_requested;
+static void on_signal(int sig) { stop_requested = sig; }
+
+static void usage(FILE *out) {
+    fprintf(out,
+            "usage: kiln serve [--listen ADDR] [--port N] --models DIR --output DIR [--token T]\n"
+            "                  [--db FILE] [--input DIR] [--unet NAME] [--clip NAME] [--vae NAME]\n"
+            "                  [--max-queue N] [--max-body BYTES] [--max-side N] [--max-batch N] [--max-steps N]\n"
+            "                  [--timeout S] [--port-file FILE]\n\n"
+            "Serves the ComfyUI API (/prompt, /history, /view, /ws, ... also under /api) and the OpenAI images API\n"
+            "(/v1/images/generations, /v1/models) from one durable job queue (SQLite, <output>/kiln-jobs.sqlite).\n"
+            "Binds 127.0.0.1:8188 by default; --port 0 picks a free port (written to --port-file if given).\n"
+            "--token T: every route except / and /health needs 'Authorization: Bearer T'.\n");
+}
+
+static bool int_arg(const char *s, long lo, long hi, long *out) {
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || v < lo || v > hi) return false;
+    *out = v;
+    return true;
+}
+
+int kiln_cmd_serve(int argc, char **argv) {
+    kiln_server_config cfg = kiln_server_config_default();
+    const char *port_file = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "kiln serve: %s needs a value (or is unknown)\n", a);
+            usage(stderr);
+            return 2;
+        }
+        const char *v = argv[++i];
+        long n;
+        if (!strcmp(a, "--listen")) cfg.listen = v;
+        else if (!strcmp(a, "--port") && int_arg(v, 0, 65535, &n)) cfg.port = (int)n;
+        else if (!strcmp(a, "--models")) cfg.models_dir = v;
+        else if (!strcmp(a, "--output")) cfg.output_dir = v;
+        else if (!strcmp(a, "--input")) cfg.input_dir = v;
+        else if (!strcmp(a, "--db")) cfg.db_path = v;
+        else if (!strcmp(a, "--token")) cfg.token = v;
+        else if (!strcmp(a, "--unet")) cfg.default_unet = v;
+        else if (!strcmp(a, "--clip")) cfg.default_clip = v;
+        else if (!strcmp(a, "--vae")) cfg.default_vae = v;
+        else if (!strcmp(a, "--port-file")) port_file = v;
+        else if (!strcmp(a, "--max-queue") && int_arg(v, 1, 1000000, &n)) cfg.max_queue = (int)n;
+        else if (!strcmp(a, "--max-body") && int_arg(v, 1024, 1L << 30, &n)) cfg.max_body = (size_t)n;
+        else if (!strcmp(a, "--max-side") && int_arg(v, 64, 2048, &n)) cfg.limits.max_side = (int)n;
+        else if (!strcmp(a, "--max-batch") && int_arg(v, 1, 16, &n)) cfg.limits.max_batch = (int)n;
+        else if (!strcmp(a, "--max-steps") && int_arg(v, 1, 4096, &n)) cfg.limits.max_steps = (int)n;
+        else if (!strcmp(a, "--timeout") && int_arg(v, 1, 86400, &n)) cfg.conn_timeout_s = (int)n;
+        else {
+            fprintf(stderr, "kiln serve: bad option or value: %s %s\n", a, v);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (!cfg.output_dir) {
+        fprintf(stderr, "kiln serve: --output DIR is required\n");
+        usage(stderr);
+        return 2;
+    }
+    if (cfg.token && !*cfg.token) {
+        fprintf(stderr, "kiln serve: --token must not be empty\n");
+        return 2;
+    }
+    kiln_err err = {0};
+    kiln_gen_engine *engine = kiln_server_engine_new();
+    cfg.engine = engine;
+    kiln_server *srv;
+    if (kiln_server_start(&cfg, &srv, &err) != KILN_OK) {
+        fprintf(stderr, "kiln serve: %s\n", err.msg);
+        kiln_server_engine_free(engine);
+        return kiln_status_exit_code(err.code);
+    }
+    int port = kiln_server_port(srv);
+    fprintf(stderr, "kiln serve: listening on http://%s:%d (models %s, output %s%s)\n", cfg.listen, port,
+            cfg.models_dir ? cfg.models_dir : "(none)", cfg.output_dir, engine ? "" : ", NO image engine");
+    if (port_file) {
+        FILE *f = fopen(port_file, "w");
+        if (f) {
+            fprintf(f, "%d\n", port);
+            fclose(f);
+        }
+    }
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    while (!stop_requested) pause();
+    fprintf(stderr, "kiln serve: stopping\n");
+    kiln_server_stop(srv);
+    kiln_server_engine_free(engine);
+    return 0;
+}

@@ -1,0 +1,279 @@
+/* cmd_tokenize.c - `kiln tokenize`: text -> Qwen3 token ids, as the text encoder will see them.
+ *
+ *   kiln tokenize "a red fox"                        plain ids (tokenizers' Tokenizer.encode)
+ *   kiln tokenize --template klein "a red fox"        klein template, truncated/padded to 512 (diffusers)
+ *   kiln tokenize --template klein --comfy "..."      ComfyUI: pad to at least 512, never truncate
+ *   echo "a red fox" | kiln tokenize                  text from stdin (all of it, newline included)
+ *   kiln tokenize --jsonl < lines.jsonl               one JSON string per line in, one id list per line out
+ *   kiln tokenize --bench FILE                        tokens per second encoding FILE (median of --repeat runs)
+ */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/clock.h"
+#include "base/status.h"
+#include "cli/commands.h"
+#include "text/tokenizer.h"
+
+static void usage(FILE *out) {
+    fprintf(out,
+            "usage: kiln tokenize [options] [\"text\"]\n"
+            "  Prints the Qwen3 token ids of text (or of stdin when no text is given).\n\n"
+            "  --template klein|none  wrap in the FLUX.2 [klein] chat template (default none); with klein the\n"
+            "                         sequence is truncated/padded to --max-length like diffusers\n"
+            "  --comfy                ComfyUI padding: pad to at least --max-length, never truncate\n"
+            "  --no-pad               no padding or truncation\n"
+            "  --max-length N         padding length (default 512)\n"
+            "  --verbose              one line per token: position, id, mask, piece\n"
+            "  --tokenizer PATH       tokenizer.json to use (default: the shipped Qwen3 one, see KILN_DATA_DIR)\n"
+            "  --model DIR            use DIR/tokenizer/tokenizer.json when present\n"
+            "  --jsonl                read one JSON string per line, print one line of ids per input line\n"
+            "  --bench FILE           encode FILE --repeat times (default 7), print the median tokens per second\n"
+            "  --repeat N             repetitions for --bench\n");
+}
+
+/* Reads all of f (at most KILN_TOK_MAX_INPUT_BYTES + 1 bytes, so the limit check still fires). */
+static char *read_all(FILE *f, size_t *len) {
+    size_t cap = 1 << 16, n = 0;
+    char *buf = kiln_malloc(cap);
+    while (buf) {
+        size_t r = fread(buf + n, 1, cap - n, f);
+        n += r;
+        if (n < cap) break;
+        if (cap > KILN_TOK_MAX_INPUT_BYTES) break;
+        char *nb = kiln_realloc(buf, cap * 2);
+        if (!nb) {
+            kiln_free(buf);
+            return NULL;
+        }
+        buf = nb;
+        cap *= 2;
+    }
+    *len = n;
+    return buf;
+}
+
+/* A piece for display: printable UTF-8 as is, other bytes as \xNN, whitespace escaped. */
+static void print_piece(const char *p, size_t len) {
+    putchar('"');
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)p[i];
+        if (c == '\n') fputs("\\n", stdout);
+        else if (c == '\r') fputs("\\r", stdout);
+        else if (c == '\t') fputs("\\t", stdout);
+        else if (c == '"' || c == '\\') printf("\\%c", c);
+        else if (c < 0x20 || c == 0x7f) printf("\\x%02x", c);
+        else if (c >= 0x80) {
+            /* a complete UTF-8 sequence prints as is; a fragment of one as \xNN */
+            size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 0;
+            bool ok = need && i + need <= len;
+            for (size_t k = 1; ok && k < need; k++) ok = ((unsigned char)p[i + k] & 0xC0) == 0x80;
+            if (ok) {
+                fwrite(p + i, 1, need, stdout);
+                i += need - 1;
+            } else printf("\\x%02x", c);
+        } else putchar(c);
+    }
+    putchar('"');
+}
+
+static void print_ids(const int32_t *ids, size_t n) {
+    for (size_t i = 0; i < n; i++) printf(i ? " %d" : "%d", ids[i]);
+    putchar('\n');
+}
+
+static int run_jsonl(const kiln_tokenizer *tok, const kiln_tok_options *opt, bool templated) {
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    int rc = 0;
+    size_t lineno = 0;
+    while ((len = getline(&line, &cap, stdin)) > 0) {
+        lineno++;
+        json_error_t je;
+        json_t *j = json_loadb(line, (size_t)len, JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
+        if (!json_is_string(j)) {
+            fprintf(stderr, "kiln tokenize: line %zu: not a JSON string\n", lineno);
+            json_decref(j);
+            rc = 2;
+            printf("error\n");
+            continue;
+        }
+        kiln_err err = {0};
+        kiln_tokens t;
+        kiln_tok_options o = *opt;
+        if (!templated) o.template_kind = KILN_TEMPLATE_NONE;
+        if (kiln_tokenizer_encode_prompt(tok, json_string_value(j), json_string_length(j), &o, &t, &err) != KILN_OK) {
+            fprintf(stderr, "kiln tokenize: line %zu: %s\n", lineno, err.msg);
+            printf("error\n");
+            rc = kiln_status_exit_code(err.code);
+        } else {
+            print_ids(t.ids, t.n);
+            kiln_tokens_free(&t);
+        }
+        json_decref(j);
+    }
+    free(line);
+    return rc;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static int run_bench(const kiln_tokenizer *tok, const char *path, int repeat) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "kiln tokenize: %s: cannot open\n", path);
+        return 3;
+    }
+    size_t len;
+    char *text = read_all(f, &len);
+    fclose(f);
+    if (!text) {
+        fprintf(stderr, "kiln tokenize: out of memory reading %s\n", path);
+        return 6;
+    }
+    /* one line = one prompt, as a server sees them; the same split as tools/reference/tokenizer/speed.py */
+    double times[64];
+    size_t tokens = 0, lines = 0;
+    if (repeat > 64) repeat = 64;
+    int rc = 0;
+    for (int r = 0; r < repeat && !rc; r++) {
+        double t0 = kiln_clock_s();
+        size_t ntok = 0, nl = 0;
+        for (size_t at = 0; at < len;) {
+            const char *nlp = memchr(text + at, '\n', len - at);
+            size_t end = nlp ? (size_t)(nlp - text) : len;
+            int32_t *ids;
+            size_t n;
+            kiln_err err = {0};
+            if (kiln_tokenizer_encode(tok, text + at, end - at, &ids, &n, &err) != KILN_OK) {
+                fprintf(stderr, "kiln tokenize: %s line %zu: %s\n", path, nl + 1, err.msg);
+                rc = kiln_status_exit_code(err.code);
+                break;
+            }
+            kiln_free(ids);
+            ntok += n;
+            nl++;
+            at = end + 1;
+        }
+        times[r] = kiln_clock_s() - t0;
+        tokens = ntok;
+        lines = nl;
+    }
+    kiln_free(text);
+    if (rc) return rc;
+    qsort(times, (size_t)repeat, sizeof times[0], cmp_double);
+    double med = times[repeat / 2];
+    printf("kiln tokenize --bench %s: %zu bytes, %zu lines, %zu tokens, median %.4f s of %d runs (min %.4f), "
+           "%.0f tokens/s\n",
+           path, len, lines, tokens, med, repeat, times[0], tokens / med);
+    return 0;
+}
+
+int kiln_cmd_tokenize(int argc, char **argv) {
+    kiln_tok_options opt = {KILN_TEMPLATE_NONE, KILN_PAD_DIFFUSERS, KILN_TOK_DEFAULT_MAX_LEN, KILN_QWEN3_PAD_ID};
+    bool verbose = false, jsonl = false, no_pad = false, comfy = false;
+    const char *text = NULL, *tok_path = NULL, *model_dir = NULL, *bench = NULL;
+    int repeat = 7;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        bool has_next = i + 1 < argc;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--template") && has_next) {
+            if (!kiln_tok_template_parse(argv[++i], &opt.template_kind)) {
+                fprintf(stderr, "kiln tokenize: unknown template '%s' (klein, none)\n", argv[i]);
+                return 2;
+            }
+        } else if (!strcmp(a, "--comfy")) comfy = true;
+        else if (!strcmp(a, "--no-pad")) no_pad = true;
+        else if (!strcmp(a, "--verbose") || !strcmp(a, "-v")) verbose = true;
+        else if (!strcmp(a, "--jsonl")) jsonl = true;
+        else if (!strcmp(a, "--max-length") && has_next) {
+            char *end;
+            long v = strtol(argv[++i], &end, 10);
+            if (*end || v < 1 || v > (1 << 20)) {
+                fprintf(stderr, "kiln tokenize: --max-length wants 1..1048576\n");
+                return 2;
+            }
+            opt.max_length = (size_t)v;
+        } else if (!strcmp(a, "--repeat") && has_next) {
+            char *end;
+            long v = strtol(argv[++i], &end, 10);
+            if (*end || v < 1 || v > 64) {
+                fprintf(stderr, "kiln tokenize: --repeat wants 1..64\n");
+                return 2;
+            }
+            repeat = (int)v;
+        } else if (!strcmp(a, "--tokenizer") && has_next) tok_path = argv[++i];
+        else if (!strcmp(a, "--model") && has_next) model_dir = argv[++i];
+        else if (!strcmp(a, "--bench") && has_next) bench = argv[++i];
+        else if (a[0] == '-' && a[1] == '-') {
+            fprintf(stderr, "kiln tokenize: unknown or incomplete option '%s'\n", a);
+            usage(stderr);
+            return 2;
+        } else if (!text) text = a;
+        else {
+            fprintf(stderr, "kiln tokenize: one text only (quote it)\n");
+            return 2;
+        }
+    }
+    /* padding applies to templated encodings; plain ids are HF's encode() unless asked otherwise */
+    if (no_pad || (opt.template_kind == KILN_TEMPLATE_NONE && !comfy)) opt.padding = KILN_PAD_NONE;
+    if (comfy && !no_pad) opt.padding = KILN_PAD_COMFY;
+
+    kiln_err err = {0};
+    kiln_tokenizer *tok;
+    kiln_status st = tok_path ? kiln_tokenizer_load(tok_path, &tok, &err) : kiln_tokenizer_load_default(model_dir, &tok, &err);
+    if (st != KILN_OK) {
+        fprintf(stderr, "kiln tokenize: %s\n", err.msg);
+        return kiln_status_exit_code(st);
+    }
+    int rc = 0;
+    if (bench) rc = run_bench(tok, bench, repeat);
+    else if (jsonl) rc = run_jsonl(tok, &opt, opt.template_kind != KILN_TEMPLATE_NONE);
+    else {
+        size_t len;
+        char *owned = NULL;
+        if (text) len = strlen(text);
+        else {
+            owned = read_all(stdin, &len);
+            if (!owned) {
+                fprintf(stderr, "kiln tokenize: out of memory reading stdin\n");
+                kiln_tokenizer_free(tok);
+                return 6;
+            }
+            text = owned;
+        }
+        kiln_tokens t;
+        st = kiln_tokenizer_encode_prompt(tok, text, len, &opt, &t, &err);
+        kiln_free(owned);
+        if (st != KILN_OK) {
+            fprintf(stderr, "kiln tokenize: %s\n", err.msg);
+            rc = kiln_status_exit_code(st);
+        } else if (!verbose) {
+            print_ids(t.ids, t.n);
+        } else {
+            for (size_t i = 0; i < t.n_real; i++) {
+                size_t pl;
+                const char *p = kiln_tokenizer_piece(tok, t.ids[i], &pl);
+                printf("%zu\t%d\t", i, t.ids[i]);
+                print_piece(p, pl);
+                putchar('\n');
+            }
+            if (t.n > t.n_real) printf("%zu..%zu\t%d\tpadding (mask 0)\n", t.n_real, t.n - 1, t.ids[t.n_real]);
+            printf("# %zu real tokens%s, %zu in all%s\n", t.n_real, t.truncated ? " after truncation" : "", t.n,
+                   t.truncated ? " (the prompt was truncated: the template tail is cut, as diffusers does)" : "");
+        }
+        kiln_tokens_free(&t);
+    }
+    kiln_tokenizer_free(tok);
+    return rc;
+}

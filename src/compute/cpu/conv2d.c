@@ -1,0 +1,97 @@
+/* conv2d.c - 2-D convolution (NCHW, k = 1 or 3, stride 1 or 2, separate begin/end padding) as im2col + the
+ * matmul core. Each task takes CONV_PIX output pixels of one image, gathers their receptive fields into a
+ * per-thread [pixels, Ci*k*k] matrix (zeros in the padding) and multiplies it by the weight viewed as
+ * [Co, Ci*k*k] (its stored layout), writing the NCHW output directly (pixel stride 1, channel stride Ho*Wo). */
+#include "compute/cpu/gemm.h"
+
+#define CONV_PIX 64
+
+typedef struct conv_job {
+    cpu_gemm g; /* template: w, bias, tier, fast */
+    const float *x;
+    float *y;
+    int64_t ci, h, w, co, ho, wo, k, stride, pad, tiles_per_img;
+    char *scratch;
+    size_t per_thread;
+} conv_job;
+
+static void conv_task(void *ctx, size_t t, int thread) {
+    const conv_job *j = ctx;
+    int64_t img = (int64_t)t / j->tiles_per_img, p0 = ((int64_t)t % j->tiles_per_img) * CONV_PIX;
+    int64_t np = j->ho * j->wo - p0 < CONV_PIX ? j->ho * j->wo - p0 : CONV_PIX, K = j->ci * j->k * j->k;
+    float *col = (float *)(j->scratch + (size_t)thread * j->per_thread);
+    const float *x = j->x + img * j->ci * j->h * j->w;
+    for (int64_t p = 0; p < np; p++) {
+        int64_t oy = (p0 + p) / j->wo, ox = (p0 + p) % j->wo;
+        float *c = col + p * K;
+        for (int64_t ci = 0; ci < j->ci; ci++)
+            for (int64_t ky = 0; ky < j->k; ky++) {
+                int64_t iy = oy * j->stride + ky - j->pad;
+                for (int64_t kx = 0; kx < j->k; kx++) {
+                    int64_t ix = ox * j->stride + kx - j->pad;
+                    *c++ = iy >= 0 && iy < j->h && ix >= 0 && ix < j->w ? x[(ci * j->h + iy) * j->w + ix] : 0.0f;
+                }
+            }
+    }
+    cpu_gemm g = j->g;
+    g.M = np, g.K = K;
+    g.x = col, g.ldx = K;
+    g.y = j->y + img * j->co * j->ho * j->wo + p0;
+    if (g.fast) {
+        uint16_t *xb = (uint16_t *)(col + CONV_PIX * K);
+        if (g.amx) cpu_gemm_pack_amx(xb, col, K, np, K, 0, (np + 31) & ~31);
+        else
+            for (int64_t i = 0; i < np * K; i++) xb[i] = f32_to_bf16(col[i]);
+        g.xb = xb, g.ldxb = K;
+    }
+    cpu_gemm_block(&g, 0, np, 0, g.N);
+}
+
+kiln_status cpu_conv2d(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, const kiln_tensor *w,
+                       const kiln_tensor *bias, int stride, int pad_begin, int pad_end, kiln_err *err) {
+    kiln_cpu_backend *cb = cpu_be(be);
+    int64_t xd[4], yd[4];
+    KILN_TRY(cpu_as_nchw(x, "conv2d", "x", xd, err));
+    KILN_TRY(cpu_as_nchw(y, "conv2d", "y", yd, err));
+    if (!w || w->backend != KILN_BACKEND_CPU || w->ndim != 4 || !kiln_tensor_is_contiguous(w) ||
+        (w->dtype != KILN_DT_BF16 && w->dtype != KILN_DT_F32))
+        return KILN_FAIL(err, KILN_E_INVALID, "conv2d: w must be a contiguous 4-D bf16 or f32 [Co, Ci, k, k] weight");
+    int64_t co = w->shape[0], ci = w->shape[1], k = w->shape[2];
+    if (w->shape[3] != k || (k != 1 && k != 3))
+        return KILN_FAIL(err, KILN_E_UNSUPPORTED, "conv2d: kernel %lldx%lld (only 1x1 and 3x3)", (long long)k,
+                         (long long)w->shape[3]);
+    if (stride != 1 && stride != 2) return KILN_FAIL(err, KILN_E_UNSUPPORTED, "conv2d: stride %d (only 1 or 2)", stride);
+    if (pad_begin < 0 || pad_end < 0 || pad_begin > 2 || pad_end > 2)
+        return KILN_FAIL(err, KILN_E_INVALID, "conv2d: padding %d/%d out of range 0..2", pad_begin, pad_end);
+    if (xd[1] != ci)
+        return KILN_FAIL(err, KILN_E_INVALID, "conv2d: x has %lld channels, the weight expects %lld", (long long)xd[1],
+                         (long long)ci);
+    int64_t hp = xd[2] + pad_begin + pad_end, wp = xd[3] + pad_begin + pad_end;
+    if (hp < k || wp < k) return KILN_FAIL(err, KILN_E_INVALID, "conv2d: the image is smaller than the kernel");
+    int64_t ho = (hp - k) / stride + 1, wo = (wp - k) / stride + 1;
+    if (yd[0] != xd[0] || yd[1] != co || yd[2] != ho || yd[3] != wo)
+        return KILN_FAIL(err, KILN_E_INVALID, "conv2d: y must be [%lld, %lld, %lld, %lld], got [%lld, %lld, %lld, %lld]",
+                         (long long)xd[0], (long long)co, (long long)ho, (long long)wo, (long long)yd[0],
+                         (long long)yd[1], (long long)yd[2], (long long)yd[3]);
+    if (x->data == y->data) return KILN_FAIL(err, KILN_E_INVALID, "conv2d: y must not alias x");
+    conv_job j = {.x = x->data, .y = y->data, .ci = ci, .h = xd[2], .w = xd[3], .co = co, .ho = ho, .wo = wo,
+                  .k = k, .stride = stride, .pad = pad_begin};
+    cpu_gemm *g = &j.g;
+    g->N = co, g->K = ci * k * k;
+    g->w = w->data, g->ldw = g->K, g->w_bf16 = w->dtype == KILN_DT_BF16;
+    g->ys_m = 1, g->ys_n = ho * wo;
+    g->tier = cb->tier;
+    g->epi = KILN_EPI_NONE;
+    if (bias) KILN_TRY(cpu_as_param(bias, co, "conv2d", "bias", &g->bias, err));
+    g->fast = be->precision == KILN_PREC_FAST && g->w_bf16;
+    g->amx = cpu_gemm_amx_ok(g);
+    if (xd[0] == 0 || ho * wo == 0 || co == 0) return KILN_OK;
+    /* per thread: CONV_PIX f32 rows of K, then their bf16 copy (AMX pack rounds rows to 32: CONV_PIX is 64) */
+    j.per_thread = ((size_t)CONV_PIX * (size_t)g->K * 6 + 63) & ~(size_t)63;
+    void *s;
+    KILN_TRY(cpu_scratch(cb, j.per_thread * (size_t)cb->n_threads, &s, err));
+    j.scratch = s;
+    j.tiles_per_img = (ho * wo + CONV_PIX - 1) / CONV_PIX;
+    kiln_pool_run(cb->pool, (size_t)(xd[0] * j.tiles_per_img), conv_task, &j);
+    return KILN_OK;
+}

@@ -1,0 +1,106 @@
+/* cpu_backend.c - the CPU backend: opening it (thread pool, instruction-set tier), host memory, and the ops
+ * table. The ops themselves live one file each beside this one. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/log.h"
+#include "compute/cpu/cpu_internal.h"
+
+static void *cpu_alloc(kiln_backend *be, size_t bytes) { return kiln_aligned_alloc(bytes ? bytes : 1); }
+static void cpu_free(kiln_backend *be, void *p) { kiln_aligned_free(p); }
+
+static kiln_status cpu_memcpy(kiln_backend *be, void *dst, const void *src, size_t bytes, kiln_err *err) {
+    if (bytes && (!dst || !src)) return KILN_FAIL(err, KILN_E_INVALID, "copy of %zu bytes with a NULL pointer", bytes);
+    if (bytes) memmove(dst, src, bytes);
+    return KILN_OK;
+}
+static kiln_status cpu_sync(kiln_backend *be, kiln_err *err) { return KILN_OK; }
+
+static void cpu_close(kiln_backend *be) {
+    if (!be) return;
+    kiln_pool_destroy(cpu_be(be)->pool);
+    kiln_aligned_free(cpu_be(be)->scratch);
+    kiln_free(be);
+}
+
+#define CPU_OPS_TABLE(ops_name)                                                                               \
+    {                                                                                                         \
+        .name = ops_name, .matmul = cpu_matmul, .attention = cpu_attention, .rms_norm = cpu_rms_norm,         \
+        .layer_norm_modulate = cpu_layer_norm_modulate, .rope = cpu_rope, .swiglu = cpu_swiglu,               \
+        .silu_mul = cpu_silu_mul, .silu = cpu_silu, .gelu_tanh = cpu_gelu_tanh, .softmax = cpu_softmax,       \
+        .add = cpu_add, .gated_add = cpu_gated_add, .scale_shift = cpu_scale_shift, .copy = cpu_copy,         \
+        .conv2d = cpu_conv2d, .group_norm = cpu_group_norm, .upsample2x = cpu_upsample2x, .alloc = cpu_alloc, \
+        .free = cpu_free, .upload = cpu_memcpy, .download = cpu_memcpy, .sync = cpu_sync, .close = cpu_close,  \
+    }
+
+/* One table per tier so that be->ops->name says which kernels run; the functions dispatch on the tier. */
+static const kiln_ops cpu_ops[] = {
+    CPU_OPS_TABLE("cpu-generic"),
+    CPU_OPS_TABLE("cpu-avx2"),
+    CPU_OPS_TABLE("cpu-avx512bf16"),
+    CPU_OPS_TABLE("cpu-amx"),
+};
+
+kiln_status kiln_backend_open_cpu(int n_threads, kiln_backend **out, kiln_err *err) {
+    if (!out) return KILN_FAIL(err, KILN_E_INVALID, "kiln_backend_open_cpu: out is NULL");
+    *out = NULL;
+    kiln_cpu_tier tier = kiln_cpu_detect_tier();
+    const char *env = getenv("KILN_CPU");
+    if (env && *env) {
+        kiln_cpu_tier want;
+        if (!kiln_cpu_parse_tier(env, &want))
+            return KILN_FAIL(err, KILN_E_INVALID, "KILN_CPU=%s: expected generic, avx2, avx512 or amx", env);
+        if (want > tier)
+            return KILN_FAIL(err, KILN_E_UNSUPPORTED, "KILN_CPU=%s: this CPU supports only up to %s", env,
+                             kiln_cpu_tier_name(tier));
+        tier = want;
+    }
+    kiln_cpu_backend *cb = kiln_calloc(1, sizeof *cb);
+    if (!cb) return KILN_FAIL(err, KILN_E_NOMEM, "out of memory opening the CPU backend");
+    kiln_status s = kiln_pool_create(n_threads, &cb->pool, err);
+    if (s != KILN_OK) {
+        kiln_free(cb);
+        return s;
+    }
+    cb->n_threads = kiln_pool_size(cb->pool);
+    cb->tier = tier;
+    cb->base.ops = &cpu_ops[tier];
+    cb->base.kind = KILN_BACKEND_CPU;
+    cb->base.device = 0;
+    cb->base.precision = KILN_PREC_FAST;
+    log_debug("cpu backend: %d threads, kernels %s", cb->n_threads, cb->base.ops->name);
+    *out = &cb->base;
+    return KILN_OK;
+}
+
+typedef struct range_job {
+    cpu_range_fn fn;
+    void *ctx;
+    int64_t rows, grain;
+} range_job;
+
+static void range_task(void *ctx, size_t i, int thread) {
+    range_job *j = ctx;
+    int64_t r0 = (int64_t)i * j->grain, r1 = r0 + j->grain < j->rows ? r0 + j->grain : j->rows;
+    j->fn(j->ctx, r0, r1);
+}
+
+void cpu_parallel_rows(kiln_cpu_backend *cb, int64_t rows, int64_t grain, cpu_range_fn fn, void *ctx) {
+    if (rows <= 0) return;
+    if (grain < 1) grain = 1;
+    range_job j = {fn, ctx, rows, grain};
+    kiln_pool_run(cb->pool, (size_t)((rows + grain - 1) / grain), range_task, &j);
+}
+
+kiln_status cpu_scratch(kiln_cpu_backend *cb, size_t bytes, void **out, kiln_err *err) {
+    if (bytes > cb->scratch_cap) {
+        void *p = kiln_aligned_alloc(bytes);
+        if (!p) return KILN_FAIL(err, KILN_E_NOMEM, "out of memory for %zu bytes of CPU scratch", bytes);
+        kiln_aligned_free(cb->scratch);
+        cb->scratch = p;
+        cb->scratch_cap = bytes;
+    }
+    *out = cb->scratch;
+    return KILN_OK;
+}

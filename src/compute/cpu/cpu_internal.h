@@ -1,0 +1,134 @@
+/* cpu_internal.h - what the CPU backend's files share: the backend struct, the instruction-set tier picked at
+ * run time, shape checks that turn tensors into plain row-major matrices, and bf16 helpers.
+ *
+ * Not a public header: only src/compute/cpu/ and the compute tests include it.
+ */
+#ifndef KILN_COMPUTE_CPU_INTERNAL_H
+#define KILN_COMPUTE_CPU_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "base/status.h"
+#include "base/threadpool.h"
+#include "compute/ops.h"
+#include "tensor/tensor.h"
+
+/* Instruction-set tiers, lowest first. Each tier may use every kernel of the tiers below it. */
+typedef enum kiln_cpu_tier {
+    KILN_CPU_GENERIC = 0, /* portable C (the compiler may auto-vectorise for baseline x86-64) */
+    KILN_CPU_AVX2,        /* AVX2 + FMA + F16C */
+    KILN_CPU_AVX512,      /* AVX-512 F/BW/VL/DQ + AVX512-BF16 dot products */
+    KILN_CPU_AMX,         /* AVX512 tier + AMX-BF16 tiles (Sapphire Rapids and later) */
+} kiln_cpu_tier;
+
+/* The best tier this CPU (and OS, for AMX) supports. Thread-safe, cached. */
+kiln_cpu_tier kiln_cpu_detect_tier(void);
+const char *kiln_cpu_tier_name(kiln_cpu_tier t); /* "generic", "avx2", "avx512", "amx" */
+/* Parses KILN_CPU-style names; false if unknown. */
+bool kiln_cpu_parse_tier(const char *s, kiln_cpu_tier *out);
+/* Asks Linux for permission to use AMX tile data in this process (arch_prctl). Idempotent; false when the
+ * kernel refuses (pre-5.16 or disabled). */
+bool kiln_cpu_amx_enable(void);
+
+typedef struct kiln_cpu_backend {
+    kiln_backend base; /* must be first */
+    kiln_pool *pool;
+    int n_threads;
+    kiln_cpu_tier tier;
+    /* Grow-only scratch for one op at a time (a backend, like a CUDA stream, serves one caller at a time):
+     * bf16/packed activations for matmul, K/V tiles for attention. Sized on first use, so the denoising loop
+     * allocates nothing after its first step. */
+    void *scratch;
+    size_t scratch_cap;
+} kiln_cpu_backend;
+
+/* At least `bytes` of 64-byte aligned scratch owned by the backend (valid until the next call). */
+kiln_status cpu_scratch(kiln_cpu_backend *cb, size_t bytes, void **out, kiln_err *err);
+
+static inline kiln_cpu_backend *cpu_be(kiln_backend *be) { return (kiln_cpu_backend *)be; }
+
+/* A 2-D row-major view: rows x cols elements, row stride ld (elements), last dim contiguous. */
+typedef struct cpu_mat {
+    char *data;
+    int64_t rows, cols, ld;
+    kiln_dtype dt;
+} cpu_mat;
+
+/* Views t as a matrix: the last dim is the columns, the leading dims (which must collapse into one evenly
+ * strided dim) are the rows. Checks the backend is the CPU and the dtype is dt (or any float if dt < 0). */
+kiln_status cpu_as_mat(const kiln_tensor *t, int dt, const char *op, const char *name, cpu_mat *m, kiln_err *err);
+/* A 1-D f32 vector of length n (contiguous), e.g. a gain, bias or gate. NULL t fails unless optional. */
+kiln_status cpu_as_vec(const kiln_tensor *t, int64_t n, const char *op, const char *name, const float **out,
+                       kiln_err *err);
+/* A small parameter vector (gain, gamma, beta, bias) stored as f32 or bf16 - used as stored. */
+typedef struct cpu_param {
+    const void *p;
+    bool bf16;
+} cpu_param;
+kiln_status cpu_as_param(const kiln_tensor *t, int64_t n, const char *op, const char *name, cpu_param *out,
+                         kiln_err *err);
+/* A contiguous 4-D f32 NCHW image. */
+kiln_status cpu_as_nchw(const kiln_tensor *t, const char *op, const char *name, int64_t dims[4], kiln_err *err);
+
+/* Runs fn(ctx, r0, r1) over [0, rows) split into chunks of about `grain` rows on the backend's pool. */
+typedef void (*cpu_range_fn)(void *ctx, int64_t r0, int64_t r1);
+void cpu_parallel_rows(kiln_cpu_backend *cb, int64_t rows, int64_t grain, cpu_range_fn fn, void *ctx);
+/* A grain (rows per task) giving tasks of roughly 32K elements for rows `width` wide. */
+static inline int64_t cpu_grain(int64_t width) { return width >= 32768 ? 1 : 32768 / (width > 0 ? width : 1); }
+
+static inline float *mat_f32_row(const cpu_mat *m, int64_t r) { return (float *)m->data + r * m->ld; }
+
+static inline float param_at(const cpu_param *p, int64_t i);
+
+/* bf16 <-> f32. bf16 is the top half of an f32; rounding is to nearest even, NaN stays NaN. */
+static inline float bf16_to_f32(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+static inline uint16_t f32_to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+/* f32 -> bf16 -> f32: the value a bf16 dot product sees. */
+static inline float round_bf16(float f) { return bf16_to_f32(f32_to_bf16(f)); }
+
+static inline float param_at(const cpu_param *p, int64_t i) {
+    return p->bf16 ? bf16_to_f32(((const uint16_t *)p->p)[i]) : ((const float *)p->p)[i];
+}
+
+/* Per-op entry points, one file each (signatures as in kiln_ops). */
+kiln_status cpu_matmul(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, const kiln_tensor *w,
+                       const kiln_tensor *bias, const kiln_epilogue *epi, kiln_err *err);
+kiln_status cpu_attention(kiln_backend *be, kiln_tensor *out, const kiln_tensor *q, const kiln_tensor *k,
+                          const kiln_tensor *v, int n_q_heads, int n_kv_heads, float scale, bool causal,
+                          const kiln_tensor *key_mask, kiln_err *err);
+kiln_status cpu_rms_norm(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, const kiln_tensor *gain, float eps,
+                         kiln_err *err);
+kiln_status cpu_layer_norm_modulate(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, const kiln_tensor *shift,
+                                    const kiln_tensor *scale, float eps, kiln_err *err);
+kiln_status cpu_rope(kiln_backend *be, kiln_tensor *x, const kiln_tensor *cos, const kiln_tensor *sin, int n_heads,
+                     bool interleaved, kiln_err *err);
+kiln_status cpu_swiglu(kiln_backend *be, kiln_tensor *y, const kiln_tensor *ab, kiln_err *err);
+kiln_status cpu_silu_mul(kiln_backend *be, kiln_tensor *y, const kiln_tensor *a, const kiln_tensor *b, kiln_err *err);
+kiln_status cpu_silu(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, kiln_err *err);
+kiln_status cpu_gelu_tanh(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, kiln_err *err);
+kiln_status cpu_softmax(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, kiln_err *err);
+kiln_status cpu_add(kiln_backend *be, kiln_tensor *y, const kiln_tensor *a, const kiln_tensor *b, kiln_err *err);
+kiln_status cpu_gated_add(kiln_backend *be, kiln_tensor *x, const kiln_tensor *gate, const kiln_tensor *y,
+                          kiln_err *err);
+kiln_status cpu_scale_shift(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, float a, float b, kiln_err *err);
+kiln_status cpu_copy(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, kiln_err *err);
+kiln_status cpu_conv2d(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, const kiln_tensor *w,
+                       const kiln_tensor *bias, int stride, int pad_begin, int pad_end, kiln_err *err);
+kiln_status cpu_group_norm(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, int groups,
+                           const kiln_tensor *gamma, const kiln_tensor *beta, float eps, bool silu, kiln_err *err);
+kiln_status cpu_upsample2x(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, kiln_err *err);
+
+#endif

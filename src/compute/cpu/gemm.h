@@ -1,0 +1,62 @@
+/* gemm.h - the matrix-multiply core shared by matmul and conv2d (CPU backend internals).
+ *
+ *   y[m, n] (op)= sum_k x[m, k] * w[n, k] (+ bias[n])      m < M, n < N, k < K
+ *
+ * x is an f32 activation (EXACT) or its bf16 copy (FAST, bf16 weights only); w is a weight as stored, [N, K]
+ * row-major in bf16 or f32. y is addressed with two strides so the same core writes token-major matrices
+ * (ys_n = 1) and NCHW images (ys_m = 1, ys_n = H*W). The core is single-threaded: callers split [0,M) x [0,N)
+ * into blocks and run blocks on the pool.
+ *
+ * Micro-kernels per tier compute an MR x NR tile of dot products over the whole K into an f32 buffer; the shared
+ * epilogue adds the bias and applies NONE / ADD / GATED_RESIDUAL while storing. The AMX kernel works on
+ * 32 x 32 tiles and needs x packed by cpu_gemm_pack_amx (see below). */
+#ifndef KILN_COMPUTE_CPU_GEMM_H
+#define KILN_COMPUTE_CPU_GEMM_H
+
+#include "compute/cpu/cpu_internal.h"
+
+typedef struct cpu_gemm {
+    int64_t M, N, K;
+    const float *x; /* f32 [M, K], row stride ldx (EXACT) */
+    int64_t ldx;
+    const uint16_t *xb; /* bf16 x (FAST): row-major [M, K] stride ldxb, or AMX-packed when amx */
+    int64_t ldxb;
+    const void *w; /* [N, K], row stride ldw */
+    int64_t ldw;
+    bool w_bf16;
+    bool fast; /* FAST: bf16 x . bf16 w with f32 accumulation (uses xb) */
+    bool amx;  /* xb is AMX-packed and the AMX kernel runs (fast, w bf16, K % 32 == 0, N % 32 == 0) */
+    cpu_param bias; /* bias.p NULL = none */
+    float *y;
+    int64_t ys_m, ys_n;
+    kiln_epilogue_kind epi;
+    const float *gate;
+    kiln_cpu_tier tier;
+} cpu_gemm;
+
+/* Runs rows [m0, m1) x columns [n0, n1) of the product. For AMX, m0 must be a multiple of 32 and n0, n1 of 32. */
+void cpu_gemm_block(const cpu_gemm *g, int64_t m0, int64_t m1, int64_t n0, int64_t n1);
+
+/* Stores acc (mr x nr; element (i, j) at acc[i*as_m + j*as_n]) into y rows m0.., cols n0.. with the epilogue. */
+void cpu_gemm_store(const cpu_gemm *g, int64_t m0, int mr, int64_t n0, int nr, const float *acc, int64_t as_m,
+                    int64_t as_n);
+
+/* Whether the AMX path can run this product (tier, FAST, bf16 weights, K % 32 == 0, N % 32 == 0). */
+bool cpu_gemm_amx_ok(const cpu_gemm *g);
+/* Bytes of the AMX-packed copy of `rows` rows of x (rows rounded up to 32). */
+size_t cpu_gemm_amx_packed_bytes(int64_t rows, int64_t K);
+/* Packs f32 rows [r0, r1) of x (r0 % 16 == 0) into dst, the pack of the whole x: groups of 16 rows, each
+ * [K/2][16][2] bf16 (the VNNI layout of an AMX B tile); rows past M are zero. */
+void cpu_gemm_pack_amx(uint16_t *dst, const float *x, int64_t ldx, int64_t M, int64_t K, int64_t r0, int64_t r1);
+
+/* Tier kernels (files gemm_avx2.c, gemm_avx512.c, gemm_amx.c). Each computes an mr x nr tile
+ * (mr <= MR, nr <= NR) into acc[i*NR + j]. */
+#define GEMM_MR 4
+#define GEMM_NR 4
+void cpu_gemm_tile_generic(const cpu_gemm *g, int64_t m0, int mr, int64_t n0, int nr, float *acc);
+void cpu_gemm_tile_avx2(const cpu_gemm *g, int64_t m0, int mr, int64_t n0, int nr, float *acc);
+void cpu_gemm_tile_avx512(const cpu_gemm *g, int64_t m0, int mr, int64_t n0, int nr, float *acc);
+/* AMX: rows [m0, m1) x cols [n0, n1), all multiples of 32 except m1 (clipped at M when storing). */
+void cpu_gemm_block_amx(const cpu_gemm *g, int64_t m0, int64_t m1, int64_t n0, int64_t n1);
+
+#endif

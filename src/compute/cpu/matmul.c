@@ -1,0 +1,102 @@
+/* matmul.c - the matmul op: y[M,N] (op)= x[M,K] . w[N,K]^T + bias, on the pool.
+ *
+ * FAST with bf16 weights first converts x to bf16 once (row-major for the AVX-512/AVX2/generic kernels, the AMX
+ * B-tile layout for AMX) into backend scratch, then splits the output into blocks on the pool. Rows are taken
+ * in chunks so the converted activation stays under MATMUL_SCRATCH_MAX bytes; each chunk streams the weight once.
+ * EXACT (or f32 weights) reads x as f32 directly. */
+#include "compute/cpu/gemm.h"
+
+#define MATMUL_SCRATCH_MAX ((size_t)48 << 20)
+#define BLOCK_M 128 /* rows of x per task */
+#define BLOCK_N 128 /* rows of w per task */
+
+typedef struct mm_job {
+    cpu_gemm g;
+    int64_t r0, r1; /* the chunk of rows in flight */
+    int64_t nblk_n;
+    const float *x;
+    int64_t ldx;
+} mm_job;
+
+static void pack_task(void *ctx, size_t i, int thread) {
+    mm_job *j = ctx;
+    int64_t r = j->r0 + (int64_t)i * 32, re = r + 32 < j->r1 ? r + 32 : j->r1;
+    uint16_t *xb = (uint16_t *)j->g.xb;
+    if (j->g.amx) { /* the pack covers the chunk (row r0 at offset 0) padded with zero rows to a multiple of 32 */
+        cpu_gemm_pack_amx(xb, j->x + j->r0 * j->ldx, j->ldx, j->r1 - j->r0, j->g.K, r - j->r0, r - j->r0 + 32);
+        return;
+    }
+    for (int64_t row = r; row < re; row++) {
+        const float *xr = j->x + row * j->ldx;
+        uint16_t *o = xb + (row - j->r0) * j->g.ldxb;
+        for (int64_t k = 0; k < j->g.K; k++) o[k] = f32_to_bf16(xr[k]);
+    }
+}
+
+static void block_task(void *ctx, size_t i, int thread) {
+    const mm_job *j = ctx;
+    int64_t bn = (int64_t)i % j->nblk_n, bm = (int64_t)i / j->nblk_n;
+    int64_t n0 = bn * BLOCK_N, n1 = n0 + BLOCK_N < j->g.N ? n0 + BLOCK_N : j->g.N;
+    int64_t m0 = j->r0 + bm * BLOCK_M, m1 = m0 + BLOCK_M < j->r1 ? m0 + BLOCK_M : j->r1;
+    cpu_gemm g = j->g; /* the chunk's rows are rows 0.. of xb and of the shifted x and y */
+    if (g.fast) {
+        g.M = j->r1 - j->r0;
+        g.y += j->r0 * g.ys_m;
+        cpu_gemm_block(&g, m0 - j->r0, m1 - j->r0, n0, n1);
+    } else {
+        cpu_gemm_block(&g, m0, m1, n0, n1);
+    }
+}
+
+kiln_status cpu_matmul(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, const kiln_tensor *w,
+                       const kiln_tensor *bias, const kiln_epilogue *epi, kiln_err *err) {
+    kiln_cpu_backend *cb = cpu_be(be);
+    cpu_mat ym, xm, wm;
+    KILN_TRY(cpu_as_mat(y, KILN_DT_F32, "matmul", "y", &ym, err));
+    KILN_TRY(cpu_as_mat(x, KILN_DT_F32, "matmul", "x", &xm, err));
+    KILN_TRY(cpu_as_mat(w, -1, "matmul", "w", &wm, err));
+    if (wm.dt != KILN_DT_BF16 && wm.dt != KILN_DT_F32)
+        return KILN_FAIL(err, KILN_E_UNSUPPORTED, "matmul: weight dtype %s (expected bf16 or f32)", kiln_dtype_name(wm.dt));
+    if (w->ndim != 2 || xm.cols != wm.cols || ym.rows != xm.rows || ym.cols != wm.rows)
+        return KILN_FAIL(err, KILN_E_INVALID,
+                         "matmul: shapes do not chain: y [%lld, %lld] = x [%lld, %lld] . w [%lld, %lld]^T",
+                         (long long)ym.rows, (long long)ym.cols, (long long)xm.rows, (long long)xm.cols,
+                         (long long)wm.rows, (long long)wm.cols);
+    mm_job j = {.x = (const float *)xm.data, .ldx = xm.ld};
+    cpu_gemm *g = &j.g;
+    g->M = xm.rows, g->N = wm.rows, g->K = xm.cols;
+    g->x = (const float *)xm.data, g->ldx = xm.ld;
+    g->w = wm.data, g->ldw = wm.ld, g->w_bf16 = wm.dt == KILN_DT_BF16;
+    g->y = (float *)ym.data, g->ys_m = ym.ld, g->ys_n = 1;
+    g->tier = cb->tier;
+    g->epi = epi ? epi->kind : KILN_EPI_NONE;
+    if (g->epi != KILN_EPI_NONE && g->epi != KILN_EPI_ADD && g->epi != KILN_EPI_GATED_RESIDUAL)
+        return KILN_FAIL(err, KILN_E_INVALID, "matmul: unknown epilogue %d", (int)g->epi);
+    if (g->epi == KILN_EPI_GATED_RESIDUAL)
+        KILN_TRY(cpu_as_vec(epi->gate, g->N, "matmul", "gate", &g->gate, err));
+    if (bias) KILN_TRY(cpu_as_param(bias, g->N, "matmul", "bias", &g->bias, err));
+    if (g->M == 0 || g->N == 0) return KILN_OK;
+
+    g->fast = be->precision == KILN_PREC_FAST && g->w_bf16;
+    g->amx = cpu_gemm_amx_ok(g);
+    int64_t chunk = g->M;
+    void *scratch = NULL;
+    if (g->fast) {
+        size_t row_bytes = (size_t)(g->K > 0 ? g->K : 1) * 2;
+        chunk = (int64_t)(MATMUL_SCRATCH_MAX / row_bytes) & ~(int64_t)31;
+        if (chunk < 32) chunk = 32;
+        if (chunk > g->M) chunk = g->M;
+        size_t need = g->amx ? cpu_gemm_amx_packed_bytes(chunk, g->K) : (size_t)chunk * row_bytes;
+        KILN_TRY(cpu_scratch(cb, need, &scratch, err));
+        g->xb = scratch, g->ldxb = g->K;
+    }
+    j.nblk_n = (g->N + BLOCK_N - 1) / BLOCK_N;
+    for (int64_t r0 = 0; r0 < g->M; r0 += chunk) {
+        j.r0 = r0;
+        j.r1 = r0 + chunk < g->M ? r0 + chunk : g->M;
+        if (g->fast) kiln_pool_run(cb->pool, (size_t)((j.r1 - r0 + 31) / 32), pack_task, &j);
+        int64_t nblk_m = (j.r1 - r0 + BLOCK_M - 1) / BLOCK_M;
+        kiln_pool_run(cb->pool, (size_t)(nblk_m * j.nblk_n), block_task, &j);
+    }
+    return KILN_OK;
+}

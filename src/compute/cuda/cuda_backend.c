@@ -1,0 +1,193 @@
+/* cuda_backend.c - the CUDA backend: opening it (device, stream, cuBLASLt, arena), memory, copies, closing, the
+ * ops table, and CUDA-graph runs. Host C only: every CUDA call goes through the kcu_* wrappers in the .cu files.
+ * Compiled in every build; its body only when kiln is built with CUDA (KILN_HAVE_CUDA) - otherwise
+ * src/compute/backend.c's kiln_backend_open_cuda answers KILN_E_DEVICE. */
+#include "compute/cuda/cuda_backend.h"
+
+#ifdef KILN_HAVE_CUDA
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/log.h"
+#include "compute/cuda/cuda_internal.h"
+#include "compute/cuda/cuda_ops.h"
+
+/* ---- memory: the arena first, cudaMalloc when it is full (or absent) ---- */
+
+static bool in_arena(const kiln_cuda_backend *cb, const void *p) {
+    const char *b = cb->arena_base;
+    return b && (const char *)p >= b && (const char *)p < b + cb->arena.capacity;
+}
+
+static void *cuda_alloc(kiln_backend *be, size_t bytes) {
+    kiln_cuda_backend *cb = cuda_be(be);
+    uint64_t off;
+    if (cb->arena_base && kcu_arena_alloc(&cb->arena, bytes, &off)) return (char *)cb->arena_base + off;
+    if (cb->capturing) {
+        log_error("cuda: allocation of %zu bytes during CUDA-graph capture does not fit the arena", bytes);
+        return NULL;
+    }
+    return kcu_malloc(bytes);
+}
+
+static void cuda_free(kiln_backend *be, void *p) {
+    kiln_cuda_backend *cb = cuda_be(be);
+    if (!p) return;
+    if (in_arena(cb, p)) {
+        if (!kcu_arena_free(&cb->arena, (uint64_t)((char *)p - (char *)cb->arena_base)))
+            log_error("cuda: free of %p: not the start of a live arena block (double free?)", p);
+        return;
+    }
+    kcu_free(p);
+}
+
+static kiln_status cuda_upload(kiln_backend *be, void *dst, const void *src, size_t bytes, kiln_err *err) {
+    if (bytes && (!dst || !src)) return KILN_FAIL(err, KILN_E_INVALID, "upload of %zu bytes with a NULL pointer", bytes);
+    return kcu_memcpy_h2d(cuda_be(be), dst, src, bytes, err);
+}
+
+static kiln_status cuda_download(kiln_backend *be, void *dst, const void *src, size_t bytes, kiln_err *err) {
+    if (bytes && (!dst || !src))
+        return KILN_FAIL(err, KILN_E_INVALID, "download of %zu bytes with a NULL pointer", bytes);
+    return kcu_memcpy_d2h(cuda_be(be), dst, src, bytes, err);
+}
+
+static kiln_status cuda_sync(kiln_backend *be, kiln_err *err) { return kcu_sync(cuda_be(be), err); }
+
+static void cuda_close(kiln_backend *be) {
+    kiln_cuda_backend *cb = cuda_be(be);
+    if (!cb) return;
+    log_debug("cuda: closing %s: arena peak %llu MiB, %llu GEMM shapes (%llu hits), %llu graphs captured, %llu "
+              "replays", cb->name, (unsigned long long)(cb->arena.peak >> 20), (unsigned long long)cb->algos.count,
+              (unsigned long long)cb->algos.hits, (unsigned long long)cb->graphs.n_captures,
+              (unsigned long long)cb->graphs.n_replays);
+    kcu_graph_cache_clear(&cb->graphs, kcu_graph_destroy, cb);
+    kcu_algo_cache_free(&cb->algos);
+    kcu_arena_destroy(&cb->arena);
+    kcu_close(cb);
+    kiln_free(cb);
+}
+
+static const kiln_ops cuda_ops = {
+    .name = "cuda",
+    .matmul = cuda_matmul,
+    .attention = cuda_attention,
+    .rms_norm = cuda_rms_norm,
+    .layer_norm_modulate = cuda_layer_norm_modulate,
+    .rope = cuda_rope,
+    .swiglu = cuda_swiglu,
+    .silu_mul = cuda_silu_mul,
+    .silu = cuda_silu,
+    .gelu_tanh = cuda_gelu_tanh,
+    .softmax = cuda_softmax,
+    .add = cuda_add,
+    .gated_add = cuda_gated_add,
+    .scale_shift = cuda_scale_shift,
+    .copy = cuda_copy,
+    .conv2d = cuda_conv2d,
+    .group_norm = cuda_group_norm,
+    .upsample2x = cuda_upsample2x,
+    .alloc = cuda_alloc,
+    .free = cuda_free,
+    .upload = cuda_upload,
+    .download = cuda_download,
+    .sync = cuda_sync,
+    .close = cuda_close,
+};
+
+kiln_status kiln_backend_open_cuda(int device, kiln_backend **out, kiln_err *err) {
+    if (!out) return KILN_FAIL(err, KILN_E_INVALID, "kiln_backend_open_cuda: out is NULL");
+    *out = NULL;
+    if (device < 0) return KILN_FAIL(err, KILN_E_INVALID, "cuda:%d: device index must be >= 0", device);
+    int n = 0;
+    kiln_status s = kcu_device_count(&n, err);
+    if (s != KILN_OK) return s;
+    if (device >= n)
+        return KILN_FAIL(err, KILN_E_DEVICE, "cuda:%d requested but this machine has %d CUDA device%s (cuda:0%s)",
+                         device, n, n == 1 ? "" : "s", n > 1 ? "..cuda:N-1" : "");
+    kiln_cuda_backend *cb = kiln_calloc(1, sizeof *cb);
+    if (!cb) return KILN_FAIL(err, KILN_E_NOMEM, "out of memory opening the CUDA backend");
+    cb->base.ops = &cuda_ops;
+    cb->base.kind = KILN_BACKEND_CUDA;
+    cb->base.device = device;
+    cb->base.precision = KILN_PREC_FAST;
+    kcu_algo_cache_init(&cb->algos);
+    kcu_graph_cache_init(&cb->graphs, 8);
+    const char *det = getenv("KILN_DETERMINISTIC");
+    cb->deterministic = det && *det && strcmp(det, "0") != 0;
+    s = kcu_open(cb, device, err);
+    if (s == KILN_OK) s = kcu_arena_init(&cb->arena, 0, err);
+    if (s == KILN_OK) {
+        /* The activation arena: KILN_CUDA_ARENA_MB, default a quarter of the free memory (weights that do not
+         * fit fall back to cudaMalloc, which is fine: they are allocated once, before any graph capture). */
+        size_t free_b = 0, total_b = 0;
+        const char *mb = getenv("KILN_CUDA_ARENA_MB");
+        uint64_t want = 0;
+        if (mb && *mb) want = (uint64_t)strtoull(mb, NULL, 10) << 20;
+        else if (kcu_mem_info(&free_b, &total_b, NULL) == KILN_OK) want = free_b / 4;
+        if (want) {
+            cb->arena_base = kcu_malloc(want);
+            if (!cb->arena_base) {
+                log_warn("cuda: could not reserve a %llu MiB arena; every allocation will be a cudaMalloc",
+                         (unsigned long long)(want >> 20));
+            } else {
+                kcu_arena_destroy(&cb->arena);
+                s = kcu_arena_init(&cb->arena, want, err);
+                cb->arena_gen++;
+            }
+        }
+    }
+    if (s != KILN_OK) {
+        kiln_err_prefix(err, "cuda:%d: ", device);
+        cuda_close(&cb->base);
+        return s;
+    }
+    log_info("cuda: %s, arena %llu MiB%s", cb->name, (unsigned long long)(cb->arena.capacity >> 20),
+             cb->deterministic ? ", deterministic" : "");
+    *out = &cb->base;
+    return KILN_OK;
+}
+
+/* ---- CUDA graphs ---- */
+
+static kiln_status graph_run(kiln_cuda_backend *cb, uint64_t key, kiln_graph_body body, void *ctx, kiln_err *err) {
+    const char *env = getenv("KILN_CUDA_GRAPHS");
+    if (env && strcmp(env, "0") == 0) return body(&cb->base, ctx, err);
+    void *exec = NULL, *stale = NULL;
+    kcu_graph_action act = kcu_graph_cache_begin(&cb->graphs, key, cb->arena_gen, &exec, &stale);
+    if (stale) {
+        kiln_status s = kcu_sync(cb, err); /* the stale graph may still be running */
+        kcu_graph_destroy(cb, stale);
+        if (s != KILN_OK) return s;
+    }
+    if (act == KCU_GRAPH_REPLAY) return kcu_graph_launch(cb, exec, err);
+    if (act == KCU_GRAPH_EAGER) return body(&cb->base, ctx, err);
+    kiln_status s = kcu_capture_begin(cb, err);
+    if (s != KILN_OK) {
+        kcu_graph_cache_captured(&cb->graphs, key, NULL);
+        return body(&cb->base, ctx, err);
+    }
+    kiln_status bs = body(&cb->base, ctx, err);
+    kiln_err cap_err = {0};
+    s = kcu_capture_end(cb, &exec, &cap_err);
+    kcu_graph_cache_captured(&cb->graphs, key, s == KILN_OK && bs == KILN_OK ? exec : NULL);
+    if (s == KILN_OK && bs == KILN_OK) return kcu_graph_launch(cb, exec, err);
+    if (exec) kcu_graph_destroy(cb, exec);
+    /* Nothing captured ran: run the body for real, and never capture this shape again. */
+    log_info("cuda: graph capture of shape %llx failed (%s); running it eagerly from now on", (unsigned long long)key,
+             bs != KILN_OK ? err->msg : cap_err.msg);
+    kiln_err_clear(err);
+    return body(&cb->base, ctx, err);
+}
+
+#endif /* KILN_HAVE_CUDA */
+
+kiln_status kiln_backend_graph_run(kiln_backend *be, uint64_t key, kiln_graph_body body, void *ctx, kiln_err *err) {
+    if (!be || !body) return KILN_FAIL(err, KILN_E_INVALID, "kiln_backend_graph_run: NULL backend or body");
+#ifdef KILN_HAVE_CUDA
+    if (be->kind == KILN_BACKEND_CUDA) return graph_run(cuda_be(be), key, body, ctx, err);
+#endif
+    return body(be, ctx, err);
+}

@@ -1,0 +1,49 @@
+/* cuda_check.h - argument checks for the CUDA ops: kiln_tensors in, plain device matrices out.
+ *
+ * Pure host logic (no CUDA calls), compiled in every build and unit-tested on the CPU
+ * (tests/unit/test_compute_cuda_check.c). The checks mirror the CPU backend's (cpu_check.c) so that a model
+ * gets the same error for the same mistake on either backend; the only difference is that tensors must live
+ * on the CUDA backend (device memory) instead of the host.
+ *
+ *     kcu_mat x;
+ *     KILN_TRY(kcu_as_mat(xt, KILN_DT_F32, "rms_norm", "x", &x, err));   // x.rows, x.cols, x.ld, x.data
+ */
+#ifndef KILN_COMPUTE_CUDA_CHECK_H
+#define KILN_COMPUTE_CUDA_CHECK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/status.h"
+#include "tensor/tensor.h"
+
+/* A 2-D row-major view of device memory: rows x cols elements, row stride ld (elements), last dim contiguous.
+ * Also the argument type of every launcher in the .cu files (so it holds no CUDA types). */
+typedef struct kcu_mat {
+    void *data;
+    int64_t rows, cols, ld;
+    kiln_dtype dt;
+} kcu_mat;
+
+/* Views t as a matrix (last dim = columns, leading dims collapse into rows). dt < 0 accepts f32, bf16 and f16.
+ * Fails with KILN_E_INVALID when t is NULL, on the host, or badly strided; KILN_E_UNSUPPORTED on a wrong dtype. */
+kiln_status kcu_as_mat(const kiln_tensor *t, int dt, const char *op, const char *name, kcu_mat *m, kiln_err *err);
+/* A contiguous vector of n elements (f32 or bf16: small weights are used as stored). NULL t: out->data = NULL
+ * when optional, else KILN_E_INVALID. */
+kiln_status kcu_as_vec(const kiln_tensor *t, int64_t n, bool optional, const char *op, const char *name,
+                       kcu_mat *out, kiln_err *err);
+/* A contiguous 4-D f32 NCHW image on the device. */
+kiln_status kcu_as_nchw(const kiln_tensor *t, const char *op, const char *name, int64_t dims[4], kiln_err *err);
+/* Two views have the same rows and cols. */
+kiln_status kcu_same_shape(const kcu_mat *a, const kcu_mat *b, const char *op, const char *an, const char *bn,
+                           kiln_err *err);
+
+/* Up to 4-D strided view for copy: dims padded at the front with 1s. */
+typedef struct kcu_view4 {
+    void *data;
+    int64_t shape[4], stride[4];
+    kiln_dtype dt;
+} kcu_view4;
+kiln_status kcu_as_view4(const kiln_tensor *t, const char *op, const char *name, kcu_view4 *v, kiln_err *err);
+
+#endif

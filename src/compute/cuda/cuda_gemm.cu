@@ -1,0 +1,106 @@
+/* cuda_gemm.cu - row-major y[m,n] (+)= x[m,k] . w[n,k]^T through cuBLASLt.
+ *
+ * cuBLASLt is column-major. A row-major [r, c] matrix with row stride ld is the column-major [c, r] matrix with
+ * leading dimension ld, so the product is computed as the column-major D[n, m] = op(A)[n, k] . B[k, m] with
+ * A = w (column-major [k, n], ld = ldw, transposed), B = x (column-major [k, m], ld = ldx), D = y (ld = ldy):
+ * the "TN" layout, the one tensor-core GEMMs prefer. Operands are bf16 (FAST) or f32 (EXACT, small f32
+ * weights); accumulation and output are f32 (CUBLAS_COMPUTE_32F, no TF32).
+ *
+ * The algorithm for a shape is picked once (kcu_gemm_pick) and pinned by the caller's cache
+ * (cuda_algo_cache.h); descriptors are rebuilt per call (a few microseconds of host time, hidden behind the
+ * GPU's queue; a CUDA graph removes it altogether). */
+#include <cublasLt.h>
+
+#include "compute/cuda/cuda_kernels.cuh"
+
+#define LT_CALL(err, call)                                                                                    \
+    do {                                                                                                      \
+        cublasStatus_t lt_s_ = (call);                                                                        \
+        if (lt_s_ != CUBLAS_STATUS_SUCCESS) {                                                                 \
+            st = KILN_FAIL((err), KILN_E_DEVICE, "%s failed: %s", #call, cublasLtGetStatusString(lt_s_));     \
+            goto done;                                                                                        \
+        }                                                                                                     \
+    } while (0)
+
+typedef struct gemm_desc {
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t a, b, c;
+} gemm_desc;
+
+static void desc_free(gemm_desc *d) {
+    if (d->op) cublasLtMatmulDescDestroy(d->op);
+    if (d->a) cublasLtMatrixLayoutDestroy(d->a);
+    if (d->b) cublasLtMatrixLayoutDestroy(d->b);
+    if (d->c) cublasLtMatrixLayoutDestroy(d->c);
+}
+
+static kiln_status desc_make(const kcu_gemm_key *key, gemm_desc *d, kiln_err *err) {
+    kiln_status st = KILN_OK;
+    cudaDataType_t in = key->in_dtype == KILN_DT_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+    cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    memset(d, 0, sizeof *d);
+    LT_CALL(err, cublasLtMatmulDescCreate(&d->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    LT_CALL(err, cublasLtMatmulDescSetAttribute(d->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    LT_CALL(err, cublasLtMatmulDescSetAttribute(d->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    LT_CALL(err, cublasLtMatrixLayoutCreate(&d->a, in, (uint64_t)key->k, (uint64_t)key->n, key->ldw));
+    LT_CALL(err, cublasLtMatrixLayoutCreate(&d->b, in, (uint64_t)key->k, (uint64_t)key->m, key->ldx));
+    LT_CALL(err, cublasLtMatrixLayoutCreate(&d->c, CUDA_R_32F, (uint64_t)key->n, (uint64_t)key->m, key->ldy));
+done:
+    if (st != KILN_OK) desc_free(d);
+    return st;
+}
+
+kiln_status kcu_gemm_pick(kiln_cuda_backend *cb, const kcu_gemm_key *key, kcu_algo *algo, kiln_err *err) {
+    kiln_status st = KILN_OK;
+    gemm_desc d;
+    cublasLtMatmulPreference_t pref = NULL;
+    cublasLtMatmulHeuristicResult_t res;
+    int found = 0;
+    /* Room for split-K and stream-K algorithms; the deterministic mode forbids the reductions that add partial
+     * products in a run-dependent order. 32 MiB is what cuBLAS recommends for Hopper. */
+    size_t ws = 32u << 20;
+    uint32_t reductions = cb->deterministic ? CUBLASLT_REDUCTION_SCHEME_NONE : CUBLASLT_REDUCTION_SCHEME_MASK;
+    uint32_t align = (uint32_t)key->align;
+    KILN_TRY(desc_make(key, &d, err));
+    LT_CALL(err, cublasLtMatmulPreferenceCreate(&pref));
+    LT_CALL(err, cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+    LT_CALL(err, cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reductions,
+                                                      sizeof reductions));
+    LT_CALL(err, cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align, sizeof align));
+    LT_CALL(err, cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align, sizeof align));
+    LT_CALL(err, cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align, sizeof align));
+    LT_CALL(err, cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align, sizeof align));
+    LT_CALL(err, cublasLtMatmulAlgoGetHeuristic((cublasLtHandle_t)cb->lt, d.op, d.a, d.b, d.c, d.c, pref, 1, &res,
+                                                &found));
+    if (found < 1 || res.state != CUBLAS_STATUS_SUCCESS) {
+        st = KILN_FAIL(err, KILN_E_UNSUPPORTED, "cuBLASLt has no algorithm for a %s GEMM m=%lld n=%lld k=%lld "
+                       "(ld %lld/%lld/%lld, alignment %d)", key->in_dtype == KILN_DT_BF16 ? "bf16" : "f32",
+                       (long long)key->m, (long long)key->n, (long long)key->k, (long long)key->ldx,
+                       (long long)key->ldw, (long long)key->ldy, key->align);
+        goto done;
+    }
+    memset(algo, 0, sizeof *algo);
+    memcpy(algo->blob, &res.algo, sizeof res.algo < sizeof algo->blob ? sizeof res.algo : sizeof algo->blob);
+    algo->workspace_bytes = res.workspaceSize;
+done:
+    if (pref) cublasLtMatmulPreferenceDestroy(pref);
+    desc_free(&d);
+    return st;
+}
+
+kiln_status kcu_gemm_run(kiln_cuda_backend *cb, const kcu_gemm_key *key, const kcu_algo *algo, void *y,
+                         const void *x, const void *w, kiln_err *err) {
+    static_assert(sizeof(cublasLtMatmulAlgo_t) <= sizeof(((kcu_algo *)0)->blob), "algo blob too small");
+    kiln_status st = KILN_OK;
+    gemm_desc d;
+    float alpha = 1.f, beta = key->accumulate ? 1.f : 0.f;
+    cublasLtMatmulAlgo_t a;
+    memcpy(&a, algo->blob, sizeof a);
+    KILN_TRY(kcu_workspace_reserve(cb, algo->workspace_bytes, err));
+    KILN_TRY(desc_make(key, &d, err));
+    LT_CALL(err, cublasLtMatmul((cublasLtHandle_t)cb->lt, d.op, &alpha, w, d.a, x, d.b, &beta, y, d.c, y, d.c, &a,
+                                cb->workspace, algo->workspace_bytes, KCU_STREAM(cb)));
+done:
+    desc_free(&d);
+    return st;
+}

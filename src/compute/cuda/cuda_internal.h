@@ -1,0 +1,138 @@
+/* cuda_internal.h - what the CUDA backend's host C files and its .cu files share: the backend struct and the
+ * launchers. Not a public header (models see only compute/ops.h).
+ *
+ * Split of work:
+ *   cuda_ops.c, cuda_backend.c (host C, compiled only with KILN_HAVE_CUDA): argument checks (cuda_check.h),
+ *     algorithm-cache lookups, scratch carving, then one launcher call per op. No CUDA API calls.
+ *   *.cu (C-style CUDA, in the kiln_cuda library): the kernels, their launchers, and thin wrappers over the CUDA
+ *     runtime and cuBLASLt. They never call back into host C of kiln_compute (the link order is
+ *     kiln_compute -> kiln_cuda -> kiln_tensor -> kiln_base; a call back would be a cycle).
+ * Launchers take already-checked kcu_mat views, enqueue on the backend's stream, check the launch, and return a
+ * status; they never synchronise (except the runtime wrappers that say so).
+ *
+ * Numerics (docs/cuda-backend.md): activations live on the device as f32, exactly as the ops interface says.
+ * FAST matmuls round the activation operand to bf16 into scratch and run bf16 x bf16 tensor-core GEMMs with f32
+ * accumulation and f32 output (the same numbers as the CPU backend's FAST path: bf16 products, f32 sums);
+ * EXACT widens the weight to f32 and runs an f32 GEMM without TF32. Norms, softmax, RoPE and attention compute
+ * in f32.
+ *
+ * The .cu files include this header inside extern "C" { }.
+ */
+#ifndef KILN_COMPUTE_CUDA_INTERNAL_H
+#define KILN_COMPUTE_CUDA_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/status.h"
+#include "compute/cuda/cuda_algo_cache.h"
+#include "compute/cuda/cuda_arena.h"
+#include "compute/cuda/cuda_check.h"
+#include "compute/cuda/cuda_graph_cache.h"
+#include "compute/ops.h"
+#include "tensor/tensor.h"
+
+typedef struct kiln_cuda_backend {
+    kiln_backend base; /* must be first */
+    void *stream;      /* cudaStream_t: every op of this backend runs in order on it */
+    void *lt;          /* cublasLtHandle_t */
+    void *workspace;   /* cuBLASLt workspace, owned by this stream alone (sharing one across streams races) */
+    size_t workspace_bytes;
+    void *scratch; /* staging: bf16 copies of GEMM inputs, GEMM products for epilogues, im2col columns */
+    size_t scratch_bytes;
+    void *arena_base;   /* one device reservation that alloc() carves (NULL: every alloc is a cudaMalloc) */
+    kcu_arena arena;    /* offsets into arena_base */
+    uint64_t arena_gen; /* bumps when arena_base moves: captured graphs hold its pointers */
+    kcu_algo_cache algos;
+    kcu_graph_cache graphs;
+    bool deterministic; /* KILN_DETERMINISTIC=1: no split-K GEMMs, fixed reduction orders everywhere */
+    bool capturing;     /* inside a CUDA-graph capture: no allocation, no synchronisation allowed */
+    int sm_count, cc_major, cc_minor;
+    size_t smem_optin; /* max dynamic shared memory per block after opt-in */
+    size_t total_mem;
+    char name[256];
+} kiln_cuda_backend;
+
+static inline kiln_cuda_backend *cuda_be(kiln_backend *be) { return (kiln_cuda_backend *)be; }
+
+/* ---- runtime wrappers (cuda_rt.cu) ---- */
+/* Number of usable devices; KILN_E_DEVICE with the driver's reason when there is none (no driver, no GPU). */
+kiln_status kcu_device_count(int *n, kiln_err *err);
+/* Selects the device, creates the stream and the cuBLASLt handle, reads the device properties into cb. */
+kiln_status kcu_open(kiln_cuda_backend *cb, int device, kiln_err *err);
+/* Destroys what kcu_open and the scratch/workspace/arena functions created. Safe on a half-opened cb. */
+void kcu_close(kiln_cuda_backend *cb);
+void *kcu_malloc(size_t bytes);          /* cudaMalloc; NULL on failure */
+void kcu_free(void *p);                  /* cudaFree; NULL is a no-op */
+kiln_status kcu_memcpy_h2d(kiln_cuda_backend *cb, void *dst, const void *src, size_t bytes, kiln_err *err);
+kiln_status kcu_memcpy_d2h(kiln_cuda_backend *cb, void *dst, const void *src, size_t bytes, kiln_err *err);
+kiln_status kcu_memset(kiln_cuda_backend *cb, void *dst, int byte, size_t bytes, kiln_err *err);
+kiln_status kcu_sync(kiln_cuda_backend *cb, kiln_err *err);
+/* Grows cb->scratch to at least bytes (synchronises when it grows; fails while capturing). */
+kiln_status kcu_scratch_reserve(kiln_cuda_backend *cb, size_t bytes, kiln_err *err);
+/* Grows the cuBLASLt workspace likewise. */
+kiln_status kcu_workspace_reserve(kiln_cuda_backend *cb, size_t bytes, kiln_err *err);
+/* Free and total device memory (bytes) and the peak this process reached, if the driver tells. */
+kiln_status kcu_mem_info(size_t *free_b, size_t *total_b, kiln_err *err);
+
+/* ---- CUDA graphs (cuda_graph.cu) ---- */
+kiln_status kcu_capture_begin(kiln_cuda_backend *cb, kiln_err *err);
+/* Ends the capture and instantiates it: *exec = cudaGraphExec_t, or NULL when capture failed (status says why). */
+kiln_status kcu_capture_end(kiln_cuda_backend *cb, void **exec, kiln_err *err);
+kiln_status kcu_graph_launch(kiln_cuda_backend *cb, void *exec, kiln_err *err);
+void kcu_graph_destroy(void *ctx, void *exec);
+
+/* ---- GEMM (cuda_gemm.cu): row-major y[m,n] (beta? +=) x[m,k] . w[n,k]^T, x/w both bf16 or both f32 ---- */
+/* Asks cuBLASLt's heuristic for the best algorithm for key (deterministic mode: no split-K reductions). */
+kiln_status kcu_gemm_pick(kiln_cuda_backend *cb, const kcu_gemm_key *key, kcu_algo *algo, kiln_err *err);
+kiln_status kcu_gemm_run(kiln_cuda_backend *cb, const kcu_gemm_key *key, const kcu_algo *algo, void *y,
+                         const void *x, const void *w, kiln_err *err);
+
+/* ---- elementwise (cuda_elementwise.cu) ---- */
+/* dst[r, c] = bf16(src[r, c]) (f32 -> bf16 into a contiguous [rows, cols] buffer); also widens bf16 -> f32. */
+kiln_status kcu_convert(kiln_cuda_backend *cb, const kcu_mat *dst, const kcu_mat *src, kiln_err *err);
+/* Matmul epilogue: y (op)= p + bias (bias, gate may be NULL). op: KILN_EPI_NONE stores, ADD adds, GATED adds
+ * gate[col] * (p + bias). */
+kiln_status kcu_epilogue(kiln_cuda_backend *cb, const kcu_mat *y, const kcu_mat *p, const kcu_mat *bias,
+                         const kcu_mat *gate, int kind, kiln_err *err);
+kiln_status kcu_swiglu(kiln_cuda_backend *cb, const kcu_mat *y, const kcu_mat *ab, kiln_err *err);
+kiln_status kcu_silu_mul(kiln_cuda_backend *cb, const kcu_mat *y, const kcu_mat *a, const kcu_mat *b, kiln_err *err);
+/* act: 0 SiLU, 1 GELU (tanh approximation). */
+kiln_status kcu_activation(kiln_cuda_backend *cb, const kcu_mat *y, const kcu_mat *x, int act, kiln_err *err);
+kiln_status kcu_add(kiln_cuda_backend *cb, const kcu_mat *y, const kcu_mat *a, const kcu_mat *b, kiln_err *err);
+kiln_status kcu_gated_add(kiln_cuda_backend *cb, const kcu_mat *x, const kcu_mat *gate, const kcu_mat *y,
+                          kiln_err *err);
+kiln_status kcu_scale_shift(kiln_cuda_backend *cb, const kcu_mat *y, const kcu_mat *x, float a, float b,
+                            kiln_err *err);
+kiln_status kcu_copy4(kiln_cuda_backend *cb, const kcu_view4 *y, const kcu_view4 *x, kiln_err *err);
+
+/* ---- norms, softmax, RoPE (cuda_norm.cu, cuda_rope.cu) ---- */
+kiln_status kcu_rms_norm(kiln_cuda_backend *cb, const kcu_mat *y, const kcu_mat *x, const kcu_mat *gain, float eps,
+                         kiln_err *err);
+kiln_status kcu_layer_norm_modulate(kiln_cuda_backend *cb, const kcu_mat *y, const kcu_mat *x, const kcu_mat *shift,
+                                    const kcu_mat *scale, float eps, kiln_err *err);
+kiln_status kcu_softmax(kiln_cuda_backend *cb, const kcu_mat *y, const kcu_mat *x, kiln_err *err);
+kiln_status kcu_rope(kiln_cuda_backend *cb, const kcu_mat *x, const kcu_mat *cos, const kcu_mat *sin, int n_heads,
+                     bool interleaved, kiln_err *err);
+
+/* ---- attention (cuda_attention.cu) ---- */
+kiln_status kcu_attention(kiln_cuda_backend *cb, const kcu_mat *out, const kcu_mat *q, const kcu_mat *k,
+                          const kcu_mat *v, int n_q_heads, int n_kv_heads, float scale, bool causal,
+                          const kcu_mat *key_mask, kiln_err *err);
+/* Largest head dim the attention kernel takes on this device (shared-memory bound). */
+int kcu_attention_max_head_dim(const kiln_cuda_backend *cb);
+
+/* ---- images (cuda_image.cu): NCHW f32 ---- */
+/* col[p, (ci*kh + i)*kw + j] for output pixels p in [p0, p0+np) of image n: the im2col matrix, dtype col->dt. */
+kiln_status kcu_im2col(kiln_cuda_backend *cb, const kcu_mat *col, const float *x, const int64_t xdims[4], int64_t n,
+                       int kh, int kw, int stride, int pad_begin, int64_t ho, int64_t wo, int64_t p0, int64_t np,
+                       kiln_err *err);
+/* y[n, c, p] += bias[c] for an NCHW tensor seen as [N*C, HW] rows. */
+kiln_status kcu_bias_nchw(kiln_cuda_backend *cb, float *y, const kcu_mat *bias, int64_t n, int64_t c, int64_t hw,
+                          kiln_err *err);
+kiln_status kcu_group_norm(kiln_cuda_backend *cb, float *y, const float *x, const int64_t dims[4], int groups,
+                           const kcu_mat *gamma, const kcu_mat *beta, float eps, bool silu, kiln_err *err);
+kiln_status kcu_upsample2x(kiln_cuda_backend *cb, float *y, const float *x, const int64_t xdims[4], kiln_err *err);
+
+#endif

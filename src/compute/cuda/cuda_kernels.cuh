@@ -1,0 +1,79 @@
+/* cuda_kernels.cuh - helpers the .cu files share: the C interface include, launch checks, element loads and
+ * stores for f32/bf16/f16, warp and block reductions. Device code only; C style. */
+#ifndef KILN_COMPUTE_CUDA_KERNELS_CUH
+#define KILN_COMPUTE_CUDA_KERNELS_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+extern "C" {
+#include "compute/cuda/cuda_internal.h"
+}
+
+#define KCU_STREAM(cb) ((cudaStream_t)(cb)->stream)
+
+/* After a launch: a bad configuration or an earlier asynchronous fault becomes a status with the op's name. */
+#define KCU_LAUNCHED(err, what)                                                                               \
+    do {                                                                                                      \
+        cudaError_t kcu_e_ = cudaGetLastError();                                                              \
+        if (kcu_e_ != cudaSuccess)                                                                            \
+            return KILN_FAIL((err), KILN_E_DEVICE, "%s: CUDA kernel launch failed: %s", (what),               \
+                             cudaGetErrorString(kcu_e_));                                                     \
+    } while (0)
+
+#define KCU_CALL(err, call)                                                                                   \
+    do {                                                                                                      \
+        cudaError_t kcu_e_ = (call);                                                                          \
+        if (kcu_e_ != cudaSuccess)                                                                            \
+            return KILN_FAIL((err), KILN_E_DEVICE, "%s failed: %s", #call, cudaGetErrorString(kcu_e_));       \
+    } while (0)
+
+/* Element access by run-time dtype (f32, bf16, f16): every kernel computes in f32. */
+static __device__ __forceinline__ float kcu_ld(const void *p, int64_t i, int dt) {
+    if (dt == KILN_DT_BF16) return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
+    if (dt == KILN_DT_F16) return __half2float(((const __half *)p)[i]);
+    return ((const float *)p)[i];
+}
+static __device__ __forceinline__ void kcu_st(void *p, int64_t i, int dt, float v) {
+    if (dt == KILN_DT_BF16) ((__nv_bfloat16 *)p)[i] = __float2bfloat16_rn(v);
+    else if (dt == KILN_DT_F16) ((__half *)p)[i] = __float2half_rn(v);
+    else ((float *)p)[i] = v;
+}
+
+static __device__ __forceinline__ float kcu_warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+static __device__ __forceinline__ float kcu_warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+/* Sum over the block (blockDim.x a multiple of 32, <= 1024); every thread gets the result. The fixed tree keeps
+ * the order of additions the same on every run (deterministic). */
+static __device__ __forceinline__ float kcu_block_sum(float v, float *shared32) {
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = kcu_warp_sum(v);
+    __syncthreads(); /* shared32 may still be read by a previous call */
+    if (lane == 0) shared32[warp] = v;
+    __syncthreads();
+    v = lane < nw ? shared32[lane] : 0.f;
+    return kcu_warp_sum(v);
+}
+static __device__ __forceinline__ float kcu_block_max(float v, float *shared32) {
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = kcu_warp_max(v);
+    __syncthreads();
+    if (lane == 0) shared32[warp] = v;
+    __syncthreads();
+    v = lane < nw ? shared32[lane] : -INFINITY;
+    return kcu_warp_max(v);
+}
+
+static inline unsigned kcu_blocks(int64_t n, int threads) {
+    int64_t b = (n + threads - 1) / threads;
+    return (unsigned)(b < 1 ? 1 : b > 0x7fffffff ? 0x7fffffff : b);
+}
+
+#endif

@@ -1,0 +1,361 @@
+/* cuda_ops.c - the CUDA ops: argument checks (the same errors as the CPU backend), scratch carving, algorithm
+ * cache lookups, then the launchers in the .cu files. Compiled only with KILN_HAVE_CUDA. */
+#include "compute/cuda/cuda_ops.h"
+
+#ifdef KILN_HAVE_CUDA
+
+#include <string.h>
+
+#include "compute/cuda/cuda_internal.h"
+
+#define SCRATCH_ALIGN 256u
+
+static size_t align_up(size_t n) { return (n + SCRATCH_ALIGN - 1) / SCRATCH_ALIGN * SCRATCH_ALIGN; }
+
+/* ---- GEMM with a pinned algorithm per shape ---- */
+
+static kiln_status gemm(kiln_cuda_backend *cb, kcu_gemm_key *key, void *y, const void *x, const void *w,
+                        kiln_err *err) {
+    key->align = kcu_ptr_align(x, w, y);
+    kcu_algo *a = kcu_algo_cache_find(&cb->algos, key);
+    if (!a) {
+        kcu_algo fresh;
+        KILN_TRY(kcu_gemm_pick(cb, key, &fresh, err));
+        KILN_TRY(kcu_algo_cache_put(&cb->algos, key, &fresh, err));
+        a = kcu_algo_cache_find(&cb->algos, key);
+    }
+    return kcu_gemm_run(cb, key, a, y, x, w, err);
+}
+
+kiln_status cuda_matmul(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt, const kiln_tensor *wt,
+                        const kiln_tensor *bt, const kiln_epilogue *epi, kiln_err *err) {
+    kiln_cuda_backend *cb = cuda_be(be);
+    kcu_mat y, x, w, bias, gate = {0};
+    KILN_TRY(kcu_as_mat(yt, KILN_DT_F32, "matmul", "y", &y, err));
+    KILN_TRY(kcu_as_mat(xt, -1, "matmul", "x", &x, err));
+    KILN_TRY(kcu_as_mat(wt, -1, "matmul", "w", &w, err));
+    if (w.dt == KILN_DT_F16) return KILN_FAIL(err, KILN_E_UNSUPPORTED, "matmul: w is f16, expected bf16 or f32");
+    if (x.cols != w.cols || y.rows != x.rows || y.cols != w.rows)
+        return KILN_FAIL(err, KILN_E_INVALID, "matmul: y [%lld, %lld] = x [%lld, %lld] . w [%lld, %lld]^T does not fit",
+                         (long long)y.rows, (long long)y.cols, (long long)x.rows, (long long)x.cols, (long long)w.rows,
+                         (long long)w.cols);
+    KILN_TRY(kcu_as_vec(bt, w.rows, true, "matmul", "bias", &bias, err));
+    int kind = epi ? (int)epi->kind : KILN_EPI_NONE;
+    if (kind < KILN_EPI_NONE || kind > KILN_EPI_ADD) return KILN_FAIL(err, KILN_E_INVALID, "matmul: epilogue %d", kind);
+    if (kind == KILN_EPI_GATED_RESIDUAL) KILN_TRY(kcu_as_vec(epi->gate, w.rows, false, "matmul", "gate", &gate, err));
+    const int64_t m = x.rows, n = w.rows, k = x.cols;
+    if (m == 0 || n == 0) return KILN_OK;
+    if (k == 0 && !bias.data) { /* an empty sum: P = 0 */
+        if (kind != KILN_EPI_NONE) return KILN_OK; /* y += 0 */
+        for (int64_t r = 0; r < m; r++) /* rows may be strided: clear row by row (a rare path) */
+            KILN_TRY(kcu_memset(cb, (float *)y.data + r * y.ld, 0, (size_t)n * 4, err));
+        return KILN_OK;
+    }
+
+    /* Operand precision: FAST = bf16 x bf16 (f32 accumulate); EXACT or f32 weights = f32 x f32. */
+    const bool bf16 = w.dt == KILN_DT_BF16 && be->precision == KILN_PREC_FAST;
+    const kiln_dtype in = bf16 ? KILN_DT_BF16 : KILN_DT_F32;
+    const size_t es = bf16 ? 2 : 4;
+    const int64_t ldk = (k + 7) / 8 * 8; /* staged operands: 16-byte aligned rows for the tensor-core paths */
+    const bool stage_x = x.dt != in, stage_w = w.dt != in;
+    const bool direct_out = !bias.data && (kind == KILN_EPI_NONE || kind == KILN_EPI_ADD) && k > 0;
+    size_t off_x = 0, off_w = 0, off_p = 0, total = 0;
+    if (stage_x) {
+        off_x = total;
+        total += align_up((size_t)m * ldk * es);
+    }
+    if (stage_w) {
+        off_w = total;
+        total += align_up((size_t)n * ldk * es);
+    }
+    if (!direct_out) {
+        off_p = total;
+        total += align_up((size_t)m * n * 4);
+    }
+    if (total) KILN_TRY(kcu_scratch_reserve(cb, total, err));
+    char *scr = cb->scratch;
+    kcu_mat xs = x, ws = w;
+    if (stage_x) {
+        xs = (kcu_mat){scr + off_x, m, k, ldk, in};
+        KILN_TRY(kcu_convert(cb, &xs, &x, err));
+    }
+    if (stage_w) {
+        ws = (kcu_mat){scr + off_w, n, k, ldk, in};
+        KILN_TRY(kcu_convert(cb, &ws, &w, err));
+    }
+    kcu_mat p = direct_out ? y : (kcu_mat){scr + off_p, m, n, n, KILN_DT_F32};
+    if (k > 0) {
+        kcu_gemm_key key;
+        memset(&key, 0, sizeof key);
+        key.m = m, key.n = n, key.k = k;
+        key.ldx = xs.ld, key.ldw = ws.ld, key.ldy = p.ld;
+        key.in_dtype = in, key.out_dtype = KILN_DT_F32;
+        key.accumulate = direct_out && kind == KILN_EPI_ADD;
+        KILN_TRY(gemm(cb, &key, p.data, xs.data, ws.data, err));
+    } else {
+        KILN_TRY(kcu_memset(cb, p.data, 0, (size_t)m * n * 4, err));
+    }
+    if (direct_out) return KILN_OK;
+    return kcu_epilogue(cb, &y, &p, bias.data ? &bias : NULL, gate.data ? &gate : NULL, kind, err);
+}
+
+/* ---- attention ---- */
+
+kiln_status cuda_attention(kiln_backend *be, kiln_tensor *ot, const kiln_tensor *qt, const kiln_tensor *kt,
+                           const kiln_tensor *vt, int n_q_heads, int n_kv_heads, float scale, bool causal,
+                           const kiln_tensor *mt, kiln_err *err) {
+    kcu_mat o, q, k, v, mask = {0};
+    KILN_TRY(kcu_as_mat(ot, -1, "attention", "out", &o, err));
+    KILN_TRY(kcu_as_mat(qt, -1, "attention", "q", &q, err));
+    KILN_TRY(kcu_as_mat(kt, -1, "attention", "k", &k, err));
+    KILN_TRY(kcu_as_mat(vt, -1, "attention", "v", &v, err));
+    if (n_q_heads <= 0 || n_kv_heads <= 0 || n_q_heads % n_kv_heads)
+        return KILN_FAIL(err, KILN_E_INVALID, "attention: %d query heads are not a multiple of %d kv heads", n_q_heads,
+                         n_kv_heads);
+    if (q.cols % n_q_heads)
+        return KILN_FAIL(err, KILN_E_INVALID, "attention: q width %lld is not %d heads", (long long)q.cols, n_q_heads);
+    int64_t dh = q.cols / n_q_heads;
+    if (k.cols != n_kv_heads * dh || v.cols != k.cols || v.rows != k.rows)
+        return KILN_FAIL(err, KILN_E_INVALID, "attention: k [%lld, %lld] / v [%lld, %lld] do not match %d kv heads of %lld",
+                         (long long)k.rows, (long long)k.cols, (long long)v.rows, (long long)v.cols, n_kv_heads,
+                         (long long)dh);
+    KILN_TRY(kcu_same_shape(&o, &q, "attention", "out", "q", err));
+    if (mt) {
+        KILN_TRY(kcu_as_mat(mt, mt->dtype == KILN_DT_BOOL ? KILN_DT_BOOL : KILN_DT_U8, "attention", "key_mask", &mask,
+                            err));
+        if (mask.rows * mask.cols != k.rows || (mask.rows > 1 && mask.ld != mask.cols))
+            return KILN_FAIL(err, KILN_E_INVALID, "attention: key_mask must be a contiguous [%lld]", (long long)k.rows);
+    }
+    return kcu_attention(cuda_be(be), &o, &q, &k, &v, n_q_heads, n_kv_heads, scale, causal, mt ? &mask : NULL, err);
+}
+
+/* ---- norms and RoPE ---- */
+
+kiln_status cuda_rms_norm(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt, const kiln_tensor *gt, float eps,
+                          kiln_err *err) {
+    kcu_mat y, x, g;
+    KILN_TRY(kcu_as_mat(yt, -1, "rms_norm", "y", &y, err));
+    KILN_TRY(kcu_as_mat(xt, -1, "rms_norm", "x", &x, err));
+    KILN_TRY(kcu_same_shape(&y, &x, "rms_norm", "y", "x", err));
+    if (!gt || gt->ndim < 1) return KILN_FAIL(err, KILN_E_INVALID, "rms_norm: gain is missing");
+    int64_t glen = gt->shape[0];
+    KILN_TRY(kcu_as_vec(gt, glen, false, "rms_norm", "gain", &g, err));
+    if (glen <= 0 || x.cols % glen)
+        return KILN_FAIL(err, KILN_E_INVALID, "rms_norm: row width %lld is not a multiple of the gain length %lld",
+                         (long long)x.cols, (long long)glen);
+    return kcu_rms_norm(cuda_be(be), &y, &x, &g, eps, err);
+}
+
+kiln_status cuda_layer_norm_modulate(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt, const kiln_tensor *sht,
+                                     const kiln_tensor *sct, float eps, kiln_err *err) {
+    kcu_mat y, x, sh, sc;
+    KILN_TRY(kcu_as_mat(yt, -1, "layer_norm_modulate", "y", &y, err));
+    KILN_TRY(kcu_as_mat(xt, -1, "layer_norm_modulate", "x", &x, err));
+    KILN_TRY(kcu_same_shape(&y, &x, "layer_norm_modulate", "y", "x", err));
+    KILN_TRY(kcu_as_vec(sht, x.cols, true, "layer_norm_modulate", "shift", &sh, err));
+    KILN_TRY(kcu_as_vec(sct, x.cols, true, "layer_norm_modulate", "scale", &sc, err));
+    return kcu_layer_norm_modulate(cuda_be(be), &y, &x, sh.data ? &sh : NULL, sc.data ? &sc : NULL, eps, err);
+}
+
+kiln_status cuda_rope(kiln_backend *be, kiln_tensor *xt, const kiln_tensor *ct, const kiln_tensor *st, int n_heads,
+                      bool interleaved, kiln_err *err) {
+    kcu_mat x, c, s;
+    KILN_TRY(kcu_as_mat(xt, -1, "rope", "x", &x, err));
+    KILN_TRY(kcu_as_mat(ct, KILN_DT_F32, "rope", "cos", &c, err));
+    KILN_TRY(kcu_as_mat(st, KILN_DT_F32, "rope", "sin", &s, err));
+    if (n_heads <= 0 || x.cols % (2 * n_heads))
+        return KILN_FAIL(err, KILN_E_INVALID, "rope: width %lld is not %d heads of an even head dim", (long long)x.cols,
+                         n_heads);
+    int64_t half = x.cols / n_heads / 2;
+    if (c.cols != half || s.cols != half || c.rows != s.rows)
+        return KILN_FAIL(err, KILN_E_INVALID, "rope: cos/sin must both be [T, %lld], got [%lld, %lld] and [%lld, %lld]",
+                         (long long)half, (long long)c.rows, (long long)c.cols, (long long)s.rows, (long long)s.cols);
+    if (x.rows == 0) return KILN_OK;
+    if (c.rows < 1 || x.rows % c.rows)
+        return KILN_FAIL(err, KILN_E_INVALID, "rope: x has %lld rows, not a multiple of the table's %lld",
+                         (long long)x.rows, (long long)c.rows);
+    return kcu_rope(cuda_be(be), &x, &c, &s, n_heads, interleaved, err);
+}
+
+kiln_status cuda_softmax(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt, kiln_err *err) {
+    kcu_mat y, x;
+    KILN_TRY(kcu_as_mat(yt, -1, "softmax", "y", &y, err));
+    KILN_TRY(kcu_as_mat(xt, -1, "softmax", "x", &x, err));
+    KILN_TRY(kcu_same_shape(&y, &x, "softmax", "y", "x", err));
+    return kcu_softmax(cuda_be(be), &y, &x, err);
+}
+
+/* ---- elementwise ---- */
+
+kiln_status cuda_swiglu(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *abt, kiln_err *err) {
+    kcu_mat y, ab;
+    KILN_TRY(kcu_as_mat(yt, -1, "swiglu", "y", &y, err));
+    KILN_TRY(kcu_as_mat(abt, -1, "swiglu", "ab", &ab, err));
+    if (ab.rows != y.rows || ab.cols != 2 * y.cols)
+        return KILN_FAIL(err, KILN_E_INVALID, "swiglu: ab [%lld, %lld] must be [%lld, %lld]", (long long)ab.rows,
+                         (long long)ab.cols, (long long)y.rows, (long long)(2 * y.cols));
+    return kcu_swiglu(cuda_be(be), &y, &ab, err);
+}
+
+kiln_status cuda_silu_mul(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *at, const kiln_tensor *bt, kiln_err *err) {
+    kcu_mat y, a, b;
+    KILN_TRY(kcu_as_mat(yt, -1, "silu_mul", "y", &y, err));
+    KILN_TRY(kcu_as_mat(at, -1, "silu_mul", "a", &a, err));
+    KILN_TRY(kcu_as_mat(bt, -1, "silu_mul", "b", &b, err));
+    KILN_TRY(kcu_same_shape(&y, &a, "silu_mul", "y", "a", err));
+    KILN_TRY(kcu_same_shape(&y, &b, "silu_mul", "y", "b", err));
+    return kcu_silu_mul(cuda_be(be), &y, &a, &b, err);
+}
+
+static kiln_status unary(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt, int act, const char *op,
+                         kiln_err *err) {
+    kcu_mat y, x;
+    KILN_TRY(kcu_as_mat(yt, -1, op, "y", &y, err));
+    KILN_TRY(kcu_as_mat(xt, -1, op, "x", &x, err));
+    KILN_TRY(kcu_same_shape(&y, &x, op, "y", "x", err));
+    return kcu_activation(cuda_be(be), &y, &x, act, err);
+}
+
+kiln_status cuda_silu(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, kiln_err *err) {
+    return unary(be, y, x, 0, "silu", err);
+}
+
+kiln_status cuda_gelu_tanh(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, kiln_err *err) {
+    return unary(be, y, x, 1, "gelu_tanh", err);
+}
+
+kiln_status cuda_add(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *at, const kiln_tensor *bt, kiln_err *err) {
+    kcu_mat y, a, b;
+    KILN_TRY(kcu_as_mat(yt, -1, "add", "y", &y, err));
+    KILN_TRY(kcu_as_mat(at, -1, "add", "a", &a, err));
+    KILN_TRY(kcu_as_mat(bt, -1, "add", "b", &b, err));
+    KILN_TRY(kcu_same_shape(&y, &a, "add", "y", "a", err));
+    KILN_TRY(kcu_same_shape(&y, &b, "add", "y", "b", err));
+    return kcu_add(cuda_be(be), &y, &a, &b, err);
+}
+
+kiln_status cuda_gated_add(kiln_backend *be, kiln_tensor *xt, const kiln_tensor *gt, const kiln_tensor *yt,
+                           kiln_err *err) {
+    kcu_mat x, g, y;
+    KILN_TRY(kcu_as_mat(xt, -1, "gated_add", "x", &x, err));
+    KILN_TRY(kcu_as_mat(yt, -1, "gated_add", "y", &y, err));
+    KILN_TRY(kcu_same_shape(&x, &y, "gated_add", "x", "y", err));
+    KILN_TRY(kcu_as_vec(gt, x.cols, false, "gated_add", "gate", &g, err));
+    return kcu_gated_add(cuda_be(be), &x, &g, &y, err);
+}
+
+kiln_status cuda_scale_shift(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt, float a, float b, kiln_err *err) {
+    kcu_mat y, x;
+    KILN_TRY(kcu_as_mat(yt, -1, "scale_shift", "y", &y, err));
+    KILN_TRY(kcu_as_mat(xt, -1, "scale_shift", "x", &x, err));
+    KILN_TRY(kcu_same_shape(&y, &x, "scale_shift", "y", "x", err));
+    return kcu_scale_shift(cuda_be(be), &y, &x, a, b, err);
+}
+
+static bool convertible(kiln_dtype a, kiln_dtype b) {
+    bool fa = a == KILN_DT_F32 || a == KILN_DT_BF16 || a == KILN_DT_F16;
+    bool fb = b == KILN_DT_F32 || b == KILN_DT_BF16 || b == KILN_DT_F16;
+    return a == b || (fa && fb);
+}
+
+kiln_status cuda_copy(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt, kiln_err *err) {
+    kcu_view4 y, x;
+    KILN_TRY(kcu_as_view4(yt, "copy", "y", &y, err));
+    KILN_TRY(kcu_as_view4(xt, "copy", "x", &x, err));
+    if (yt->ndim != xt->ndim || !kiln_tensor_same_shape(yt, xt))
+        return KILN_FAIL(err, KILN_E_INVALID, "copy: y and x have different shapes");
+    if (!convertible(y.dt, x.dt))
+        return KILN_FAIL(err, KILN_E_UNSUPPORTED, "copy: %s -> %s is not supported on CUDA", kiln_dtype_name(x.dt),
+                         kiln_dtype_name(y.dt));
+    return kcu_copy4(cuda_be(be), &y, &x, err);
+}
+
+/* ---- images ---- */
+
+/* Convolution as GEMM: per image and per chunk of output pixels, im2col into scratch as col [pixels, Ci*kh*kw],
+ * then y[n][Co, pixels] = w[Co, K] . col[pixels, K]^T - the same row-major GEMM as matmul, with the weights as
+ * the left operand. Chunks cap the scratch at ~256 MiB (a 1024x1024 128-channel 3x3 layer would need 2.4 GB). */
+kiln_status cuda_conv2d(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt, const kiln_tensor *wt,
+                        const kiln_tensor *bt, int stride, int pad_begin, int pad_end, kiln_err *err) {
+    kiln_cuda_backend *cb = cuda_be(be);
+    int64_t xd[4], yd[4];
+    KILN_TRY(kcu_as_nchw(xt, "conv2d", "x", xd, err));
+    KILN_TRY(kcu_as_nchw(yt, "conv2d", "y", yd, err));
+    if (!wt || wt->ndim != 4 || !kiln_tensor_is_contiguous(wt) || wt->backend != KILN_BACKEND_CUDA ||
+        (wt->dtype != KILN_DT_BF16 && wt->dtype != KILN_DT_F32))
+        return KILN_FAIL(err, KILN_E_INVALID, "conv2d: w must be a contiguous bf16/f32 [Co, Ci, kh, kw] on the device");
+    int64_t co = wt->shape[0], ci = wt->shape[1], kh = wt->shape[2], kw = wt->shape[3];
+    if (kh != kw || (kh != 1 && kh != 3)) return KILN_FAIL(err, KILN_E_UNSUPPORTED, "conv2d: kernel %lldx%lld", (long long)kh, (long long)kw);
+    if (stride != 1 && stride != 2) return KILN_FAIL(err, KILN_E_UNSUPPORTED, "conv2d: stride %d", stride);
+    if (pad_begin < 0 || pad_end < 0) return KILN_FAIL(err, KILN_E_INVALID, "conv2d: negative padding");
+    if (ci != xd[1]) return KILN_FAIL(err, KILN_E_INVALID, "conv2d: x has %lld channels, w expects %lld", (long long)xd[1], (long long)ci);
+    int64_t ho = (xd[2] + pad_begin + pad_end - kh) / stride + 1, wo = (xd[3] + pad_begin + pad_end - kw) / stride + 1;
+    if (yd[0] != xd[0] || yd[1] != co || yd[2] != ho || yd[3] != wo)
+        return KILN_FAIL(err, KILN_E_INVALID, "conv2d: y must be [%lld, %lld, %lld, %lld]", (long long)xd[0],
+                         (long long)co, (long long)ho, (long long)wo);
+    kcu_mat bias;
+    KILN_TRY(kcu_as_vec(bt, co, true, "conv2d", "bias", &bias, err));
+    const int64_t k = ci * kh * kw, ldk = (k + 7) / 8 * 8, pix = ho * wo;
+    if (xd[0] == 0 || pix == 0 || co == 0) return KILN_OK;
+    const bool bf16 = wt->dtype == KILN_DT_BF16 && be->precision == KILN_PREC_FAST;
+    const kiln_dtype in = bf16 ? KILN_DT_BF16 : KILN_DT_F32;
+    const size_t es = bf16 ? 2 : 4;
+    const bool stage_w = wt->dtype != in;
+    int64_t chunk = (int64_t)((256u << 20) / ((size_t)ldk * es));
+    if (chunk < 1) chunk = 1;
+    if (chunk > pix) chunk = pix;
+    size_t off_w = align_up((size_t)chunk * ldk * es);
+    size_t total = off_w + (stage_w ? align_up((size_t)co * ldk * es) : 0);
+    KILN_TRY(kcu_scratch_reserve(cb, total, err));
+    char *scr = cb->scratch;
+    kcu_mat w = {wt->data, co, k, k, wt->dtype};
+    if (stage_w) {
+        kcu_mat ws = {scr + off_w, co, k, ldk, in};
+        KILN_TRY(kcu_convert(cb, &ws, &w, err));
+        w = ws;
+    }
+    for (int64_t n = 0; n < xd[0]; n++) {
+        float *yn = (float *)yt->data + n * co * pix;
+        for (int64_t p0 = 0; p0 < pix; p0 += chunk) {
+            int64_t np = pix - p0 < chunk ? pix - p0 : chunk;
+            kcu_mat col = {scr, np, k, ldk, in};
+            KILN_TRY(kcu_im2col(cb, &col, (const float *)xt->data, xd, n, (int)kh, (int)kw, stride, pad_begin, ho, wo,
+                                p0, np, err));
+            kcu_gemm_key key;
+            memset(&key, 0, sizeof key);
+            key.m = co, key.n = np, key.k = k;
+            key.ldx = w.ld, key.ldw = ldk, key.ldy = pix;
+            key.in_dtype = in, key.out_dtype = KILN_DT_F32;
+            KILN_TRY(gemm(cb, &key, yn + p0, w.data, col.data, err));
+        }
+    }
+    if (bias.data) KILN_TRY(kcu_bias_nchw(cb, (float *)yt->data, &bias, yd[0], co, pix, err));
+    return KILN_OK;
+}
+
+kiln_status cuda_group_norm(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt, int groups,
+                            const kiln_tensor *gt, const kiln_tensor *bt, float eps, bool silu, kiln_err *err) {
+    int64_t xd[4], yd[4];
+    KILN_TRY(kcu_as_nchw(xt, "group_norm", "x", xd, err));
+    KILN_TRY(kcu_as_nchw(yt, "group_norm", "y", yd, err));
+    for (int i = 0; i < 4; i++)
+        if (xd[i] != yd[i]) return KILN_FAIL(err, KILN_E_INVALID, "group_norm: y and x differ in shape");
+    if (groups <= 0 || xd[1] % groups)
+        return KILN_FAIL(err, KILN_E_INVALID, "group_norm: %lld channels are not %d groups", (long long)xd[1], groups);
+    kcu_mat g, b;
+    KILN_TRY(kcu_as_vec(gt, xd[1], false, "group_norm", "gamma", &g, err));
+    KILN_TRY(kcu_as_vec(bt, xd[1], false, "group_norm", "beta", &b, err));
+    return kcu_group_norm(cuda_be(be), (float *)yt->data, (const float *)xt->data, xd, groups, &g, &b, eps, silu, err);
+}
+
+kiln_status cuda_upsample2x(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt, kiln_err *err) {
+    int64_t xd[4], yd[4];
+    KILN_TRY(kcu_as_nchw(xt, "upsample2x", "x", xd, err));
+    KILN_TRY(kcu_as_nchw(yt, "upsample2x", "y", yd, err));
+    if (yd[0] != xd[0] || yd[1] != xd[1] || yd[2] != 2 * xd[2] || yd[3] != 2 * xd[3])
+        return KILN_FAIL(err, KILN_E_INVALID, "upsample2x: y must be [%lld, %lld, %lld, %lld]", (long long)xd[0],
+                         (long long)xd[1], (long long)(2 * xd[2]), (long long)(2 * xd[3]));
+    return kcu_upsample2x(cuda_be(be), (float *)yt->data, (const float *)xt->data, xd, err);
+}
+
+#endif /* KILN_HAVE_CUDA */

@@ -1,0 +1,137 @@
+/* cuda_rt.cu - thin wrappers over the CUDA runtime and cuBLASLt handle for the host C side: device discovery,
+ * stream, memory, copies, scratch and workspace growth. */
+#include <cublasLt.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "compute/cuda/cuda_kernels.cuh"
+
+kiln_status kcu_device_count(int *n, kiln_err *err) {
+    *n = 0;
+    cudaError_t e = cudaGetDeviceCount(n);
+    if (e != cudaSuccess) {
+        cudaGetLastError(); /* clear the sticky-free error so later calls are not confused */
+        *n = 0;
+        return KILN_FAIL(err, KILN_E_DEVICE, "no usable CUDA device: %s (%s)", cudaGetErrorString(e),
+                         e == cudaErrorInsufficientDriver || e == cudaErrorNoDevice
+                             ? "is an NVIDIA GPU and its driver installed? use --device cpu"
+                             : "see nvidia-smi");
+    }
+    if (*n == 0) return KILN_FAIL(err, KILN_E_DEVICE, "no CUDA device found; use --device cpu");
+    return KILN_OK;
+}
+
+kiln_status kcu_open(kiln_cuda_backend *cb, int device, kiln_err *err) {
+    KCU_CALL(err, cudaSetDevice(device));
+    cudaDeviceProp p;
+    KCU_CALL(err, cudaGetDeviceProperties(&p, device));
+    cb->sm_count = p.multiProcessorCount;
+    cb->cc_major = p.major;
+    cb->cc_minor = p.minor;
+    cb->smem_optin = p.sharedMemPerBlockOptin;
+    cb->total_mem = p.totalGlobalMem;
+    snprintf(cb->name, sizeof cb->name, "%.96s (sm_%d%d, %d SMs, %.1f GiB)", p.name, p.major, p.minor,
+             p.multiProcessorCount, (double)p.totalGlobalMem / (1024.0 * 1024.0 * 1024.0));
+    if (p.major < 8)
+        return KILN_FAIL(err, KILN_E_DEVICE, "CUDA device %d is %s: kiln needs compute capability 8.0 or newer (bf16 "
+                         "tensor cores)", device, cb->name);
+    cudaStream_t s;
+    KCU_CALL(err, cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    cb->stream = s;
+    cublasLtHandle_t lt;
+    cublasStatus_t bs = cublasLtCreate(&lt);
+    if (bs != CUBLAS_STATUS_SUCCESS)
+        return KILN_FAIL(err, KILN_E_DEVICE, "cublasLtCreate failed: %s", cublasLtGetStatusString(bs));
+    cb->lt = lt;
+    return KILN_OK;
+}
+
+void kcu_close(kiln_cuda_backend *cb) {
+    if (cb->stream) cudaStreamSynchronize((cudaStream_t)cb->stream);
+    if (cb->lt) cublasLtDestroy((cublasLtHandle_t)cb->lt);
+    cudaFree(cb->workspace);
+    cudaFree(cb->scratch);
+    cudaFree(cb->arena_base);
+    if (cb->stream) cudaStreamDestroy((cudaStream_t)cb->stream);
+    cb->lt = cb->stream = cb->workspace = cb->scratch = cb->arena_base = NULL;
+}
+
+void *kcu_malloc(size_t bytes) {
+    void *p = NULL;
+    if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) {
+        cudaGetLastError();
+        return NULL;
+    }
+    return p;
+}
+
+void kcu_free(void *p) {
+    if (p) cudaFree(p);
+}
+
+/* Host <-> device copies are synchronous with respect to the host buffer: the caller may reuse src (or read
+ * dst) as soon as this returns, as with memcpy on the CPU backend. Pageable host memory makes cudaMemcpyAsync
+ * synchronous anyway; the explicit stream sync makes it so for pinned memory too. */
+kiln_status kcu_memcpy_h2d(kiln_cuda_backend *cb, void *dst, const void *src, size_t bytes, kiln_err *err) {
+    if (!bytes) return KILN_OK;
+    if (cb->capturing) return KILN_FAIL(err, KILN_E_INVALID, "upload during CUDA-graph capture is not allowed");
+    KCU_CALL(err, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, KCU_STREAM(cb)));
+    KCU_CALL(err, cudaStreamSynchronize(KCU_STREAM(cb)));
+    return KILN_OK;
+}
+
+kiln_status kcu_memcpy_d2h(kiln_cuda_backend *cb, void *dst, const void *src, size_t bytes, kiln_err *err) {
+    if (!bytes) return KILN_OK;
+    if (cb->capturing) return KILN_FAIL(err, KILN_E_INVALID, "download during CUDA-graph capture is not allowed");
+    KCU_CALL(err, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, KCU_STREAM(cb)));
+    KCU_CALL(err, cudaStreamSynchronize(KCU_STREAM(cb)));
+    return KILN_OK;
+}
+
+kiln_status kcu_memset(kiln_cuda_backend *cb, void *dst, int byte, size_t bytes, kiln_err *err) {
+    if (bytes) KCU_CALL(err, cudaMemsetAsync(dst, byte, bytes, KCU_STREAM(cb)));
+    return KILN_OK;
+}
+
+kiln_status kcu_sync(kiln_cuda_backend *cb, kiln_err *err) {
+    KCU_CALL(err, cudaStreamSynchronize(KCU_STREAM(cb)));
+    return KILN_OK;
+}
+
+/* Grows a device buffer: waits for queued work that may still read the old one, then replaces it. Grows by at
+ * least 1.5x so that a sequence of slightly larger requests does not reallocate every time. */
+static kiln_status grow(kiln_cuda_backend *cb, void **buf, size_t *cur, size_t bytes, const char *what, kiln_err *err) {
+    if (bytes <= *cur) return KILN_OK;
+    if (cb->capturing)
+        return KILN_FAIL(err, KILN_E_INVALID, "%s must grow to %zu bytes during CUDA-graph capture; run the shape "
+                         "once eagerly first", what, bytes);
+    size_t want = *cur + *cur / 2 > bytes ? *cur + *cur / 2 : bytes;
+    want = (want + 255) & ~(size_t)255;
+    KCU_CALL(err, cudaStreamSynchronize(KCU_STREAM(cb)));
+    cudaFree(*buf);
+    *buf = NULL;
+    *cur = 0;
+    void *p = NULL;
+    cudaError_t e = cudaMalloc(&p, want);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return KILN_FAIL(err, KILN_E_NOMEM, "CUDA device out of memory growing the %s to %zu MiB: %s", what,
+                         want >> 20, cudaGetErrorString(e));
+    }
+    *buf = p;
+    *cur = want;
+    return KILN_OK;
+}
+
+kiln_status kcu_scratch_reserve(kiln_cuda_backend *cb, size_t bytes, kiln_err *err) {
+    return grow(cb, &cb->scratch, &cb->scratch_bytes, bytes, "GEMM/im2col scratch buffer", err);
+}
+
+kiln_status kcu_workspace_reserve(kiln_cuda_backend *cb, size_t bytes, kiln_err *err) {
+    return grow(cb, &cb->workspace, &cb->workspace_bytes, bytes, "cuBLASLt workspace", err);
+}
+
+kiln_status kcu_mem_info(size_t *free_b, size_t *total_b, kiln_err *err) {
+    KCU_CALL(err, cudaMemGetInfo(free_b, total_b));
+    return KILN_OK;
+}

@@ -1,0 +1,45 @@
+/* engine.h - the one seam between the graph executor and the image engine.
+ *
+ * The executor never makes pixels itself: when a graph reaches a sampler whose latent is decoded, it fills a
+ * kiln_gen_params from the node inputs and calls engine->generate. The real engine (include/kiln.h) sits behind
+ * this table (see engine_kiln.c); unit tests of the plumbing plug in a clearly-named test double.
+ *
+ * generate fills *out with n_images RGB8 images of width x height (pixels: n*w*h*3 bytes from kiln_malloc,
+ * freed by the caller with kiln_free). progress(ctx, step, n_steps) is called after each denoising step and
+ * returns false to stop the work (generate then returns KILN_E_CANCELLED).
+ */
+#ifndef KILN_GRAPH_ENGINE_H
+#define KILN_GRAPH_ENGINE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/status.h"
+
+typedef struct kiln_gen_params {
+    const char *unet_path, *clip_path, *vae_path; /* resolved files under the model folders */
+    const char *prompt;                           /* positive text ("" allowed) */
+    const char *negative_prompt;                  /* NULL when the negative is ConditioningZeroOut */
+    int width, height, steps, batch;
+    uint64_t seed;
+    float cfg;
+    const char *sampler; /* "euler" */
+    const char *request_id;
+} kiln_gen_params;
+
+typedef struct kiln_gen_images {
+    int n, width, height;
+    uint8_t *pixels;
+} kiln_gen_images;
+
+typedef bool (*kiln_gen_progress_fn)(void *ctx, int step, int n_steps);
+
+typedef struct kiln_gen_engine {
+    void *self;
+    kiln_status (*generate)(void *self, const kiln_gen_params *p, kiln_gen_progress_fn progress, void *pctx,
+                            kiln_gen_images *out, kiln_err *err);
+    /* Optional: drop loaded weights (POST /free). */
+    void (*unload)(void *self);
+} kiln_gen_engine;
+
+#endif

@@ -1,0 +1,119 @@
+/* detect.c - model family and layout from tensor names (see detect.h for the rules). */
+#include "io/detect.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const kiln_st_tensor *has(const kiln_st_file *f, const char *name) { return kiln_st_find(f, name); }
+
+/* Counts consecutive blocks pattern with "%d" replaced by 0, 1, 2, ... that exist. (Built by hand, not
+ * with a non-literal printf format, which -Wformat=2 rightly refuses.) */
+static int count_blocks(const kiln_st_file *f, const char *pattern) {
+    char name[256];
+    const char *hole = strstr(pattern, "%d");
+    int n = 0;
+    for (;;) {
+        snprintf(name, sizeof name, "%.*s%d%s", (int)(hole - pattern), pattern, n, hole + 2);
+        if (!has(f, name)) return n;
+        n++;
+    }
+}
+
+static int64_t dim(const kiln_st_tensor *t, int i) { return t && i < t->ndim ? t->shape[i] : 0; }
+
+static void detect_flux2(const kiln_st_file *f, kiln_detect_result *r, bool bfl) {
+    r->family = KILN_FAMILY_FLUX2_DIT;
+    r->layout = bfl ? KILN_LAYOUT_BFL : KILN_LAYOUT_DIFFUSERS;
+    r->hidden = dim(has(f, bfl ? "img_in.weight" : "x_embedder.weight"), 0);
+    r->context = dim(has(f, bfl ? "txt_in.weight" : "context_embedder.weight"), 1);
+    r->n_double = count_blocks(f, bfl ? "double_blocks.%d.img_attn.qkv.weight" : "transformer_blocks.%d.attn.to_q.weight");
+    r->n_single = count_blocks(f, bfl ? "single_blocks.%d.linear1.weight"
+                                      : "single_transformer_blocks.%d.attn.to_qkv_mlp_proj.weight");
+    bool klein4b = r->hidden == 3072 && r->context == 7680 && r->n_double == 5 && r->n_single == 20;
+    snprintf(r->id, sizeof r->id, "%s", klein4b ? "flux2-klein-4b" : "flux2-dit");
+    snprintf(r->desc, sizeof r->desc, "FLUX.2%s DiT, hidden %lld, %d double + %d single blocks, text width %lld",
+             klein4b ? " [klein] 4B" : "", (long long)r->hidden, r->n_double, r->n_single, (long long)r->context);
+}
+
+static void detect_flux1(const kiln_st_file *f, kiln_detect_result *r, bool bfl) {
+    r->family = KILN_FAMILY_FLUX1_DIT;
+    r->layout = bfl ? KILN_LAYOUT_BFL : KILN_LAYOUT_DIFFUSERS;
+    r->hidden = dim(has(f, bfl ? "img_in.weight" : "x_embedder.weight"), 0);
+    r->context = dim(has(f, bfl ? "txt_in.weight" : "context_embedder.weight"), 1);
+    r->n_double = count_blocks(f, bfl ? "double_blocks.%d.img_mod.lin.weight" : "transformer_blocks.%d.norm1.linear.weight");
+    r->n_single = count_blocks(f, bfl ? "single_blocks.%d.linear1.weight" : "single_transformer_blocks.%d.norm.linear.weight");
+    bool guidance = has(f, bfl ? "guidance_in.in_layer.weight"
+                               : "time_text_embed.guidance_embedder.linear_1.weight") != NULL;
+    bool dev = r->hidden == 3072 && r->n_double == 19 && r->n_single == 38;
+    snprintf(r->id, sizeof r->id, "%s", dev ? (guidance ? "flux1-dev" : "flux1-schnell") : "flux1-dit");
+    snprintf(r->desc, sizeof r->desc, "FLUX.1 DiT, hidden %lld, %d double + %d single blocks, text width %lld, %s",
+             (long long)r->hidden, r->n_double, r->n_single, (long long)r->context,
+             guidance ? "guidance-distilled" : "no guidance embedding");
+}
+
+static void detect_qwen3(const kiln_st_file *f, kiln_detect_result *r, const kiln_st_tensor *emb,
+                         const char *layer_fmt) {
+    r->family = KILN_FAMILY_QWEN3;
+    r->layout = KILN_LAYOUT_HF;
+    r->hidden = dim(emb, 1);
+    r->n_layers = count_blocks(f, layer_fmt);
+    bool is4b = r->hidden == 2560 && r->n_layers == 36;
+    snprintf(r->id, sizeof r->id, "%s", is4b ? "qwen3-4b" : "qwen3");
+    snprintf(r->desc, sizeof r->desc, "Qwen3%s text encoder, hidden %lld, %d layers, vocabulary %lld%s",
+             is4b ? "-4B" : "", (long long)r->hidden, r->n_layers, (long long)dim(emb, 0),
+             has(f, "lm_head.weight") ? ", with lm_head" : "");
+}
+
+static void detect_vae(const kiln_st_file *f, kiln_detect_result *r, bool bfl) {
+    r->family = KILN_FAMILY_FLUX2_VAE;
+    r->layout = bfl ? KILN_LAYOUT_BFL : KILN_LAYOUT_DIFFUSERS;
+    r->has_decoder = has(f, "decoder.conv_in.weight") != NULL;
+    r->has_encoder = has(f, "encoder.conv_in.weight") != NULL;
+    const kiln_st_tensor *zin = has(f, "decoder.conv_in.weight");
+    snprintf(r->id, sizeof r->id, "flux2-vae");
+    snprintf(r->desc, sizeof r->desc, "FLUX.2 autoencoder (%s%s%s), %lld latent channels, %lld batch-norm channels",
+             r->has_encoder ? "encoder" : "", r->has_encoder && r->has_decoder ? " + " : "",
+             r->has_decoder ? "decoder" : "", (long long)dim(zin, 1), (long long)dim(has(f, "bn.running_mean"), 0));
+}
+
+void kiln_detect(const kiln_st_file *f, kiln_detect_result *r) {
+    memset(r, 0, sizeof *r);
+    const kiln_st_tensor *emb;
+    if (has(f, "double_stream_modulation_img.lin.weight")) detect_flux2(f, r, true);
+    else if (has(f, "double_stream_modulation_img.linear.weight")) detect_flux2(f, r, false);
+    else if (has(f, "double_blocks.0.img_mod.lin.weight")) detect_flux1(f, r, true);
+    else if (has(f, "transformer_blocks.0.norm1.linear.weight") && has(f, "x_embedder.weight")) detect_flux1(f, r, false);
+    else if ((emb = has(f, "model.embed_tokens.weight")) && has(f, "model.layers.0.self_attn.q_norm.weight"))
+        detect_qwen3(f, r, emb, "model.layers.%d.input_layernorm.weight");
+    else if ((emb = has(f, "embed_tokens.weight")) && has(f, "layers.0.self_attn.q_norm.weight"))
+        detect_qwen3(f, r, emb, "layers.%d.input_layernorm.weight");
+    else if (has(f, "bn.running_mean") && (has(f, "decoder.mid_block.resnets.0.conv1.weight") ||
+                                           has(f, "encoder.mid_block.resnets.0.conv1.weight")))
+        detect_vae(f, r, false);
+    else if (has(f, "bn.running_mean") && (has(f, "decoder.mid.block_1.conv1.weight") ||
+                                           has(f, "encoder.mid.block_1.conv1.weight")))
+        detect_vae(f, r, true);
+    else {
+        snprintf(r->id, sizeof r->id, "unknown");
+        snprintf(r->desc, sizeof r->desc, "no known model's tensor names (%zu tensors)", kiln_st_count(f));
+    }
+}
+
+const char *kiln_family_name(kiln_family fam) {
+    switch (fam) {
+    case KILN_FAMILY_FLUX2_DIT: return "flux2-dit";
+    case KILN_FAMILY_QWEN3: return "qwen3";
+    case KILN_FAMILY_FLUX2_VAE: return "flux2-vae";
+    case KILN_FAMILY_FLUX1_DIT: return "flux1-dit";
+    default: return "unknown";
+    }
+}
+
+const char *kiln_layout_name(kiln_layout l) {
+    switch (l) {
+    case KILN_LAYOUT_BFL: return "bfl";
+    case KILN_LAYOUT_DIFFUSERS: return "diffusers";
+    case KILN_LAYOUT_HF: return "hf";
+    default: return "unknown";
+    }
+}

@@ -1,0 +1,308 @@
+/* flux2_dit.c - one FLUX.2 DiT evaluation, top to bottom (see flux2_dit.h; spec 1.2-1.5).
+ *
+ * Layout of the activations for a batch of B: the two streams of the double blocks are kept stream-major
+ * (img [B*N, D], txt [B*L, D]) so every matmul runs over the whole batch at once; attention needs each sample's
+ * [txt ; img] sequence (TEXT FIRST), so q/k/v are gathered per sample into `cat` and the output scattered back.
+ * The single blocks run on S [B*(L+N), D], sample-major with text first in each sample.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "models/flux2_dit.h"
+#include "models/rope_tables.h"
+#include "models/views.h"
+
+struct kiln_flux2_dit_ws {
+    int B, L, N;
+    bool have_txt;        /* txt0 holds this request's text projection */
+    float *img, *txt;     /* stream states            [B*N, D], [B*L, D] */
+    float *txt0;          /* txt_in(features), cached [B*L, D] */
+    float *nrm;           /* modulated LN output      [max(B*N, B*L), D] (double), [B*(L+N), D] (single) */
+    float *qkv_i, *qkv_t; /* [B*N, 3D], [B*L, 3D] */
+    float *cat, *catout;  /* one sample's [L+N, 3D] q|k|v and [L+N, D] attention output */
+    float *att_i, *att_t; /* [B*N, D], [B*L, D] */
+    float *mlp, *act;     /* [max rows, 2F], [max rows, F] */
+    float *S;             /* [B*(L+N), D] */
+    float *P;             /* [B*(L+N), 3D + 2F]  single block linear1 output */
+    float *OM;            /* [B*(L+N), D + F]    attention out | mlp activation */
+    float *vec;           /* [D] timestep vector, then SiLU(vec) */
+    float *temb;          /* [t_ch] sinusoidal + [D] hidden */
+    float *mods;          /* m_img [6D] | m_txt [6D] | m_sgl [3D] | final shift [D] | final scale [D] */
+    float *rcos, *rsin;   /* [L+N, Dh/2] */
+};
+
+float kiln_flux2_timestep_value(float sigma) {
+    float t = sigma * 1000.0f; /* scheduler timesteps */
+    t = t / 1000.0f;           /* the pipeline passes timestep / 1000 */
+    return t * 1000.0f;        /* the model multiplies by 1000 again */
+}
+
+void kiln_flux2_timestep_embedding(float s, int t_ch, float *out) {
+    int half = t_ch / 2;
+    for (int i = 0; i < half; i++) {
+        float e = (-9.210340371976184f * (float)i) / (float)half; /* -ln(10000) * i / half, in f32 */
+        float arg = s * expf(e);
+        out[i] = cosf(arg);
+        out[half + i] = sinf(arg);
+    }
+}
+
+size_t kiln_flux2_dit_workspace(const kiln_flux2_dit *m, int batch, int n_txt, int n_img) {
+    size_t D = m->hidden, F = m->mlp_hidden, B = batch, L = n_txt, N = n_img, T = L + N;
+    size_t rmax = B * (N > L ? N : L);
+    size_t fl = B * N * D * 2 + B * L * D * 2 + B * T * D + B * N * 3 * D + B * L * 3 * D + T * 4 * D +
+                B * N * D + B * L * D + rmax * 3 * F + B * T * D + B * T * (3 * D + 2 * F) + B * T * (D + F) +
+                2 * D + (size_t)m->t_ch + 17 * D + T * (size_t)m->head_dim;
+    return fl * sizeof(float);
+}
+
+static void *zalloc(kiln_backend *be, size_t floats, bool *ok) {
+    void *p = be->ops->alloc(be, floats * sizeof(float) + 64);
+    if (!p) *ok = false;
+    return p;
+}
+
+kiln_status kiln_flux2_dit_ws_create(const kiln_flux2_dit *m, kiln_backend *be, int batch, int n_txt, int h16,
+                                     int w16, kiln_flux2_dit_ws **out, kiln_err *err) {
+    kiln_flux2_dit_ws *w = kiln_calloc(1, sizeof *w);
+    if (!w) return KILN_FAIL(err, KILN_E_NOMEM, "DiT: out of memory");
+    size_t D = m->hidden, F = m->mlp_hidden, B = batch, L = n_txt, N = (size_t)h16 * w16, T = L + N;
+    size_t rmax = B * (N > L ? N : L), Dh2 = m->head_dim / 2;
+    w->B = batch;
+    w->L = n_txt;
+    w->N = (int)N;
+    bool ok = true;
+    w->img = zalloc(be, B * N * D, &ok);
+    w->txt = zalloc(be, B * L * D, &ok);
+    w->txt0 = zalloc(be, B * L * D, &ok);
+    w->nrm = zalloc(be, B * T * D, &ok);
+    w->qkv_i = zalloc(be, B * N * 3 * D, &ok);
+    w->qkv_t = zalloc(be, B * L * 3 * D, &ok);
+    w->cat = zalloc(be, T * 3 * D, &ok);
+    w->catout = zalloc(be, T * D, &ok);
+    w->att_i = zalloc(be, B * N * D, &ok);
+    w->att_t = zalloc(be, B * L * D, &ok);
+    w->mlp = zalloc(be, rmax * 2 * F, &ok);
+    w->act = zalloc(be, rmax * F, &ok);
+    w->S = zalloc(be, B * T * D, &ok);
+    w->P = zalloc(be, B * T * (3 * D + 2 * F), &ok);
+    w->OM = zalloc(be, B * T * (D + F), &ok);
+    w->vec = zalloc(be, D, &ok);
+    w->temb = zalloc(be, (size_t)m->t_ch + D, &ok);
+    w->mods = zalloc(be, 17 * D, &ok);
+    w->rcos = zalloc(be, T * Dh2, &ok);
+    w->rsin = zalloc(be, T * Dh2, &ok);
+    if (!ok) {
+        kiln_flux2_dit_ws_free(be, w);
+        return KILN_FAIL(err, KILN_E_NOMEM, "DiT: out of memory for activations (batch %d, %zu text + %zu image "
+                         "tokens: %.1f MB)", batch, L, N, kiln_flux2_dit_workspace(m, batch, n_txt, (int)N) / 1e6);
+    }
+    /* RoPE tables for [txt ids ; img ids] (spec 1.5), built on the host and uploaded. */
+    int32_t *ids = kiln_malloc(T * 4 * sizeof(int32_t));
+    float *hc = kiln_malloc(T * Dh2 * sizeof(float)), *hs = kiln_malloc(T * Dh2 * sizeof(float));
+    kiln_status s = KILN_OK;
+    if (!ids || !hc || !hs) s = KILN_FAIL(err, KILN_E_NOMEM, "DiT: out of memory");
+    if (s == KILN_OK) {
+        kiln_flux2_text_ids((int64_t)L, ids);
+        kiln_flux2_image_ids(h16, w16, ids + 4 * L);
+        kiln_rope_flux2(ids, (int64_t)T, m->axes, 4, m->theta, hc, hs);
+        s = be->ops->upload(be, w->rcos, hc, T * Dh2 * sizeof(float), err);
+        if (s == KILN_OK) s = be->ops->upload(be, w->rsin, hs, T * Dh2 * sizeof(float), err);
+    }
+    kiln_free(ids);
+    kiln_free(hc);
+    kiln_free(hs);
+    if (s != KILN_OK) {
+        kiln_flux2_dit_ws_free(be, w);
+        return s;
+    }
+    *out = w;
+    return KILN_OK;
+}
+
+void kiln_flux2_dit_ws_free(kiln_backend *be, kiln_flux2_dit_ws *w) {
+    if (!w) return;
+    float *bufs[] = {w->img, w->txt,  w->txt0, w->nrm, w->qkv_i, w->qkv_t, w->cat,  w->catout, w->att_i, w->att_t,
+                     w->mlp, w->act,  w->S,    w->P,   w->OM,    w->vec,   w->temb, w->mods,   w->rcos,  w->rsin};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        if (bufs[i]) be->ops->free(be, bufs[i]);
+    kiln_free(w);
+}
+
+void kiln_flux2_dit_ws_new_text(kiln_flux2_dit_ws *ws) { ws->have_txt = false; }
+
+#define CK(x) KILN_TRY(x)
+
+/* q|k|v of one stream: one fused matmul (BFL) or three matmuls into the column blocks (diffusers). */
+static kiln_status stream_qkv(kiln_backend *be, const kiln_flux2_stream *st, kiln_tensor *qkv, const kiln_tensor *x,
+                              int64_t D, kiln_err *err) {
+    if (st->qkv.data) return kiln_matmul(be, qkv, x, &st->qkv, NULL, err);
+    kiln_tensor q = kiln_cols(qkv, 0, D), k = kiln_cols(qkv, D, D), v = kiln_cols(qkv, 2 * D, D);
+    CK(kiln_matmul(be, &q, x, &st->q, NULL, err));
+    CK(kiln_matmul(be, &k, x, &st->k, NULL, err));
+    return kiln_matmul(be, &v, x, &st->v, NULL, err);
+}
+
+/* The MLP half of a double block for one stream: X += g2 * mlp_out(SwiGLU(mlp_in((1+sc2) LN(X) + sh2))). */
+static kiln_status stream_mlp(const kiln_flux2_dit *m, kiln_backend *be, kiln_flux2_dit_ws *w,
+                              const kiln_flux2_stream *st, kiln_tensor *X, const float *mod, kiln_err *err) {
+    const kiln_ops *op = be->ops;
+    int64_t D = m->hidden, F = m->mlp_hidden, R = X->shape[0];
+    kiln_tensor sh2 = kiln_f32_1d((float *)mod + 3 * D, D), sc2 = kiln_f32_1d((float *)mod + 4 * D, D);
+    kiln_tensor g2 = kiln_f32_1d((float *)mod + 5 * D, D);
+    kiln_tensor nrm = kiln_f32_2d(w->nrm, R, D), mlp = kiln_f32_2d(w->mlp, R, 2 * F), act = kiln_f32_2d(w->act, R, F);
+    kiln_epilogue gated = {KILN_EPI_GATED_RESIDUAL, &g2};
+    CK(op->layer_norm_modulate(be, &nrm, X, &sh2, &sc2, m->eps, err));
+    CK(kiln_matmul(be, &mlp, &nrm, &st->mlp_in, NULL, err));
+    CK(op->swiglu(be, &act, &mlp, err));
+    return kiln_matmul_epi(be, X, &act, &st->mlp_out, NULL, &gated, err);
+}
+
+static kiln_status double_block(const kiln_flux2_dit *m, kiln_backend *be, kiln_flux2_dit_ws *w,
+                                const kiln_flux2_double *blk, kiln_err *err) {
+    const kiln_ops *op = be->ops;
+    const int64_t D = m->hidden, B = w->B, L = w->L, N = w->N, T = L + N;
+    const float *mi = w->mods, *mt = w->mods + 6 * D;
+    kiln_tensor IMG = kiln_f32_2d(w->img, B * N, D), TXT = kiln_f32_2d(w->txt, B * L, D);
+    kiln_tensor QKVI = kiln_f32_2d(w->qkv_i, B * N, 3 * D), QKVT = kiln_f32_2d(w->qkv_t, B * L, 3 * D);
+    kiln_tensor CAT = kiln_f32_2d(w->cat, T, 3 * D), CATO = kiln_f32_2d(w->catout, T, D);
+    kiln_tensor ATI = kiln_f32_2d(w->att_i, B * N, D), ATT = kiln_f32_2d(w->att_t, B * L, D);
+
+    /* 1-3. per stream: modulated LN, q|k|v, per-head RMS on q and k */
+    for (int s = 0; s < 2; s++) {
+        const kiln_flux2_stream *st = s ? &blk->txt : &blk->img;
+        kiln_tensor *X = s ? &TXT : &IMG, *QKV = s ? &QKVT : &QKVI;
+        const float *mod = s ? mt : mi;
+        kiln_tensor sh1 = kiln_f32_1d((float *)mod, D), sc1 = kiln_f32_1d((float *)mod + D, D);
+        kiln_tensor nrm = kiln_f32_2d(w->nrm, X->shape[0], D);
+        CK(op->layer_norm_modulate(be, &nrm, X, &sh1, &sc1, m->eps, err));
+        CK(stream_qkv(be, st, QKV, &nrm, D, err));
+        kiln_tensor q = kiln_cols(QKV, 0, D), k = kiln_cols(QKV, D, D);
+        CK(op->rms_norm(be, &q, &q, &st->q_norm, 1e-6f, err));
+        CK(op->rms_norm(be, &k, &k, &st->k_norm, 1e-6f, err));
+    }
+    /* 4-5. per sample: [txt ; img] sequence, RoPE, joint attention, split back */
+    kiln_tensor COS = kiln_f32_2d(w->rcos, T, m->head_dim / 2), SIN = kiln_f32_2d(w->rsin, T, m->head_dim / 2);
+    for (int64_t b = 0; b < B; b++) {
+        kiln_tensor ct = kiln_tensor_rows(&CAT, 0, L), ci = kiln_tensor_rows(&CAT, L, N);
+        kiln_tensor st_ = kiln_tensor_rows(&QKVT, b * L, L), si = kiln_tensor_rows(&QKVI, b * N, N);
+        CK(op->copy(be, &ct, &st_, err));
+        CK(op->copy(be, &ci, &si, err));
+        kiln_tensor q = kiln_cols(&CAT, 0, D), k = kiln_cols(&CAT, D, D), v = kiln_cols(&CAT, 2 * D, D);
+        CK(op->rope(be, &q, &COS, &SIN, m->heads, true, err));
+        CK(op->rope(be, &k, &COS, &SIN, m->heads, true, err));
+        CK(op->attention(be, &CATO, &q, &k, &v, m->heads, m->heads, 1.0f / sqrtf((float)m->head_dim), false, NULL,
+                         err));
+        kiln_tensor ot = kiln_tensor_rows(&CATO, 0, L), oi = kiln_tensor_rows(&CATO, L, N);
+        kiln_tensor dt = kiln_tensor_rows(&ATT, b * L, L), di = kiln_tensor_rows(&ATI, b * N, N);
+        CK(op->copy(be, &dt, &ot, err));
+        CK(op->copy(be, &di, &oi, err));
+    }
+    /* 6-7. per stream: gated attention projection, then the gated SwiGLU MLP */
+    for (int s = 0; s < 2; s++) {
+        const kiln_flux2_stream *st = s ? &blk->txt : &blk->img;
+        kiln_tensor *X = s ? &TXT : &IMG, *A = s ? &ATT : &ATI;
+        const float *mod = s ? mt : mi;
+        kiln_tensor g1 = kiln_f32_1d((float *)mod + 2 * D, D);
+        kiln_epilogue gated = {KILN_EPI_GATED_RESIDUAL, &g1};
+        CK(kiln_matmul_epi(be, X, A, &st->proj, NULL, &gated, err));
+        CK(stream_mlp(m, be, w, st, X, mod, err));
+    }
+    return KILN_OK;
+}
+
+static kiln_status single_block(const kiln_flux2_dit *m, kiln_backend *be, kiln_flux2_dit_ws *w,
+                                const kiln_flux2_single *blk, kiln_err *err) {
+    const kiln_ops *op = be->ops;
+    const int64_t D = m->hidden, F = m->mlp_hidden, B = w->B, T = (int64_t)w->L + w->N, R = B * T;
+    const float *ms = w->mods + 12 * D;
+    kiln_tensor sh = kiln_f32_1d((float *)ms, D), sc = kiln_f32_1d((float *)ms + D, D);
+    kiln_tensor g = kiln_f32_1d((float *)ms + 2 * D, D);
+    kiln_tensor S = kiln_f32_2d(w->S, R, D), nrm = kiln_f32_2d(w->nrm, R, D);
+    kiln_tensor P = kiln_f32_2d(w->P, R, 3 * D + 2 * F), OM = kiln_f32_2d(w->OM, R, D + F);
+    kiln_tensor COS = kiln_f32_2d(w->rcos, T, m->head_dim / 2), SIN = kiln_f32_2d(w->rsin, T, m->head_dim / 2);
+    kiln_epilogue gated = {KILN_EPI_GATED_RESIDUAL, &g};
+
+    CK(op->layer_norm_modulate(be, &nrm, &S, &sh, &sc, m->eps, err));
+    CK(kiln_matmul(be, &P, &nrm, &blk->linear1, NULL, err));
+    kiln_tensor q = kiln_cols(&P, 0, D), k = kiln_cols(&P, D, D);
+    CK(op->rms_norm(be, &q, &q, &blk->q_norm, 1e-6f, err));
+    CK(op->rms_norm(be, &k, &k, &blk->k_norm, 1e-6f, err));
+    for (int64_t b = 0; b < B; b++) {
+        kiln_tensor qb = kiln_block(&P, b * T, T, 0, D), kb = kiln_block(&P, b * T, T, D, D);
+        kiln_tensor vb = kiln_block(&P, b * T, T, 2 * D, D), ob = kiln_block(&OM, b * T, T, 0, D);
+        CK(op->rope(be, &qb, &COS, &SIN, m->heads, true, err));
+        CK(op->rope(be, &kb, &COS, &SIN, m->heads, true, err));
+        CK(op->attention(be, &ob, &qb, &kb, &vb, m->heads, m->heads, 1.0f / sqrtf((float)m->head_dim), false, NULL,
+                         err));
+    }
+    kiln_tensor ab = kiln_cols(&P, 3 * D, 2 * F), mo = kiln_cols(&OM, D, F);
+    CK(op->swiglu(be, &mo, &ab, err));
+    return kiln_matmul_epi(be, &S, &OM, &blk->linear2, NULL, &gated, err);
+}
+
+kiln_status kiln_flux2_dit_forward(const kiln_flux2_dit *m, kiln_backend *be, kiln_flux2_dit_ws *w,
+                                   const float *x, const float *txt, float t, float *v, kiln_err *err) {
+    const kiln_ops *op = be->ops;
+    const int64_t D = m->hidden, B = w->B, L = w->L, N = w->N, T = L + N;
+
+    /* 1. timestep vector: vec = t_out(SiLU(t_in(sinusoidal(t)))) */
+    float host_emb[1024];
+    if (m->t_ch > 1024) return KILN_FAIL(err, KILN_E_UNSUPPORTED, "DiT: %d timestep channels (max 1024)", m->t_ch);
+    kiln_flux2_timestep_embedding(t, m->t_ch, host_emb);
+    CK(op->upload(be, w->temb, host_emb, (size_t)m->t_ch * sizeof(float), err));
+    kiln_tensor temb = kiln_f32_2d(w->temb, 1, m->t_ch), th = kiln_f32_2d(w->temb + m->t_ch, 1, D);
+    kiln_tensor vec = kiln_f32_2d(w->vec, 1, D);
+    CK(kiln_matmul(be, &th, &temb, &m->t_in, NULL, err));
+    CK(op->silu(be, &th, &th, err));
+    CK(kiln_matmul(be, &vec, &th, &m->t_out, NULL, err));
+
+    /* 2. shared modulation from SiLU(vec), once per forward; and the final layer's shift/scale */
+    CK(op->silu(be, &vec, &vec, err));
+    kiln_tensor m_img = kiln_f32_2d(w->mods, 1, 6 * D), m_txt = kiln_f32_2d(w->mods + 6 * D, 1, 6 * D);
+    kiln_tensor m_sgl = kiln_f32_2d(w->mods + 12 * D, 1, 3 * D);
+    kiln_tensor f_sh = kiln_f32_2d(w->mods + 15 * D, 1, D), f_sc = kiln_f32_2d(w->mods + 16 * D, 1, D);
+    CK(kiln_matmul(be, &m_img, &vec, &m->mod_img, NULL, err));
+    CK(kiln_matmul(be, &m_txt, &vec, &m->mod_txt, NULL, err));
+    CK(kiln_matmul(be, &m_sgl, &vec, &m->mod_single, NULL, err));
+    CK(kiln_matmul(be, &f_sh, &vec, &m->final_shift, NULL, err));
+    CK(kiln_matmul(be, &f_sc, &vec, &m->final_scale, NULL, err));
+
+    /* 3. input projections (the text one is the same every step: computed once per request) */
+    kiln_tensor X = kiln_tensor_make((void *)x, KILN_DT_F32, 2, (int64_t[]){B * N, m->in_ch});
+    kiln_tensor IMG = kiln_f32_2d(w->img, B * N, D), TXT = kiln_f32_2d(w->txt, B * L, D);
+    kiln_tensor TXT0 = kiln_f32_2d(w->txt0, B * L, D);
+    CK(kiln_matmul(be, &IMG, &X, &m->img_in, NULL, err));
+    if (!w->have_txt) {
+        kiln_tensor C = kiln_tensor_make((void *)txt, KILN_DT_F32, 2, (int64_t[]){B * L, m->ctx_dim});
+        CK(kiln_matmul(be, &TXT0, &C, &m->txt_in, NULL, err));
+        w->have_txt = true;
+    }
+    CK(op->copy(be, &TXT, &TXT0, err));
+
+    /* 5. double-stream blocks */
+    for (int i = 0; i < m->n_double; i++) CK(double_block(m, be, w, &m->dbl[i], err));
+
+    /* 6. S = [txt ; img] per sample, then the single-stream blocks */
+    kiln_tensor S = kiln_f32_2d(w->S, B * T, D);
+    for (int64_t b = 0; b < B; b++) {
+        kiln_tensor dt = kiln_tensor_rows(&S, b * T, L), di = kiln_tensor_rows(&S, b * T + L, N);
+        kiln_tensor st = kiln_tensor_rows(&TXT, b * L, L), si = kiln_tensor_rows(&IMG, b * N, N);
+        CK(op->copy(be, &dt, &st, err));
+        CK(op->copy(be, &di, &si, err));
+    }
+    for (int i = 0; i < m->n_single; i++) CK(single_block(m, be, w, &m->sgl[i], err));
+
+    /* 7-8. drop the text rows; final adaLN (shift, scale) and the output projection */
+    for (int64_t b = 0; b < B; b++) {
+        kiln_tensor di = kiln_tensor_rows(&IMG, b * N, N), si = kiln_tensor_rows(&S, b * T + L, N);
+        CK(op->copy(be, &di, &si, err));
+    }
+    kiln_tensor nrm = kiln_f32_2d(w->nrm, B * N, D);
+    kiln_tensor sh = kiln_f32_1d(w->mods + 15 * D, D), sc = kiln_f32_1d(w->mods + 16 * D, D);
+    CK(op->layer_norm_modulate(be, &nrm, &IMG, &sh, &sc, 1e-6f, err));
+    kiln_tensor V = kiln_f32_2d(v, B * N, m->out_ch);
+    CK(kiln_matmul(be, &V, &nrm, &m->final_out, NULL, err));
+    return KILN_OK;
+}

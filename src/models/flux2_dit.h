@@ -1,0 +1,106 @@
+/* flux2_dit.h - the FLUX.2 [klein] diffusion transformer (spec 1): double-stream blocks, single-stream blocks,
+ * shared modulation, 4-axis interleaved RoPE, sinusoidal timestep embedding, final adaLN.
+ *
+ *     kiln_flux2_dit *dit;
+ *     KILN_TRY(kiln_flux2_dit_load(ck, config_json_or_NULL, &dit, &err));   // BFL or diffusers names
+ *     kiln_flux2_dit_ws *ws;                                               // all activations, made once
+ *     KILN_TRY(kiln_flux2_dit_ws_create(dit, be, batch, n_txt, h16, w16, &ws, &err));
+ *     for each step: KILN_TRY(kiln_flux2_dit_forward(dit, be, ws, x, txt, sigma, v, &err));
+ *     kiln_flux2_dit_ws_free(be, ws); kiln_flux2_dit_free(dit);               // ck must outlive dit
+ *
+ * Layouts (detected from the names, never configured): BFL/ComfyUI single file (fused img/txt qkv,
+ * final_layer.adaLN_modulation.1 rows = [shift; scale]) and diffusers (split to_q/to_k/to_v, norm_out rows =
+ * [scale; shift]). Both load into the same struct: the fused qkv is used as one matmul, the split one as three
+ * matmuls into the column blocks of the same buffer; the final-layer halves are row views. No weight copies.
+ * Dimensions come from the weights' shapes, so the tiny test models and the real 4B run the same code.
+ */
+#ifndef KILN_MODELS_FLUX2_DIT_H
+#define KILN_MODELS_FLUX2_DIT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "base/status.h"
+#include "compute/ops.h"
+#include "io/safetensors.h"
+#include "models/weights.h"
+
+typedef enum kiln_dit_layout { KILN_LAYOUT_BFL = 0, KILN_LAYOUT_DIFFUSERS = 1 } kiln_dit_layout;
+
+typedef struct kiln_flux2_stream {
+    kiln_tensor qkv;              /* [3D, D] fused (BFL); data NULL for the split layout */
+    kiln_tensor q, k, v;          /* [D, D] each (diffusers to_q/to_k/to_v; row views of qkv for BFL) */
+    kiln_tensor q_norm, k_norm;   /* f32 [Dh] per-head RMS gains */
+    kiln_tensor proj;             /* [D, D]   attention output projection */
+    kiln_tensor mlp_in;           /* [2F, D]  SwiGLU input: rows 0..F-1 gate, F..2F-1 value */
+    kiln_tensor mlp_out;          /* [D, F] */
+} kiln_flux2_stream;
+
+typedef struct kiln_flux2_double {
+    kiln_flux2_stream img, txt;
+} kiln_flux2_double;
+
+typedef struct kiln_flux2_single {
+    kiln_tensor linear1;          /* [3D + 2F, D]  q | k | v | mlp gate | mlp value */
+    kiln_tensor linear2;          /* [D, D + F]    input = attention out | mlp activation */
+    kiln_tensor q_norm, k_norm;   /* f32 [Dh] */
+} kiln_flux2_single;
+
+typedef struct kiln_flux2_dit {
+    kiln_dit_layout layout;
+    int hidden;                   /* D   3072 */
+    int heads, head_dim;          /* H   24, Dh 128 */
+    int mlp_hidden;               /* F   9216 */
+    int in_ch, out_ch;            /* 128, 128 */
+    int ctx_dim;                  /* 7680 = 3 x Qwen3 hidden */
+    int t_ch;                     /* 256 sinusoidal timestep channels */
+    int n_double, n_single;       /* 5, 20 */
+    int axes[4];                  /* RoPE dims per axis: 32 x 4 */
+    double theta;                 /* 2000 */
+    float eps;                    /* 1e-6 */
+    kiln_tensor img_in;           /* [D, in_ch] */
+    kiln_tensor txt_in;           /* [D, ctx_dim] */
+    kiln_tensor t_in, t_out;      /* [D, t_ch], [D, D]  timestep MLP */
+    kiln_tensor mod_img;          /* [6D, D]  shift1 scale1 gate1 shift2 scale2 gate2 */
+    kiln_tensor mod_txt;          /* [6D, D] */
+    kiln_tensor mod_single;       /* [3D, D]  shift scale gate */
+    kiln_tensor final_shift;      /* [D, D]   row view of the final adaLN weight */
+    kiln_tensor final_scale;      /* [D, D] */
+    kiln_tensor final_out;        /* [out_ch, D] */
+    kiln_flux2_double *dbl;
+    kiln_flux2_single *sgl;
+    kiln_wset ws;
+} kiln_flux2_dit;
+
+/* config_json: NULL or transformer/config.json (axes_dims_rope, rope_theta, eps). */
+kiln_status kiln_flux2_dit_load(const kiln_st_file *ck, const char *config_json, kiln_flux2_dit **out,
+                                kiln_err *err);
+void kiln_flux2_dit_free(kiln_flux2_dit *m);
+
+/* The 256 (t_ch) sinusoidal channels for timestep value s (= 1000 sigma): [cos(s f_i) | sin(s f_i)],
+ * f_i = exp(-ln(10000) i / (t_ch/2)), in f32 as diffusers computes them. */
+void kiln_flux2_timestep_embedding(float s, int t_ch, float *out);
+
+/* The DiT's timestep value for a sigma, rounded as the diffusers pipeline does in f32:
+ * ((sigma * 1000) / 1000) * 1000 (scheduler timesteps, the pipeline's /1000, the model's *1000). */
+float kiln_flux2_timestep_value(float sigma);
+
+typedef struct kiln_flux2_dit_ws kiln_flux2_dit_ws;
+
+/* Activations for `batch` sequences of n_txt text tokens and an h16 x w16 token grid (RoPE tables built
+ * here). The text projection is computed once per request on the first forward after ws_create or
+ * kiln_flux2_dit_ws_new_text. */
+kiln_status kiln_flux2_dit_ws_create(const kiln_flux2_dit *m, kiln_backend *be, int batch, int n_txt, int h16,
+                                     int w16, kiln_flux2_dit_ws **out, kiln_err *err);
+void kiln_flux2_dit_ws_free(kiln_backend *be, kiln_flux2_dit_ws *ws);
+void kiln_flux2_dit_ws_new_text(kiln_flux2_dit_ws *ws);
+/* Bytes kiln_flux2_dit_ws_create allocates. */
+size_t kiln_flux2_dit_workspace(const kiln_flux2_dit *m, int batch, int n_txt, int n_img);
+
+/* One evaluation: x [batch*N, in_ch] noisy tokens, txt [batch*n_txt, ctx_dim] text features, t = the
+ * timestep value (kiln_flux2_timestep_value(sigma)), v [batch*N, out_ch] velocity out. All backend memory.
+ * Allocates nothing. */
+kiln_status kiln_flux2_dit_forward(const kiln_flux2_dit *m, kiln_backend *be, kiln_flux2_dit_ws *ws,
+                                   const float *x, const float *txt, float t, float *v, kiln_err *err);
+
+#endif

@@ -1,0 +1,138 @@
+/* flux2_vae.c - FLUX.2 VAE decode, top to bottom (see flux2_vae.h; spec 3.2). Activations are NCHW f32 with
+ * N = 1; every op is one line. */
+#include <math.h>
+
+#include "models/flux2_vae.h"
+#include "models/views.h"
+
+#define CK(x) KILN_TRY(x)
+
+/* Largest C*H*W any decoder activation reaches for an h x w latent (the upsample outputs and the finest level). */
+static size_t max_act(const kiln_flux2_vae *m, int h, int w) {
+    size_t best = (size_t)m->z_ch * h * w;
+    size_t c = (size_t)m->conv_in_w.shape[0];
+    if (c * h * w > best) best = c * h * w;
+    for (int i = 0; i < m->n_levels; i++) {
+        const kiln_vae_up_level *L = &m->up[i];
+        for (int j = 0; j < L->n_res; j++) {
+            size_t cc = (size_t)(L->res[j].cin > L->res[j].cout ? L->res[j].cin : L->res[j].cout);
+            if (cc * h * w > best) best = cc * h * w;
+            c = (size_t)L->res[j].cout;
+        }
+        if (L->upsample) {
+            h *= 2;
+            w *= 2;
+            if (c * h * w > best) best = c * h * w;
+        }
+    }
+    return best;
+}
+
+size_t kiln_flux2_vae_workspace(const kiln_flux2_vae *m, int h, int w) {
+    size_t c = (size_t)m->conv_in_w.shape[0];
+    return (3 * max_act(m, h, w) + 4 * c * h * w) * sizeof(float);
+}
+
+/* x [cin, h, w] in place -> [cout, h, w]:  x = shortcut(x) + conv2(SiLU(GN2(conv1(SiLU(GN1(x)))))). */
+static kiln_status resnet(const kiln_flux2_vae *m, kiln_backend *be, const kiln_vae_resnet *r, float *x, float *t1,
+                          float *t2, int h, int w, kiln_err *err) {
+    const kiln_ops *op = be->ops;
+    kiln_tensor X = kiln_f32_4d(x, 1, r->cin, h, w);
+    kiln_tensor A = kiln_f32_4d(t1, 1, r->cin, h, w);
+    kiln_tensor B = kiln_f32_4d(t2, 1, r->cout, h, w);
+    kiln_tensor C = kiln_f32_4d(t1, 1, r->cout, h, w);
+    CK(op->group_norm(be, &A, &X, m->groups, &r->n1_g, &r->n1_b, m->gn_eps, true, err));
+    CK(op->conv2d(be, &B, &A, &r->conv1_w, &r->conv1_b, 1, 1, 1, err));
+    CK(op->group_norm(be, &B, &B, m->groups, &r->n2_g, &r->n2_b, m->gn_eps, true, err));
+    CK(op->conv2d(be, &C, &B, &r->conv2_w, &r->conv2_b, 1, 1, 1, err));
+    kiln_tensor Y = kiln_f32_4d(x, 1, r->cout, h, w);
+    if (r->sc_w.data) {
+        CK(op->conv2d(be, &B, &X, &r->sc_w, &r->sc_b, 1, 0, 0, err));
+        return op->add(be, &Y, &B, &C, err);
+    }
+    return op->add(be, &Y, &Y, &C, err);
+}
+
+/* Single-head self-attention over the h*w pixels: x += proj(softmax(q k^T / sqrt(C)) v), q,k,v = lin(GN(x)). */
+static kiln_status attn(const kiln_flux2_vae *m, kiln_backend *be, const kiln_vae_attn *a, float *x, float *t1,
+                        float *abuf, int h, int w, kiln_err *err) {
+    const kiln_ops *op = be->ops;
+    int64_t C = a->c, S = (int64_t)h * w;
+    kiln_tensor X = kiln_f32_4d(x, 1, C, h, w), N4 = kiln_f32_4d(t1, 1, C, h, w);
+    CK(op->group_norm(be, &N4, &X, m->groups, &a->n_g, &a->n_b, m->gn_eps, false, err));
+    /* [C, S] -> tokens [S, C] through a transposed view */
+    kiln_tensor nT = kiln_f32_2d(t1, S, C);
+    nT.stride[0] = 1;
+    nT.stride[1] = S;
+    kiln_tensor tok = kiln_f32_2d(abuf, S, C), q = kiln_f32_2d(abuf + S * C, S, C);
+    kiln_tensor k = kiln_f32_2d(abuf + 2 * S * C, S, C), v = kiln_f32_2d(abuf + 3 * S * C, S, C);
+    CK(op->copy(be, &tok, &nT, err));
+    CK(kiln_matmul(be, &q, &tok, &a->q_w, &a->q_b, err));
+    CK(kiln_matmul(be, &k, &tok, &a->k_w, &a->k_b, err));
+    CK(kiln_matmul(be, &v, &tok, &a->v_w, &a->v_b, err));
+    CK(op->attention(be, &tok, &q, &k, &v, 1, 1, 1.0f / sqrtf((float)C), false, NULL, err));
+    CK(kiln_matmul(be, &q, &tok, &a->o_w, &a->o_b, err));
+    /* back to [C, S] and add the residual */
+    kiln_tensor back = kiln_f32_2d(t1, S, C);
+    back.stride[0] = 1;
+    back.stride[1] = S;
+    CK(op->copy(be, &back, &q, err));
+    kiln_tensor X2 = kiln_f32_2d(x, C, S), T2 = kiln_f32_2d(t1, C, S);
+    return op->add(be, &X2, &X2, &T2, err);
+}
+
+kiln_status kiln_flux2_vae_decode(const kiln_flux2_vae *m, kiln_backend *be, const float *z, int h, int w,
+                                  float *img, kiln_err *err) {
+    const kiln_ops *op = be->ops;
+    size_t big = max_act(m, h, w), cmid = (size_t)m->conv_in_w.shape[0];
+    float *x = op->alloc(be, big * 4), *t1 = op->alloc(be, big * 4), *t2 = op->alloc(be, big * 4);
+    float *abuf = op->alloc(be, 4 * cmid * h * w * 4);
+    kiln_status s = KILN_OK;
+    if (!x || !t1 || !t2 || !abuf) {
+        s = KILN_FAIL(err, KILN_E_NOMEM, "VAE: out of memory for a %dx%d latent (%.1f MB)", h, w,
+                      kiln_flux2_vae_workspace(m, h, w) / 1e6);
+        goto done;
+    }
+    {
+        /* post_quant_conv (1x1) and conv_in */
+        kiln_tensor Z = kiln_f32_4d((float *)z, 1, m->z_ch, h, w), PQ = kiln_f32_4d(t1, 1, m->z_ch, h, w);
+        kiln_tensor pqw = kiln_tensor_make(m->pq_w.data, m->pq_w.dtype, 4, (int64_t[]){m->z_ch, m->z_ch, 1, 1});
+        kiln_tensor X = kiln_f32_4d(x, 1, (int64_t)cmid, h, w);
+        if ((s = op->conv2d(be, &PQ, &Z, &pqw, &m->pq_b, 1, 0, 0, err))) goto done;
+        if ((s = op->conv2d(be, &X, &PQ, &m->conv_in_w, &m->conv_in_b, 1, 1, 1, err))) goto done;
+        /* mid: ResNet, attention, ResNet */
+        if ((s = resnet(m, be, &m->mid_res[0], x, t1, t2, h, w, err))) goto done;
+        if ((s = attn(m, be, &m->mid_attn, x, t1, abuf, h, w, err))) goto done;
+        if ((s = resnet(m, be, &m->mid_res[1], x, t1, t2, h, w, err))) goto done;
+        /* up levels, coarsest first */
+        int c = (int)cmid;
+        for (int i = 0; i < m->n_levels; i++) {
+            const kiln_vae_up_level *L = &m->up[i];
+            for (int j = 0; j < L->n_res; j++) {
+                if ((s = resnet(m, be, &L->res[j], x, t1, t2, h, w, err))) goto done;
+                c = L->res[j].cout;
+            }
+            if (L->upsample) {
+                kiln_tensor Xs = kiln_f32_4d(x, 1, c, h, w), U = kiln_f32_4d(t1, 1, c, 2 * h, 2 * w);
+                kiln_tensor Xu = kiln_f32_4d(x, 1, c, 2 * h, 2 * w);
+                if ((s = op->upsample2x(be, &U, &Xs, err))) goto done;
+                if ((s = op->conv2d(be, &Xu, &U, &L->up_w, &L->up_b, 1, 1, 1, err))) goto done;
+                h *= 2;
+                w *= 2;
+            }
+        }
+        /* GroupNorm, SiLU, conv_out to RGB */
+        kiln_tensor Xf = kiln_f32_4d(x, 1, c, h, w), Nf = kiln_f32_4d(t1, 1, c, h, w);
+        kiln_tensor OUT = kiln_f32_4d(img, 1, 3, h, w);
+        if ((s = op->group_norm(be, &Nf, &Xf, m->groups, &m->norm_out_g, &m->norm_out_b, m->gn_eps, true, err)))
+            goto done;
+        if ((s = op->conv2d(be, &OUT, &Nf, &m->conv_out_w, &m->conv_out_b, 1, 1, 1, err))) goto done;
+        s = op->sync(be, err);
+    }
+done:
+    if (x) op->free(be, x);
+    if (t1) op->free(be, t1);
+    if (t2) op->free(be, t2);
+    if (abuf) op->free(be, abuf);
+    return s;
+}

@@ -1,0 +1,225 @@
+/* engine.c - opening a FLUX.2 [klein] engine: find the files of a diffusers folder or three single files,
+ * memory-map them, load the three models (shapes checked), the tokenizer and the compute backend (kiln.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "base/alloc.h"
+#include "base/log.h"
+#include "models/config.h"
+#include "pipeline/engine_internal.h"
+
+kiln_engine_config kiln_engine_config_default(void) {
+    kiln_engine_config c;
+    memset(&c, 0, sizeof c);
+    c.variant = KILN_VARIANT_AUTO;
+    c.device = KILN_DEVICE_CPU;
+    return c;
+}
+
+kiln_request kiln_request_default(void) {
+    kiln_request r;
+    memset(&r, 0, sizeof r);
+    r.prompt = "";
+    r.width = 512;
+    r.height = 512;
+    r.batch = 1;
+    return r;
+}
+
+const char *kiln_stage_name(kiln_stage s) {
+    static const char *names[KILN_STAGE_COUNT] = {"InputValidation",     "TextEncoding", "LatentPreparation",
+                                                   "TimestepPreparation", "Denoising",    "Decoding",
+                                                   "Output"};
+    return (unsigned)s < KILN_STAGE_COUNT ? names[s] : "?";
+}
+
+static bool is_dir(const char *p) {
+    struct stat st;
+    return p && stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static bool exists(const char *p) {
+    struct stat st;
+    return p && stat(p, &st) == 0;
+}
+
+static char *dup_or_null(const char *s) { return s ? kiln_strdup(s) : NULL; }
+
+/* Weight bytes of a checkpoint, skipping Qwen3 layers >= skip_from (never touched). */
+static size_t weight_bytes(const kiln_st_file *ck, int skip_from) {
+    size_t total = 0;
+    for (size_t i = 0; i < kiln_st_count(ck); i++) {
+        const kiln_st_tensor *t = kiln_st_at(ck, i);
+        const char *p = strstr(t->name, "model.layers.");
+        if (skip_from > 0 && p && atoi(p + 13) >= skip_from) continue;
+        if (strstr(t->name, "lm_head")) continue;
+        total += t->nbytes;
+    }
+    return total;
+}
+
+static kiln_status find_files(kiln_engine *e, kiln_err *err) {
+    if (e->model_dir) {
+        if (!is_dir(e->model_dir))
+            return KILN_FAIL(err, KILN_E_NOT_FOUND, "--model %s: not a folder (a diffusers FLUX.2 [klein] folder "
+                             "with model_index.json, transformer/, text_encoder/, vae/)", e->model_dir);
+        const char *sub[3] = {"transformer", "text_encoder", "vae"};
+        char *dst[3] = {e->dit_path, e->te_path, e->vae_file};
+        for (int i = 0; i < 3; i++) {
+            snprintf(dst[i], 4096, "%s/%s", e->model_dir, sub[i]);
+            if (!is_dir(dst[i]))
+                return KILN_FAIL(err, KILN_E_NOT_FOUND, "%s/%s: missing (a diffusers FLUX.2 [klein] folder has "
+                                 "transformer/, text_encoder/ and vae/)", e->model_dir, sub[i]);
+        }
+        snprintf(e->dit_config, sizeof e->dit_config, "%s/transformer/config.json", e->model_dir);
+        snprintf(e->te_config, sizeof e->te_config, "%s/text_encoder/config.json", e->model_dir);
+        if (e->variant == KILN_VARIANT_AUTO) {
+            char mi[4096];
+            snprintf(mi, sizeof mi, "%s/model_index.json", e->model_dir);
+            bool found = false;
+            bool distilled = kiln_config_bool(mi, "is_distilled", &found);
+            e->variant = (!found || distilled) ? KILN_VARIANT_DISTILLED : KILN_VARIANT_BASE;
+            if (!found) log_info("%s has no is_distilled; assuming the distilled klein", mi);
+        }
+        return KILN_OK;
+    }
+    if (!e->unet_path || !e->clip_path || !e->vae_path)
+        return KILN_FAIL(err, KILN_E_INVALID, "give either a diffusers folder (--model DIR) or all three single "
+                         "files (--unet, --clip, --vae)");
+    const char *src[3] = {e->unet_path, e->clip_path, e->vae_path};
+    const char *what[3] = {"--unet", "--clip", "--vae"};
+    char *dst[3] = {e->dit_path, e->te_path, e->vae_file};
+    for (int i = 0; i < 3; i++) {
+        if (!exists(src[i])) return KILN_FAIL(err, KILN_E_NOT_FOUND, "%s %s: no such file", what[i], src[i]);
+        snprintf(dst[i], 4096, "%s", src[i]);
+    }
+    e->dit_config[0] = e->te_config[0] = 0;
+    if (e->variant == KILN_VARIANT_AUTO) e->variant = KILN_VARIANT_DISTILLED;
+    return KILN_OK;
+}
+
+kiln_status kiln_engine_open_text_encoder(kiln_engine *e, kiln_err *err) {
+    if (e->te) return KILN_OK;
+    kiln_status s = kiln_st_open(e->te_path, &e->te_ck, err);
+    if (s != KILN_OK) return kiln_err_prefix(err, "text encoder");
+    s = kiln_qwen3_load(e->te_ck, e->te_config[0] ? e->te_config : NULL, &e->te, err);
+    if (s != KILN_OK) {
+        kiln_st_close(e->te_ck);
+        e->te_ck = NULL;
+        return kiln_err_prefix(err, "%s", e->te_path);
+    }
+    return KILN_OK;
+}
+
+void kiln_engine_close_text_encoder(kiln_engine *e) {
+    kiln_qwen3_free(e->te);
+    e->te = NULL;
+    kiln_st_close(e->te_ck);
+    e->te_ck = NULL;
+}
+
+static kiln_status open_all(kiln_engine *e, kiln_err *err) {
+    KILN_TRY(find_files(e, err));
+    if (kiln_st_open(e->dit_path, &e->dit_ck, err) != KILN_OK) return kiln_err_prefix(err, "DiT");
+    if (kiln_flux2_dit_load(e->dit_ck, e->dit_config[0] ? e->dit_config : NULL, &e->dit, err) != KILN_OK)
+        return kiln_err_prefix(err, "%s", e->dit_path);
+    if (kiln_st_open(e->vae_file, &e->vae_ck, err) != KILN_OK) return kiln_err_prefix(err, "VAE");
+    if (kiln_flux2_vae_load(e->vae_ck, &e->vae, err) != KILN_OK) return kiln_err_prefix(err, "%s", e->vae_file);
+    KILN_TRY(kiln_engine_open_text_encoder(e, err));
+
+    /* The three must fit together (spec 1.1: context = 3 x Qwen hidden; 128 tokens channels = 4 x VAE z). */
+    if (e->dit->ctx_dim != KILN_QWEN3_N_OUT * e->te->hidden)
+        return KILN_FAIL(err, KILN_E_FORMAT, "mismatched models: the DiT expects %d-wide text features, the text "
+                         "encoder gives 3 x %d = %d", e->dit->ctx_dim, e->te->hidden, 3 * e->te->hidden);
+    if (e->dit->in_ch != 4 * e->vae->z_ch || e->dit->out_ch != e->dit->in_ch)
+        return KILN_FAIL(err, KILN_E_FORMAT, "mismatched models: the DiT works on %d-channel tokens (out %d), the "
+                         "VAE latent has %d channels (needs 4 x %d)", e->dit->in_ch, e->dit->out_ch, e->vae->z_ch,
+                         e->vae->z_ch);
+    e->te_bytes = weight_bytes(e->te_ck, e->te->n_layers);
+    e->te_ws_seq = kiln_qwen3_workspace(e->te, 1, KILN_TOK_DEFAULT_MAX_LEN);
+    int scale = kiln_flux2_vae_scale(e->vae);
+    if (scale != 8)
+        return KILN_FAIL(err, KILN_E_FORMAT, "VAE: upscales by %d (FLUX.2's VAE upscales by 8, which with the 2x2 "
+                         "patches makes one token 16x16 pixels)", scale);
+    e->dit_bytes = weight_bytes(e->dit_ck, 0);
+    e->vae_bytes = weight_bytes(e->vae_ck, 0);
+
+    const char *tdir = e->tokenizer_dir ? e->tokenizer_dir : e->model_dir;
+    kiln_status s;
+    if (e->tokenizer_dir) {
+        char p[4200];
+        snprintf(p, sizeof p, "%s/tokenizer.json", e->tokenizer_dir);
+        s = kiln_tokenizer_load(exists(p) ? p : e->tokenizer_dir, &e->tok, err);
+    } else {
+        s = kiln_tokenizer_load_default(tdir, &e->tok, err);
+    }
+    if (s != KILN_OK) return kiln_err_prefix(err, "tokenizer");
+
+    if (e->cfg.device == KILN_DEVICE_CUDA) KILN_TRY(kiln_backend_open_cuda(e->cfg.device_index, &e->be, err));
+    else KILN_TRY(kiln_backend_open_cpu(e->cfg.n_threads, &e->be, err));
+    e->be->precision = e->cfg.exact ? KILN_PREC_EXACT : KILN_PREC_FAST;
+
+    snprintf(e->describe, sizeof e->describe,
+             "FLUX.2 [klein] %s; DiT %s %dx(%d double + %d single), %d heads; Qwen3 %d hidden x %d layers used; "
+             "VAE %d latent channels, %d levels; %s backend%s",
+             e->variant == KILN_VARIANT_BASE ? "base" : "distilled",
+             e->dit->layout == KILN_LAYOUT_BFL ? "BFL" : "diffusers", e->dit->hidden, e->dit->n_double,
+             e->dit->n_single, e->dit->heads, e->te->hidden, e->te->n_layers, e->vae->z_ch, e->vae->n_levels,
+             e->be->ops->name, e->cfg.exact ? " (exact f32)" : "");
+    return KILN_OK;
+}
+
+kiln_status kiln_engine_open(const kiln_engine_config *cfg, kiln_engine **out, kiln_err *err) {
+    *out = NULL;
+    if (!cfg) return KILN_FAIL(err, KILN_E_INVALID, "kiln_engine_open: no config");
+    kiln_engine *e = kiln_calloc(1, sizeof *e);
+    if (!e) return KILN_FAIL(err, KILN_E_NOMEM, "out of memory");
+    pthread_mutex_init(&e->lock, NULL);
+    e->cfg = *cfg;
+    e->model_dir = dup_or_null(cfg->model_dir);
+    e->unet_path = dup_or_null(cfg->unet_path);
+    e->clip_path = dup_or_null(cfg->clip_path);
+    e->vae_path = dup_or_null(cfg->vae_path);
+    e->tokenizer_dir = dup_or_null(cfg->tokenizer_dir);
+    const char *commit = cfg->commit ? cfg->commit : getenv("KILN_COMMIT");
+    e->commit = kiln_strdup(commit ? commit : "unknown");
+    e->variant = cfg->variant;
+    e->cfg.model_dir = e->model_dir;
+    e->cfg.unet_path = e->unet_path;
+    e->cfg.clip_path = e->clip_path;
+    e->cfg.vae_path = e->vae_path;
+    e->cfg.tokenizer_dir = e->tokenizer_dir;
+    e->cfg.commit = e->commit;
+    kiln_status s = e->commit ? open_all(e, err) : KILN_FAIL(err, KILN_E_NOMEM, "out of memory");
+    if (s != KILN_OK) {
+        kiln_engine_close(e);
+        return s;
+    }
+    log_info("engine: %s", e->describe);
+    *out = e;
+    return KILN_OK;
+}
+
+void kiln_engine_close(kiln_engine *e) {
+    if (!e) return;
+    kiln_engine_close_text_encoder(e);
+    kiln_flux2_dit_free(e->dit);
+    kiln_flux2_vae_free(e->vae);
+    kiln_st_close(e->dit_ck);
+    kiln_st_close(e->vae_ck);
+    kiln_tokenizer_free(e->tok);
+    if (e->be) kiln_backend_close(e->be);
+    kiln_free(e->model_dir);
+    kiln_free(e->unet_path);
+    kiln_free(e->clip_path);
+    kiln_free(e->vae_path);
+    kiln_free(e->tokenizer_dir);
+    kiln_free(e->commit);
+    pthread_mutex_destroy(&e->lock);
+    kiln_free(e);
+}
+
+const char *kiln_engine_describe(const kiln_engine *e) { return e->describe; }
+kiln_variant kiln_engine_variant(const kiln_engine *e) { return e->variant; }

@@ -1,0 +1,38 @@
+/* engine_internal.h - the kiln_engine struct shared by the pipeline's files (not public). */
+#ifndef KILN_PIPELINE_ENGINE_INTERNAL_H
+#define KILN_PIPELINE_ENGINE_INTERNAL_H
+
+#include <pthread.h>
+
+#include "kiln.h"
+#include "compute/ops.h"
+#include "io/safetensors.h"
+#include "models/flux2_dit.h"
+#include "models/flux2_vae.h"
+#include "models/qwen3.h"
+#include "text/tokenizer.h"
+
+struct kiln_engine {
+    pthread_mutex_t lock;
+    kiln_engine_config cfg;      /* strings below are owned copies */
+    char *model_dir, *unet_path, *clip_path, *vae_path, *tokenizer_dir, *commit;
+    char te_path[4096], te_config[4096], dit_path[4096], dit_config[4096], vae_file[4096];
+    kiln_variant variant;
+    kiln_backend *be;
+    kiln_tokenizer *tok;
+    kiln_st_file *te_ck, *dit_ck, *vae_ck;  /* te_ck may be closed between requests when memory is tight */
+    kiln_qwen3 *te;
+    kiln_flux2_dit *dit;
+    kiln_flux2_vae *vae;
+    size_t te_bytes, dit_bytes, vae_bytes; /* weight bytes each model touches */
+    size_t te_ws_seq;            /* Qwen3 activation bytes for one 512-token sequence (kept while te is closed) */
+    bool te_released;            /* the last request closed the text encoder to make room for the DiT */
+    uint64_t n_requests;
+    char describe[512];
+};
+
+/* Opens (or reopens) the text encoder checkpoint and model. */
+kiln_status kiln_engine_open_text_encoder(kiln_engine *eng, kiln_err *err);
+void kiln_engine_close_text_encoder(kiln_engine *eng);
+
+#endif

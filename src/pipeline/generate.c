@@ -1,0 +1,454 @@
+/* generate.c - one text-to-image request through the stages of DESIGN.md, each timed (kiln_generate).
+ *
+ *   InputValidation     request checks, tokenization (prompt, and "" for CFG), memory estimate
+ *   TextEncoding        Qwen3 -> features [batch x 512, 3 x hidden] (cond, then uncond for base)
+ *   LatentPreparation   noise [128, H/16, W/16] per image (seed + i, or injected) -> tokens
+ *   TimestepPreparation sigma schedule (empirical mu)
+ *   Denoising           n x (DiT forward over the whole batch, CFG, Euler)
+ *   Decoding            tokens -> BN de-normalise -> unpatchify -> VAE decode -> RGB8, one image at a time
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/clock.h"
+#include "base/log.h"
+#include "models/latent.h"
+#include "models/views.h"
+#include "pipeline/engine_internal.h"
+#include "pipeline/memory.h"
+#include "pipeline/noise.h"
+#include "pipeline/schedule.h"
+#include "pipeline/trace.h"
+
+#define MAX_SIDE 2048
+#define MAX_BATCH 16
+#define MAX_STEPS 1000
+
+typedef struct run {
+    kiln_engine *e;
+    const kiln_request *req;
+    kiln_result *res;
+    double t0, stage_t0;
+    kiln_stage stage;
+    bool base;
+    int B, Bd;            /* images, and DiT batch (2B with CFG) */
+    int h16, w16, N, L, steps;
+    float guidance;
+    int n_seq;            /* distinct prompts to encode: 1, or batch with per-image prompts (+1 empty for CFG) */
+    kiln_tokens tok[MAX_BATCH + 1];
+    float *feat;          /* backend [Bd * L, ctx] */
+    float *x, *xin, *v;   /* backend latents: [B*N, 128], [Bd*N, 128], [Bd*N, 128] */
+    float *tmp;           /* backend [B*N, 128] */
+    double *sigmas;
+    kiln_flux2_dit_ws *ws;
+    kiln_trace_fn trace;  /* tests only (trace.h); host pointers, CPU backend */
+    void *trace_ctx;
+} run;
+
+static void trace(run *r, const char *name, const float *data, size_t n) {
+    if (r->trace) r->trace(r->trace_ctx, name, data, n);
+}
+
+static bool report(run *r, int step, int n_steps, double eta) {
+    if (!r->req->progress) return true;
+    kiln_progress p = {r->stage, step, n_steps, kiln_clock_s() - r->t0, eta};
+    return r->req->progress(r->req->progress_ctx, &p);
+}
+
+static kiln_status stage_begin(run *r, kiln_stage s, kiln_err *err) {
+    r->stage = s;
+    r->stage_t0 = kiln_clock_s();
+    if (!report(r, 0, s == KILN_STAGE_DENOISING ? r->steps : 0, -1.0))
+        return KILN_FAIL(err, KILN_E_CANCELLED, "cancelled during %s", kiln_stage_name(s));
+    return KILN_OK;
+}
+
+static void stage_end(run *r) { r->res->stage_ms[r->stage] += (kiln_clock_s() - r->stage_t0) * 1e3; }
+
+/* Bytes the request needs if every model stays resident (*keep) and if the text encoder is released before
+ * the DiT runs (*release). */
+static void estimate(const kiln_engine *e, const run *r, size_t *keep, size_t *release) {
+    size_t seqs = r->n_seq ? (size_t)r->n_seq : (r->base ? 2 : 1);
+    size_t feats = (size_t)r->Bd * r->L * e->dit->ctx_dim * sizeof(float);
+    size_t te_act = seqs * e->te_ws_seq + feats;
+    size_t lat = (size_t)(r->B * 2 + r->Bd * 2) * r->N * e->dit->in_ch * sizeof(float);
+    size_t dit_act = kiln_flux2_dit_workspace(e->dit, r->Bd, r->L, r->N) + lat + feats;
+    size_t px = (size_t)r->h16 * 16 * r->w16 * 16;
+    size_t vae_act = kiln_flux2_vae_workspace(e->vae, 2 * r->h16, 2 * r->w16) + px * 3 * (sizeof(float) + r->B) + lat;
+    size_t act = te_act > dit_act ? te_act : dit_act;
+    if (vae_act > act) act = vae_act;
+    *keep = e->te_bytes + e->dit_bytes + e->vae_bytes + act;
+    size_t a = e->te_bytes + te_act, b = e->dit_bytes + e->vae_bytes + feats + (dit_act > vae_act ? dit_act : vae_act);
+    *release = a > b ? a : b;
+}
+
+static kiln_status validate(run *r, kiln_err *err) {
+    const kiln_request *q = r->req;
+    kiln_engine *e = r->e;
+    if (!q->prompt) return KILN_FAIL(err, KILN_E_INVALID, "no prompt (use \"\" for an empty one)");
+    if (q->width <= 0 || q->height <= 0 || q->width % 16 || q->height % 16)
+        return KILN_FAIL(err, KILN_E_INVALID, "image size %dx%d: width and height must be positive multiples of 16",
+                         q->width, q->height);
+    if (q->width > MAX_SIDE || q->height > MAX_SIDE)
+        return KILN_FAIL(err, KILN_E_LIMIT, "image size %dx%d: the largest side kiln accepts is %d", q->width,
+                         q->height, MAX_SIDE);
+    if (q->steps < 0 || q->steps > MAX_STEPS)
+        return KILN_FAIL(err, KILN_E_INVALID, "steps %d: must be 1..%d (0 = the model's default)", q->steps,
+                         MAX_STEPS);
+    if (q->batch < 1 || q->batch > MAX_BATCH)
+        return KILN_FAIL(err, KILN_E_INVALID, "batch %d: must be 1..%d", q->batch, MAX_BATCH);
+    r->base = e->variant == KILN_VARIANT_BASE;
+    r->B = q->batch;
+    r->Bd = r->base ? 2 * r->B : r->B;
+    r->h16 = q->height / 16;
+    r->w16 = q->width / 16;
+    r->N = r->h16 * r->w16;
+    r->steps = q->steps ? q->steps : (r->base ? 50 : 4);
+    r->guidance = q->guidance > 0 ? q->guidance : 4.0f;
+    if (!r->base && q->guidance > 0 && q->guidance != 1.0f)
+        log_warn("guidance %.2f ignored: the distilled klein runs without CFG", q->guidance);
+    size_t need_noise = (size_t)r->B * 128 * r->N;
+    if (q->noise && q->noise_count != need_noise)
+        return KILN_FAIL(err, KILN_E_INVALID, "injected noise has %zu values; %d image(s) of %dx%d need %d x 128 x "
+                         "%d x %d = %zu", q->noise_count, r->B, q->width, q->height, r->B, r->h16, r->w16,
+                         need_noise);
+    if (e->dit->in_ch != 128)
+        return KILN_FAIL(err, KILN_E_FORMAT, "DiT has %d input channels (FLUX.2: 128)", e->dit->in_ch);
+
+    kiln_tok_options opt = kiln_tok_options_klein();
+    int n_prompts = q->prompts ? r->B : 1;
+    for (int i = 0; i < n_prompts; i++) {
+        const char *p = q->prompts ? q->prompts[i] : q->prompt;
+        if (!p) return KILN_FAIL(err, KILN_E_INVALID, "prompt %d of the batch is missing", i);
+        KILN_TRY(kiln_tokenizer_encode_prompt(e->tok, p, strlen(p), &opt, &r->tok[i], err));
+        r->n_seq = i + 1;
+        if (r->tok[i].truncated) {
+            size_t fixed = r->tok[i].n_full;
+            kiln_tokens empty = {0};
+            if (kiln_tokenizer_encode_prompt(e->tok, "", 0, &opt, &empty, NULL) == KILN_OK) fixed = empty.n_full;
+            kiln_tokens_free(&empty);
+            return KILN_FAIL(err, KILN_E_INVALID, "prompt too long: %zu tokens, the klein template allows %zu (%zu "
+                             "tokens in all, %zu of them the template's)", r->tok[i].n_full - fixed,
+                             r->tok[i].n - fixed, r->tok[i].n, fixed);
+        }
+    }
+    if (r->base) {
+        KILN_TRY(kiln_tokenizer_encode_prompt(e->tok, "", 0, &opt, &r->tok[n_prompts], err));
+        r->n_seq = n_prompts + 1;
+    }
+    r->L = (int)r->tok[0].n;
+
+    size_t keep, release;
+    estimate(e, r, &keep, &release);
+    size_t limit = e->cfg.memory_limit ? e->cfg.memory_limit : kiln_mem_usable();
+    e->te_released = false;
+    if (limit && keep > limit) {
+        if (release > limit)
+            return KILN_FAIL(err, KILN_E_LIMIT, "not enough memory: %dx%d x %d image(s) needs about %.2f GB (%.2f GB "
+                             "with the text encoder released before the DiT), %.2f GB is available; try a smaller "
+                             "size or batch", q->width, q->height, r->B, keep / 1e9, release / 1e9, limit / 1e9);
+        e->te_released = true;
+        log_info("memory is tight (%.2f GB needed, %.2f GB usable): releasing the text encoder after encoding",
+                 keep / 1e9, limit / 1e9);
+    }
+    return KILN_OK;
+}
+
+static kiln_status encode_text(run *r, kiln_err *err) {
+    kiln_engine *e = r->e;
+    kiln_backend *be = e->be;
+    KILN_TRY(kiln_engine_open_text_encoder(e, err));
+    int seqs = r->n_seq, L = r->L;
+    bool per_image = r->req->prompts != NULL;
+    int64_t C = e->dit->ctx_dim;
+    int32_t *ids = kiln_malloc((size_t)seqs * L * sizeof *ids);
+    uint8_t *mask = kiln_malloc((size_t)seqs * L);
+    float *one = be->ops->alloc(be, (size_t)seqs * L * C * sizeof(float));
+    r->feat = be->ops->alloc(be, (size_t)r->Bd * L * C * sizeof(float));
+    kiln_status s = KILN_OK;
+    if (!ids || !mask || !one || !r->feat) {
+        s = KILN_FAIL(err, KILN_E_NOMEM, "text encoding: out of memory");
+        goto done;
+    }
+    for (int i = 0; i < seqs; i++) {
+        memcpy(ids + (size_t)i * L, r->tok[i].ids, (size_t)L * sizeof *ids);
+        memcpy(mask + (size_t)i * L, r->tok[i].mask, (size_t)L);
+    }
+    s = kiln_qwen3_encode(e->te, be, ids, mask, seqs, L, one, err);
+    if (s != KILN_OK) goto done;
+    /* DiT batch order: the B images' prompt features, then (CFG) B copies of the empty prompt's. */
+    kiln_tensor src = kiln_f32_2d(one, (int64_t)seqs * L, C), dst = kiln_f32_2d(r->feat, (int64_t)r->Bd * L, C);
+    for (int i = 0; i < r->Bd && s == KILN_OK; i++) {
+        int seq = i < r->B ? (per_image ? i : 0) : seqs - 1;
+        kiln_tensor sv = kiln_tensor_rows(&src, (int64_t)seq * L, L);
+        kiln_tensor dv = kiln_tensor_rows(&dst, (int64_t)i * L, L);
+        s = be->ops->copy(be, &dv, &sv, err);
+    }
+    if (s == KILN_OK && r->trace) {
+        size_t per = (size_t)r->B * L * (size_t)C;
+        trace(r, "features", r->feat, per);
+        if (r->base) trace(r, "negative_features", r->feat + per, per);
+    }
+done:
+    kiln_free(ids);
+    kiln_free(mask);
+    if (one) be->ops->free(be, one);
+    if (s == KILN_OK && e->te_released) kiln_engine_close_text_encoder(e);
+    return s;
+}
+
+static kiln_status prepare_latents(run *r, kiln_err *err) {
+    kiln_backend *be = r->e->be;
+    size_t per = (size_t)128 * r->N, nb = (size_t)r->B * per * sizeof(float);
+    r->x = be->ops->alloc(be, nb);
+    r->tmp = be->ops->alloc(be, nb);
+    r->v = be->ops->alloc(be, (size_t)r->Bd * per * sizeof(float));
+    r->xin = r->base ? be->ops->alloc(be, (size_t)r->Bd * per * sizeof(float)) : NULL;
+    float *grid = kiln_malloc(per * sizeof(float)), *host = kiln_malloc(nb);
+    kiln_status s = KILN_OK;
+    if (!r->x || !r->tmp || !r->v || (r->base && !r->xin) || !grid || !host) {
+        s = KILN_FAIL(err, KILN_E_NOMEM, "latents: out of memory");
+        goto done;
+    }
+    for (int i = 0; i < r->B; i++) {
+        const float *g = grid;
+        if (r->req->noise) g = r->req->noise + (size_t)i * per;
+        else kiln_noise_fill(grid, per, r->req->seed + (uint64_t)i);
+        kiln_grid_to_tokens(g, 128, r->h16, r->w16, host + (size_t)i * per);
+    }
+    s = be->ops->upload(be, r->x, host, nb, err);
+done:
+    kiln_free(grid);
+    kiln_free(host);
+    return s;
+}
+
+static kiln_status denoise(run *r, kiln_err *err) {
+    kiln_engine *e = r->e;
+    kiln_backend *be = e->be;
+    const kiln_ops *op = be->ops;
+    int64_t BN = (int64_t)r->B * r->N;
+    kiln_tensor X = kiln_f32_2d(r->x, BN, 128), T = kiln_f32_2d(r->tmp, BN, 128);
+    kiln_tensor V = kiln_f32_2d(r->v, BN, 128), VU = kiln_f32_2d(r->v + BN * 128, BN, 128);
+    KILN_TRY(kiln_flux2_dit_ws_create(e->dit, be, r->Bd, r->L, r->h16, r->w16, &r->ws, err));
+    double loop_t0 = kiln_clock_s();
+    for (int k = 0; k < r->steps; k++) {
+        double st0 = kiln_clock_s();
+        float t = kiln_flux2_timestep_value((float)r->sigmas[k]);
+        const float *xin = r->x;
+        if (r->base) {
+            kiln_tensor XA = kiln_f32_2d(r->xin, BN, 128), XB = kiln_f32_2d(r->xin + BN * 128, BN, 128);
+            KILN_TRY(op->copy(be, &XA, &X, err));
+            KILN_TRY(op->copy(be, &XB, &X, err));
+            xin = r->xin;
+        }
+        KILN_TRY(kiln_flux2_dit_forward(e->dit, be, r->ws, xin, r->feat, t, r->v, err));
+        char name[64];
+        if (r->trace) {
+            float ts = t / 1000.0f;
+            snprintf(name, sizeof name, "step%d.timestep", k);
+            trace(r, name, &ts, 1);
+            snprintf(name, sizeof name, "step%d.velocity", k);
+            trace(r, name, r->v, (size_t)BN * 128);
+            if (r->base) {
+                snprintf(name, sizeof name, "step%d.velocity_uncond", k);
+                trace(r, name, r->v + BN * 128, (size_t)BN * 128);
+            }
+        }
+        if (r->base) { /* v = v_u + g (v_c - v_u), as the references write it */
+            KILN_TRY(op->scale_shift(be, &T, &VU, -1.0f, 0.0f, err));
+            KILN_TRY(op->add(be, &T, &V, &T, err));
+            KILN_TRY(op->scale_shift(be, &T, &T, r->guidance, 0.0f, err));
+            KILN_TRY(op->add(be, &V, &VU, &T, err));
+        }
+        /* Euler: x += (sigma_next - sigma) * v, with f32 sigmas */
+        float dt = (float)r->sigmas[k + 1] - (float)r->sigmas[k];
+        KILN_TRY(op->scale_shift(be, &T, &V, dt, 0.0f, err));
+        KILN_TRY(op->add(be, &X, &X, &T, err));
+        KILN_TRY(op->sync(be, err));
+        if (r->trace) {
+            snprintf(name, sizeof name, "step%d.latents", k);
+            trace(r, name, r->x, (size_t)BN * 128);
+        }
+        double now = kiln_clock_s();
+        r->res->step_ms[k] = (now - st0) * 1e3;
+        double eta = (now - loop_t0) / (k + 1) * (r->steps - k - 1);
+        if (!report(r, k + 1, r->steps, eta))
+            return KILN_FAIL(err, KILN_E_CANCELLED, "cancelled after denoising step %d/%d", k + 1, r->steps);
+    }
+    return KILN_OK;
+}
+
+static kiln_status decode(run *r, kiln_err *err) {
+    kiln_engine *e = r->e;
+    kiln_backend *be = e->be;
+    const kiln_flux2_vae *vae = e->vae;
+    int H = r->h16 * 16, W = r->w16 * 16, zc = vae->z_ch;
+    size_t per = (size_t)128 * r->N;
+    float *tok = kiln_malloc(per * sizeof(float)), *grid = kiln_malloc(per * sizeof(float));
+    float *z = kiln_malloc(per * sizeof(float)), *pix = kiln_malloc((size_t)3 * H * W * sizeof(float));
+    float *zd = be->ops->alloc(be, per * sizeof(float)), *pd = be->ops->alloc(be, (size_t)3 * H * W * sizeof(float));
+    kiln_status s = KILN_OK;
+    if (!tok || !grid || !z || !pix || !zd || !pd) {
+        s = KILN_FAIL(err, KILN_E_NOMEM, "decoding: out of memory");
+        goto done;
+    }
+    for (int i = 0; i < r->B && s == KILN_OK; i++) {
+        if ((s = be->ops->download(be, tok, r->x + (size_t)i * per, per * sizeof(float), err))) break;
+        kiln_tokens_to_grid(tok, 128, r->h16, r->w16, grid);
+        kiln_latent_bn_denormalize(grid, 128, r->N, vae->bn_mean.data, vae->bn_var.data, vae->bn_eps);
+        kiln_latent_unpatchify(grid, zc, r->h16, r->w16, z);
+        if (r->trace) trace(r, "latent.image", z, per);
+        if ((s = be->ops->upload(be, zd, z, per * sizeof(float), err))) break;
+        if ((s = kiln_flux2_vae_decode(vae, be, zd, 2 * r->h16, 2 * r->w16, pd, err))) break;
+        if ((s = be->ops->download(be, pix, pd, (size_t)3 * H * W * sizeof(float), err))) break;
+        kiln_image *im = &r->res->images[i];
+        im->width = W;
+        im->height = H;
+        im->seed = r->req->seed + (uint64_t)i;
+        im->pixels = kiln_malloc((size_t)3 * H * W);
+        if (!im->pixels) {
+            s = KILN_FAIL(err, KILN_E_NOMEM, "decoding: out of memory");
+            break;
+        }
+        kiln_image_from_vae(pix, H, W, im->pixels);
+        if (r->trace) {
+            size_t np = (size_t)H * W;
+            for (size_t p = 0; p < np; p++) /* [3, H, W] in [-1, 1] -> [H, W, 3] in [0, 1], as diffusers' np output */
+                for (int c = 0; c < 3; c++) {
+                    float v = pix[c * np + p] / 2.0f + 0.5f;
+                    z[p * 3 + c] = v < 0 ? 0 : v > 1 ? 1 : v;
+                }
+            trace(r, "image_float.image", z, np * 3);
+        }
+        r->res->n_images = i + 1;
+    }
+done:
+    kiln_free(tok);
+    kiln_free(grid);
+    kiln_free(z);
+    kiln_free(pix);
+    if (zd) be->ops->free(be, zd);
+    if (pd) be->ops->free(be, pd);
+    return s;
+}
+
+static void run_free(run *r) {
+    kiln_backend *be = r->e->be;
+    for (int i = 0; i <= MAX_BATCH; i++) kiln_tokens_free(&r->tok[i]);
+    float *bufs[] = {r->feat, r->x, r->xin, r->v, r->tmp};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        if (bufs[i]) be->ops->free(be, bufs[i]);
+    kiln_free(r->sigmas);
+    kiln_flux2_dit_ws_free(be, r->ws);
+}
+
+static void fill_meta(run *r) {
+    kiln_result *res = r->res;
+    const kiln_request *q = r->req;
+    res->width = q->width;
+    res->height = q->height;
+    res->steps = r->steps;
+    res->batch = r->B;
+    res->guidance = r->base ? r->guidance : 1.0f;
+    res->variant = r->e->variant;
+    snprintf(res->prompt_used, sizeof res->prompt_used, "%s", q->prompt ? q->prompt : "");
+    snprintf(res->tag, sizeof res->tag, "%s", q->tag ? q->tag : "");
+    snprintf(res->commit, sizeof res->commit, "%s", r->e->commit);
+    if (q->request_id) snprintf(res->request_id, sizeof res->request_id, "%s", q->request_id);
+    else snprintf(res->request_id, sizeof res->request_id, "kiln-%llx-%llu", (unsigned long long)(res->timestamp * 1e3),
+                  (unsigned long long)r->e->n_requests);
+}
+
+kiln_status kiln_generate(kiln_engine *e, const kiln_request *req, kiln_result **out, kiln_err *err) {
+    return kiln_generate_traced(e, req, NULL, NULL, out, err);
+}
+
+kiln_status kiln_generate_traced(kiln_engine *e, const kiln_request *req, kiln_trace_fn trace_fn, void *trace_ctx,
+                                 kiln_result **out, kiln_err *err) {
+    *out = NULL;
+    if (!e || !req) return KILN_FAIL(err, KILN_E_INVALID, "kiln_generate: no engine or request");
+    pthread_mutex_lock(&e->lock);
+    e->n_requests++;
+    kiln_mem_reset_peak();
+    run r;
+    memset(&r, 0, sizeof r);
+    r.e = e;
+    r.req = req;
+    r.trace = trace_fn;
+    r.trace_ctx = trace_ctx;
+    r.t0 = kiln_clock_s();
+    kiln_status s = KILN_OK;
+    r.res = kiln_calloc(1, sizeof *r.res);
+    if (!r.res) {
+        pthread_mutex_unlock(&e->lock);
+        return KILN_FAIL(err, KILN_E_NOMEM, "out of memory");
+    }
+    r.res->timestamp = kiln_clock_wall_s();
+
+#define STAGE(st, call)                                                                                       \
+    do {                                                                                                      \
+        if ((s = stage_begin(&r, st, err)) != KILN_OK) goto done;                                             \
+        s = (call);                                                                                           \
+        stage_end(&r);                                                                                        \
+        if (s != KILN_OK) goto done;                                                                          \
+    } while (0)
+
+    STAGE(KILN_STAGE_INPUT_VALIDATION, validate(&r, err));
+    fill_meta(&r);
+    r.res->images = kiln_calloc((size_t)r.B, sizeof *r.res->images);
+    r.res->step_ms = kiln_calloc((size_t)r.steps, sizeof *r.res->step_ms);
+    r.sigmas = kiln_malloc(((size_t)r.steps + 1) * sizeof *r.sigmas);
+    if (!r.res->images || !r.res->step_ms || !r.sigmas) {
+        s = KILN_FAIL(err, KILN_E_NOMEM, "out of memory");
+        goto done;
+    }
+    r.res->n_steps = r.steps;
+    STAGE(KILN_STAGE_TEXT_ENCODING, encode_text(&r, err));
+    STAGE(KILN_STAGE_LATENT_PREPARATION, prepare_latents(&r, err));
+    STAGE(KILN_STAGE_TIMESTEP_PREPARATION, (kiln_flux2_schedule(r.steps, r.N, r.sigmas), KILN_OK));
+    if (r.trace) {
+        float fs[MAX_STEPS + 1];
+        for (int k = 0; k <= r.steps; k++) fs[k] = (float)r.sigmas[k];
+        trace(&r, "sigmas", fs, (size_t)r.steps + 1);
+    }
+    r.res->sigmas_first = r.sigmas[0];
+    r.res->sigmas_last_nonzero = r.sigmas[r.steps - 1];
+    STAGE(KILN_STAGE_DENOISING, denoise(&r, err));
+    STAGE(KILN_STAGE_DECODING, decode(&r, err));
+#undef STAGE
+    r.res->total_ms = (kiln_clock_s() - r.t0) * 1e3;
+    r.res->peak_memory_bytes = kiln_mem_peak_rss();
+done:
+    run_free(&r);
+    pthread_mutex_unlock(&e->lock);
+    if (s != KILN_OK) {
+        kiln_result_free(r.res);
+        return s;
+    }
+    *out = r.res;
+    return KILN_OK;
+}
+
+kiln_status kiln_estimate_memory(kiln_engine *e, const kiln_request *req, size_t *bytes, kiln_err *err) {
+    if (!e || !req) return KILN_FAIL(err, KILN_E_INVALID, "kiln_estimate_memory: no engine or request");
+    if (req->width <= 0 || req->height <= 0 || req->width % 16 || req->height % 16 || req->batch < 1)
+        return KILN_FAIL(err, KILN_E_INVALID, "image size %dx%d batch %d: sizes must be positive multiples of 16",
+                         req->width, req->height, req->batch);
+    run r;
+    memset(&r, 0, sizeof r);
+    r.base = e->variant == KILN_VARIANT_BASE;
+    r.B = req->batch;
+    r.Bd = r.base ? 2 * r.B : r.B;
+    r.h16 = req->height / 16;
+    r.w16 = req->width / 16;
+    r.N = r.h16 * r.w16;
+    r.L = KILN_TOK_DEFAULT_MAX_LEN;
+    size_t keep, release;
+    estimate(e, &r, &keep, &release);
+    size_t limit = e->cfg.memory_limit ? e->cfg.memory_limit : kiln_mem_usable();
+    *bytes = (limit && keep > limit) ? release : keep;
+    return KILN_OK;
+}

@@ -1,0 +1,28 @@
+/* schedule.h - the FLUX.2 sigma schedule (empirical mu + exponential time shift) and the Euler update.
+ *
+ *     double sig[5];
+ *     kiln_flux2_schedule(4, 512 / 16 * 512 / 16, sig);   // 1, 0.958085, 0.883982, 0.717497, 0
+ *     for (k = 0; k < 4; k++) { v = DiT(x, sig[k]); kiln_euler_step(x, v, n, sig[k], sig[k + 1]); }
+ *
+ * Facts: spec/flux2-klein.md 4.1 (BFL sampling.py get_schedule / compute_empirical_mu, identical in diffusers,
+ * ComfyUI Flux2Scheduler). Computed in double precision; callers round to f32 where the reference does.
+ */
+#ifndef KILN_PIPELINE_SCHEDULE_H
+#define KILN_PIPELINE_SCHEDULE_H
+
+#include <stddef.h>
+
+/* mu for n_steps steps at n_tokens image tokens ((H/16)*(W/16)). */
+double kiln_flux2_empirical_mu(int n_steps, long n_tokens);
+
+/* sigmas[0..n_steps]: sigma_k = e^mu / (e^mu + (1/t_k - 1)), t_k = 1 - k/n; sigmas[0] = 1, sigmas[n] = 0.
+ * n_steps >= 1 (callers validate); sigmas must hold n_steps + 1 values. */
+void kiln_flux2_schedule(int n_steps, long n_tokens, double *sigmas);
+
+/* x += (sigma_next - sigma) * v over n floats (rectified-flow Euler, f32 like the references). */
+void kiln_euler_step(float *x, const float *v, size_t n, double sigma, double sigma_next);
+
+/* Classifier-free guidance in place: v_cond = v_uncond + g * (v_cond - v_uncond) over n floats. */
+void kiln_cfg_combine(float *v_cond, const float *v_uncond, size_t n, float guidance);
+
+#endif

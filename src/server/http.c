@@ -1,0 +1,313 @@
+/* http.c - the libmicrohttpd daemon: request accumulation with a body limit, bearer-token auth, routing and
+ * the reply helpers (see server_internal.h). */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <openssl/crypto.h>
+#include <openssl/rand.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/socket.h>
+
+#include "base/alloc.h"
+#include "base/clock.h"
+#include "base/log.h"
+#include "server/server_internal.h"
+
+kiln_server_config kiln_server_config_default(void) {
+    return (kiln_server_config){.listen = "127.0.0.1", .port = 8188, .max_body = 8u << 20, .max_queue = 256,
+                                .conn_timeout_s = 30, .request_timeout_s = 600,
+                                .limits = kiln_graph_limits_default()};
+}
+
+void kiln_uuid4(char out[37]) {
+    unsigned char b[16];
+    if (RAND_bytes(b, sizeof b) != 1) {
+        uint64_t t = (uint64_t)kiln_clock_ns();
+        for (int i = 0; i < 16; i++) b[i] = (unsigned char)((t >> ((i % 8) * 8)) ^ (unsigned)rand());
+    }
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2],
+             b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+}
+
+/* ---- replies ------------------------------------------------------------------------------------------------ */
+
+static enum MHD_Result reply_buffer(kiln_req *r, unsigned status, const char *type, char *buf, size_t len) {
+    struct MHD_Response *resp = MHD_create_response_from_buffer(len, buf, MHD_RESPMEM_MUST_FREE);
+    if (!resp) {
+        free(buf);
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, "Content-Type", type);
+    MHD_add_response_header(resp, "Cache-Control", "no-store");
+    enum MHD_Result res = MHD_queue_response(r->conn, status, resp);
+    MHD_destroy_response(resp);
+    r->replied = true;
+    return res;
+}
+
+enum MHD_Result kiln_reply_json(kiln_req *r, unsigned status, json_t *body) {
+    char *txt = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    json_decref(body);
+    if (!txt) {
+        txt = strdup("{\"error\":{\"type\":\"server_error\",\"message\":\"out of memory\"}}");
+        status = 500;
+        if (!txt) return MHD_NO;
+    }
+    return reply_buffer(r, status, "application/json", txt, strlen(txt));
+}
+
+enum MHD_Result kiln_reply_text(kiln_req *r, unsigned status, const char *content_type, const char *text) {
+    char *c = strdup(text);
+    if (!c) return MHD_NO;
+    return reply_buffer(r, status, content_type, c, strlen(c));
+}
+
+enum MHD_Result kiln_reply_comfy_error(kiln_req *r, unsigned status, const char *type, const char *message,
+                                       const char *details) {
+    return kiln_reply_json(r, status,
+                           json_pack("{s:{s:s, s:s, s:s, s:{}}, s:{}}", "error", "type", type, "message", message,
+                                     "details", details ? details : "", "extra_info", "node_errors"));
+}
+
+enum MHD_Result kiln_reply_openai_error(kiln_req *r, unsigned status, const char *message, const char *type,
+                                        const char *param, const char *code) {
+    json_t *e = json_pack("{s:s, s:s, s:o, s:o}", "message", message, "type", type, "param",
+                          param ? json_string(param) : json_null(), "code", code ? json_string(code) : json_null());
+    return kiln_reply_json(r, status, json_pack("{s:o}", "error", e));
+}
+
+json_t *kiln_req_json(kiln_req *r, bool openai_shape, enum MHD_Result *replied) {
+    json_error_t e;
+    json_t *j = r->body ? json_loadb(r->body, r->body_len, JSON_REJECT_DUPLICATES, &e) : NULL;
+    if (!j || !json_is_object(j)) {
+        char msg[300];
+        if (!j)
+            snprintf(msg, sizeof msg, "Invalid JSON body: %s (line %d, column %d)", r->body ? e.text : "empty body",
+                     e.line, e.column);
+        else
+            snprintf(msg, sizeof msg, "The JSON body must be an object");
+        json_decref(j);
+        *replied = openai_shape ? kiln_reply_openai_error(r, 400, msg, "invalid_request_error", NULL, "invalid_json")
+                                : kiln_reply_comfy_error(r, 400, "invalid_prompt", msg, "");
+        return NULL;
+    }
+    return j;
+}
+
+const char *kiln_req_arg(kiln_req *r, const char *name) {
+    return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name);
+}
+
+/* ---- auth ----------------------------------------------------------------------------------------------------- */
+
+static bool token_ok(kiln_req *r) {
+    const char *tok = r->srv->token;
+    if (!tok[0]) return true;
+    const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Authorization");
+    const char *given = NULL;
+    if (h && !strncasecmp(h, "Bearer ", 7)) given = h + 7;
+    if (!given) given = kiln_req_arg(r, "token"); /* browsers cannot set headers on a WebSocket */
+    if (!given) return false;
+    size_t n = strlen(tok);
+    return strlen(given) == n && CRYPTO_memcmp(given, tok, n) == 0;
+}
+
+static bool is_openai_url(const char *url) { return !strncmp(url, "/v1/", 4); }
+
+/* ---- the access handler ------------------------------------------------------------------------------------- */
+
+static enum MHD_Result too_big(kiln_req *r) {
+    char msg[128];
+    snprintf(msg, sizeof msg, "Request body is larger than the limit of %zu bytes", r->srv->cfg.max_body);
+    return is_openai_url(r->url) ? kiln_reply_openai_error(r, 413, msg, "invalid_request_error", NULL, "body_too_large")
+                                 : kiln_reply_comfy_error(r, 413, "request_too_large", msg, "");
+}
+
+static enum MHD_Result dispatch(kiln_req *r) {
+    enum MHD_Result res = MHD_NO;
+    if (!strcmp(r->url, "/health") && !strcmp(r->method, "GET"))
+        return kiln_reply_json(r, 200, json_pack("{s:s}", "status", "ok"));
+    bool page = !strcmp(r->url, "/") || !strcmp(r->url, "/index.html");
+    if (!page && !token_ok(r)) {
+        return is_openai_url(r->url)
+                   ? kiln_reply_openai_error(r, 401, "Invalid or missing bearer token", "authentication_error", NULL,
+                                             "invalid_api_key")
+                   : kiln_reply_comfy_error(r, 401, "unauthorized", "Invalid or missing bearer token", "");
+    }
+    if (page) {
+        if (strcmp(r->method, "GET") != 0) return kiln_reply_comfy_error(r, 405, "method_not_allowed", "Use GET", "");
+        return kiln_reply_text(r, 200, "text/html; charset=utf-8", kiln_web_index_html);
+    }
+    if (kiln_routes_ws(r, &res) || kiln_routes_openai(r, &res) || kiln_routes_comfy(r, &res) ||
+        kiln_routes_files(r, &res))
+        return res;
+    char msg[300];
+    snprintf(msg, sizeof msg, "No route for %.16s %.200s", r->method, r->url);
+    return is_openai_url(r->url) ? kiln_reply_openai_error(r, 404, msg, "invalid_request_error", NULL, "not_found")
+                                 : kiln_reply_comfy_error(r, 404, "not_found", msg, "");
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
+                                  const char *version, const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls) {
+    kiln_server *srv = cls;
+    kiln_req *r = *con_cls;
+    if (!r) {
+        r = kiln_calloc(1, sizeof *r);
+        if (!r) return MHD_NO;
+        r->srv = srv;
+        r->conn = conn;
+        r->method = method;
+        r->url = url;
+        if (!strncmp(url, "/api/", 5) || !strcmp(url, "/api")) r->url = url[4] ? url + 4 : "/";
+        *con_cls = r;
+        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
+        if (cl) {
+            char *end;
+            errno = 0;
+            unsigned long long n = strtoull(cl, &end, 10);
+            if (errno || *end || n > srv->cfg.max_body) r->too_big = true;
+        }
+        if (r->too_big) return too_big(r); /* answer before reading the body; libmicrohttpd then closes */
+        return MHD_YES;
+    }
+    r->conn = conn;
+    if (*upload_data_size) {
+        if (!r->too_big) {
+            size_t need;
+            if (!kiln_add_size(r->body_len, *upload_data_size, &need) || need > srv->cfg.max_body) {
+                r->too_big = true;
+            } else {
+                if (need + 1 > r->body_cap) {
+                    size_t cap = r->body_cap ? r->body_cap : 4096;
+                    while (cap < need + 1) cap *= 2;
+                    char *nb = kiln_realloc(r->body, cap);
+                    if (!nb) return MHD_NO;
+                    r->body = nb;
+                    r->body_cap = cap;
+                }
+                memcpy(r->body + r->body_len, upload_data, *upload_data_size);
+                r->body_len = need;
+                r->body[need] = 0;
+            }
+        }
+        *upload_data_size = 0;
+        if (r->too_big && !r->replied) return too_big(r);
+        return MHD_YES;
+    }
+    if (r->replied) return MHD_YES;
+    if (r->too_big) return too_big(r);
+    return dispatch(r);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe) {
+    kiln_req *r = *con_cls;
+    if (!r) return;
+    kiln_free(r->body);
+    kiln_free(r);
+    *con_cls = NULL;
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap) {
+    if (!kiln_log_enabled(KILN_LOG_DEBUG)) return;
+    char buf[512];
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    log_debug("microhttpd: %s", buf);
+}
+
+static void copy_str(char *dst, size_t cap, const char *src) { snprintf(dst, cap, "%s", src ? src : ""); }
+
+static kiln_status ensure_dir(const char *path, kiln_err *err) {
+    if (mkdir(path, 0755) != 0 && errno != EEXIST) return KILN_FAIL(err, KILN_E_IO, "mkdir %s: %s", path, strerror(errno));
+    return KILN_OK;
+}
+
+kiln_status kiln_server_start(const kiln_server_config *cfg, kiln_server **out, kiln_err *err) {
+    *out = NULL;
+    if (!cfg->output_dir) return KILN_FAIL(err, KILN_E_INVALID, "serve: an output folder is required");
+    kiln_server *srv = kiln_calloc(1, sizeof *srv);
+    if (!srv) return KILN_FAIL(err, KILN_E_NOMEM, "out of memory");
+    srv->cfg = *cfg;
+    kiln_server_config def = kiln_server_config_default();
+    if (!srv->cfg.max_body) srv->cfg.max_body = def.max_body;
+    if (srv->cfg.max_queue <= 0) srv->cfg.max_queue = def.max_queue;
+    if (srv->cfg.conn_timeout_s <= 0) srv->cfg.conn_timeout_s = def.conn_timeout_s;
+    if (srv->cfg.request_timeout_s <= 0) srv->cfg.request_timeout_s = def.request_timeout_s;
+    copy_str(srv->listen, sizeof srv->listen, cfg->listen ? cfg->listen : "127.0.0.1");
+    copy_str(srv->models_dir, sizeof srv->models_dir, cfg->models_dir);
+    copy_str(srv->output_dir, sizeof srv->output_dir, cfg->output_dir);
+    copy_str(srv->token, sizeof srv->token, cfg->token);
+    copy_str(srv->default_unet, sizeof srv->default_unet, cfg->default_unet);
+    copy_str(srv->default_clip, sizeof srv->default_clip, cfg->default_clip);
+    copy_str(srv->default_vae, sizeof srv->default_vae, cfg->default_vae);
+    if (cfg->input_dir)
+        copy_str(srv->input_dir, sizeof srv->input_dir, cfg->input_dir);
+    else
+        snprintf(srv->input_dir, sizeof srv->input_dir, "%s/input", srv->output_dir);
+    snprintf(srv->temp_dir, sizeof srv->temp_dir, "%s/temp", srv->output_dir);
+    if (cfg->db_path)
+        copy_str(srv->db_path, sizeof srv->db_path, cfg->db_path);
+    else
+        snprintf(srv->db_path, sizeof srv->db_path, "%s/kiln-jobs.sqlite", srv->output_dir);
+    srv->started_s = kiln_clock_wall_s();
+    srv->cfg.listen = srv->listen;
+    srv->cfg.models_dir = srv->models_dir[0] ? srv->models_dir : NULL;
+    srv->cfg.output_dir = srv->output_dir;
+
+    kiln_status s = ensure_dir(srv->output_dir, err);
+    if (s == KILN_OK) s = ensure_dir(srv->input_dir, err);
+    if (s == KILN_OK) s = ensure_dir(srv->temp_dir, err);
+    int recovered = 0;
+    if (s == KILN_OK) s = kiln_store_open(srv->db_path, &srv->store, &recovered, err);
+    if (s != KILN_OK) {
+        kiln_server_stop(srv);
+        return s;
+    }
+    if (recovered) log_warn("serve: %d job(s) were running when the last server died; queued again", recovered);
+    if (!(srv->hub = kiln_ws_hub_new())) {
+        kiln_server_stop(srv);
+        return KILN_FAIL(err, KILN_E_NOMEM, "out of memory");
+    }
+    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)cfg->port)};
+    if (inet_pton(AF_INET, srv->listen, &addr.sin_addr) != 1) {
+        kiln_server_stop(srv);
+        return KILN_FAIL(err, KILN_E_INVALID, "serve: --listen %s is not an IPv4 address", srv->listen);
+    }
+    srv->daemon = MHD_start_daemon(
+        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_ALLOW_UPGRADE | MHD_USE_ERROR_LOG,
+        0, NULL, NULL, on_request, srv, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)srv->cfg.conn_timeout_s, MHD_OPTION_CONNECTION_LIMIT, 1024u,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, srv,
+        MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u, MHD_OPTION_END);
+    if (!srv->daemon) {
+        kiln_server_stop(srv);
+        return KILN_FAIL(err, KILN_E_IO, "serve: cannot listen on %s:%d (in use or not allowed)", cfg->listen ? cfg->listen : "127.0.0.1", cfg->port);
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(srv->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    srv->port = info ? info->port : cfg->port;
+    if ((s = kiln_worker_start(srv, &srv->worker, err)) != KILN_OK) {
+        kiln_server_stop(srv);
+        return s;
+    }
+    *out = srv;
+    return KILN_OK;
+}
+
+int kiln_server_port(const kiln_server *srv) { return srv->port; }
+
+void kiln_server_stop(kiln_server *srv) {
+    if (!srv) return;
+    if (srv->daemon) MHD_quiesce_daemon(srv->daemon);
+    kiln_worker_stop(srv->worker); /* the running job ends interrupted-by-shutdown: it stays queued */
+    kiln_ws_hub_free(srv->hub);    /* closes upgraded sockets so their threads return */
+    srv->hub = NULL;
+    if (srv->daemon) MHD_stop_daemon(srv->daemon);
+    kiln_store_close(srv->store);
+    kiln_free(srv);
+}

@@ -1,0 +1,49 @@
+/* server.h - `kiln serve`: the ComfyUI- and OpenAI-compatible HTTP/WebSocket server on one durable queue.
+ *
+ *     kiln_server_config cfg = kiln_server_config_default();
+ *     cfg.models_dir = "models"; cfg.output_dir = "output";
+ *     cfg.engine = &engine;                  // the image engine seam (graph/engine.h); NULL: jobs fail clearly
+ *     kiln_server *srv;
+ *     if (kiln_server_start(&cfg, &srv, &err) != KILN_OK) ...
+ *     ... kiln_server_port(srv) ...
+ *     kiln_server_stop(srv);                 // stops accepting, lets the running node finish its step, closes
+ *
+ * Routes (every ComfyUI route also under /api): see docs/server.md. Threads: libmicrohttpd runs one thread per
+ * connection (so a handler may wait for a job); one worker thread runs jobs from the SQLite queue. A dropped
+ * connection never cancels or frees a job: the job belongs to the queue, its result to the history.
+ */
+#ifndef KILN_SERVER_SERVER_H
+#define KILN_SERVER_SERVER_H
+
+#include <stddef.h>
+
+#include "base/status.h"
+#include "graph/engine.h"
+#include "graph/graph.h"
+
+typedef struct kiln_server_config {
+    const char *listen;      /* address to bind; default "127.0.0.1" */
+    int port;                /* 0 = pick a free port (see kiln_server_port) */
+    const char *models_dir;  /* diffusion_models/, text_encoders/, vae/ */
+    const char *output_dir;  /* SaveImage output; input/ and temp/ live beside it unless set */
+    const char *input_dir;   /* uploads; default <output_dir>/../input... NULL = <output_dir>/input */
+    const char *db_path;     /* job store; NULL = <output_dir>/kiln-jobs.sqlite */
+    const char *token;       /* NULL: no auth; else every route but /health and / needs "Bearer <token>" */
+    const char *default_unet, *default_clip, *default_vae; /* OpenAI route's models; NULL = first file found */
+    size_t max_body;         /* bytes; default 8 MiB */
+    int max_queue;           /* pending jobs; default 256 */
+    int conn_timeout_s;      /* idle connection time-out (slow-drip clients); default 30 */
+    int request_timeout_s;   /* how long an OpenAI request waits for its job; default 600 */
+    kiln_graph_limits limits;
+    kiln_gen_engine *engine;
+} kiln_server_config;
+
+kiln_server_config kiln_server_config_default(void);
+
+typedef struct kiln_server kiln_server;
+
+kiln_status kiln_server_start(const kiln_server_config *cfg, kiln_server **out, kiln_err *err);
+int kiln_server_port(const kiln_server *srv);
+void kiln_server_stop(kiln_server *srv); /* NULL allowed */
+
+#endif

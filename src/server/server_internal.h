@@ -1,0 +1,109 @@
+/* server_internal.h - what the server's files share: the server struct, one HTTP request, the reply helpers,
+ * the worker and the WebSocket hub. Internal to src/server/. */
+#ifndef KILN_SERVER_INTERNAL_H
+#define KILN_SERVER_INTERNAL_H
+
+#include <jansson.h>
+#include <microhttpd.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "server/job_store.h"
+#include "server/server.h"
+
+/* ---- WebSocket hub (ws.c) ----------------------------------------------------------------------------------- */
+
+typedef struct kiln_ws_hub kiln_ws_hub;
+kiln_ws_hub *kiln_ws_hub_new(void);
+void kiln_ws_hub_free(kiln_ws_hub *hub); /* closes every client */
+/* Sends {type, data} as a text frame to the clients with client_id (NULL: to every client). Steals data. */
+void kiln_ws_send(kiln_ws_hub *hub, const char *client_id, const char *type, json_t *data);
+/* The binary preview frame format is not sent yet (no previews). */
+int kiln_ws_count(kiln_ws_hub *hub);
+/* The RFC 6455 accept value for a Sec-WebSocket-Key (28 chars + NUL). false on a bad key. */
+bool kiln_ws_accept_key(const char *key, char out[29]);
+
+/* ---- worker (worker.c) -------------------------------------------------------------------------------------- */
+
+typedef struct kiln_worker kiln_worker;
+kiln_status kiln_worker_start(struct kiln_server *srv, kiln_worker **out, kiln_err *err);
+void kiln_worker_stop(kiln_worker *w);
+void kiln_worker_wake(kiln_worker *w);           /* a job was queued */
+/* Interrupts the running job (only if its id matches, when id is not NULL). true if one was running. */
+bool kiln_worker_interrupt(kiln_worker *w, const char *id);
+/* Copies the running job's id into id (cap 64); false when idle. */
+bool kiln_worker_current(kiln_worker *w, char *id);
+/* Waits until job id is final or timeout_s passes; returns true when final. */
+bool kiln_worker_wait(kiln_worker *w, const char *id, double timeout_s);
+
+/* ---- the server --------------------------------------------------------------------------------------------- */
+
+struct kiln_server {
+    kiln_server_config cfg;
+    char listen[64], models_dir[2048], output_dir[2048], input_dir[2048], temp_dir[2048], db_path[2048];
+    char token[256];
+    char default_unet[256], default_clip[256], default_vae[256];
+    struct MHD_Daemon *daemon;
+    int port;
+    kiln_store *store;
+    kiln_worker *worker;
+    kiln_ws_hub *hub;
+    atomic_int counter; /* ids for sockets */
+    double started_s;
+};
+
+/* One HTTP request as accumulated across libmicrohttpd's calls. */
+typedef struct kiln_req {
+    struct kiln_server *srv;
+    struct MHD_Connection *conn;
+    const char *method, *url; /* url without the /api prefix */
+    char *body;
+    size_t body_len, body_cap;
+    bool too_big;
+    bool replied;
+} kiln_req;
+
+/* Replies (each returns the MHD result to hand back). Steal body. */
+enum MHD_Result kiln_reply_json(kiln_req *r, unsigned status, json_t *body);
+enum MHD_Result kiln_reply_text(kiln_req *r, unsigned status, const char *content_type, const char *text);
+/* ComfyUI-style plain error {error:{type,message,details,extra_info}, node_errors:{}} */
+enum MHD_Result kiln_reply_comfy_error(kiln_req *r, unsigned status, const char *type, const char *message,
+                                       const char *details);
+/* OpenAI's error shape {error:{message, type, param, code}} */
+enum MHD_Result kiln_reply_openai_error(kiln_req *r, unsigned status, const char *message, const char *type,
+                                        const char *param, const char *code);
+
+/* The body as JSON (an object), or a 400 reply already queued and NULL returned (*replied set). */
+json_t *kiln_req_json(kiln_req *r, bool openai_shape, enum MHD_Result *replied);
+const char *kiln_req_arg(kiln_req *r, const char *name);
+
+/* Route groups: each returns true when it handled the URL (and *res holds the result). */
+bool kiln_routes_comfy(kiln_req *r, enum MHD_Result *res);
+bool kiln_routes_openai(kiln_req *r, enum MHD_Result *res);
+bool kiln_routes_files(kiln_req *r, enum MHD_Result *res);
+bool kiln_routes_ws(kiln_req *r, enum MHD_Result *res);
+
+/* Shared by the ComfyUI and OpenAI routes: validates a graph and queues it. On failure a reply (ComfyUI shape
+ * when openai is false) has been queued and false returned; on success *number and id are set. */
+typedef struct kiln_submit {
+    json_t *graph;       /* borrowed */
+    const char *client_id;
+    json_t *extra_data;  /* borrowed, may be NULL */
+    const char *kind;    /* "comfy" | "openai" */
+    json_t *extra_request; /* borrowed, may be NULL: merged into the stored request */
+    bool front;
+    char id[64];         /* in: requested id ("" = new uuid); out: the id */
+    int64_t number;
+    json_t *node_errors; /* out: owned by the caller when set */
+} kiln_submit;
+bool kiln_submit_job(kiln_req *r, kiln_submit *s, bool openai, enum MHD_Result *res);
+
+/* A new random lowercase UUID v4. */
+void kiln_uuid4(char out[37]);
+/* The queue-status message {status:{exec_info:{queue_remaining}}} broadcast on queue changes. */
+void kiln_broadcast_status(struct kiln_server *srv, const char *sid);
+/* The embedded web page. */
+extern const char kiln_web_index_html[];
+
+#endif

@@ -1,0 +1,72 @@
+/* find.c - where the tokenizer data is: a model folder's own tokenizer, $KILN_DATA_DIR, next to the
+ * executable (an install or a build tree), then the source tree kiln was built from. See tokenizer.h. */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "text/tok_internal.h"
+
+#define QWEN3_REL "tokenizer/qwen3/tokenizer.json"
+
+static bool is_file(const char *p) { return access(p, R_OK) == 0; }
+
+/* Tries one candidate: on success copies it into buf. Appends it to the list of places tried. */
+static bool try_path(const char *path, char *buf, size_t cap, char *tried, size_t tried_cap, bool *too_long) {
+    size_t tl = strlen(tried);
+    if (tl + strlen(path) + 3 < tried_cap) snprintf(tried + tl, tried_cap - tl, "%s%s", tl ? ", " : "", path);
+    if (!is_file(path)) return false;
+    if (strlen(path) + 1 > cap) {
+        *too_long = true;
+        return false;
+    }
+    memcpy(buf, path, strlen(path) + 1);
+    return true;
+}
+
+kiln_status kiln_tokenizer_find(const char *model_dir, char *buf, size_t cap, kiln_err *err) {
+    char path[PATH_MAX + 64], tried[2048] = "";
+    bool too_long = false;
+    if (!buf || cap == 0) return KILN_FAIL(err, KILN_E_INVALID, "no buffer for the tokenizer path");
+    buf[0] = '\0';
+    if (model_dir && *model_dir) {
+        snprintf(path, sizeof path, "%s/tokenizer/tokenizer.json", model_dir);
+        if (try_path(path, buf, cap, tried, sizeof tried, &too_long)) return KILN_OK;
+        snprintf(path, sizeof path, "%s/tokenizer.json", model_dir);
+        if (try_path(path, buf, cap, tried, sizeof tried, &too_long)) return KILN_OK;
+    }
+    const char *env = getenv("KILN_DATA_DIR");
+    if (env && *env) {
+        snprintf(path, sizeof path, "%s/" QWEN3_REL, env);
+        if (try_path(path, buf, cap, tried, sizeof tried, &too_long)) return KILN_OK;
+    }
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = '\0';
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = '\0';
+            snprintf(path, sizeof path, "%s/../data/" QWEN3_REL, exe);
+            if (try_path(path, buf, cap, tried, sizeof tried, &too_long)) return KILN_OK;
+            snprintf(path, sizeof path, "%s/../share/kiln/" QWEN3_REL, exe);
+            if (try_path(path, buf, cap, tried, sizeof tried, &too_long)) return KILN_OK;
+        }
+    }
+#ifdef KILN_SOURCE_DIR
+    snprintf(path, sizeof path, "%s/data/" QWEN3_REL, KILN_SOURCE_DIR);
+    if (try_path(path, buf, cap, tried, sizeof tried, &too_long)) return KILN_OK;
+#endif
+    if (too_long) return KILN_FAIL(err, KILN_E_LIMIT, "tokenizer path longer than %zu bytes", cap);
+    return KILN_FAIL(err, KILN_E_NOT_FOUND,
+                     "no tokenizer.json found (set KILN_DATA_DIR to the folder holding " QWEN3_REL "); tried: %s",
+                     tried);
+}
+
+kiln_status kiln_tokenizer_load_default(const char *model_dir, kiln_tokenizer **out, kiln_err *err) {
+    char path[PATH_MAX + 64];
+    *out = NULL;
+    KILN_TRY(kiln_tokenizer_find(model_dir, path, sizeof path, err));
+    return kiln_tokenizer_load(path, out, err);
+}

@@ -1,0 +1,151 @@
+/* tok_internal.h - the tokenizer's insides, shared by the src/text/ files (not a public header).
+ *
+ * Everything is keyed by RAW bytes: the GPT-2 byte-to-unicode map is undone once at load time, so the vocabulary
+ * maps the bytes " fox" (not the string "Ġfox") to its id, and BPE starts from one symbol per input byte. That is
+ * equivalent to HF's byte-level pipeline (map every byte to its stand-in character, then look the characters up)
+ * because the map is a bijection on 256 characters.
+ */
+#ifndef KILN_TEXT_TOK_INTERNAL_H
+#define KILN_TEXT_TOK_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/status.h"
+#include "text/tokenizer.h"
+
+/* ---- byte map (bytemap.c) ---- */
+
+/* GPT-2 bytes_to_unicode: the code point that stands for byte b. */
+uint32_t kiln_byte_to_cp(uint8_t b);
+/* Inverse: the byte a code point stands for, or -1 if cp is not one of the 256 stand-ins. */
+int kiln_cp_to_byte(uint32_t cp);
+
+/* ---- UTF-8 (utf8.c) ---- */
+
+/* Offset of the first invalid UTF-8 byte in s[0..len), or len if s is valid (no overlongs, no surrogates, no
+ * code point above U+10FFFF). */
+size_t kiln_utf8_invalid_at(const char *s, size_t len);
+/* Decodes one code point of VALID UTF-8 at s; returns its length in bytes (1..4). */
+int kiln_utf8_decode(const unsigned char *s, uint32_t *cp);
+/* Unicode White_Space property (what Rust's char::is_whitespace tests). */
+bool kiln_unicode_is_white_space(uint32_t cp);
+
+/* ---- growable id buffer ---- */
+typedef struct kiln_idbuf {
+    int32_t *v;
+    size_t n, cap;
+} kiln_idbuf;
+kiln_status kiln_idbuf_push(kiln_idbuf *b, int32_t id, kiln_err *err);
+kiln_status kiln_idbuf_append(kiln_idbuf *b, const int32_t *ids, size_t n, kiln_err *err);
+
+/* ---- hash maps ---- */
+
+/* bytes -> id, open addressing; the bytes live in the tokenizer's piece pool. */
+typedef struct kiln_strmap {
+    int32_t *slots; /* id, or -1 for empty */
+    size_t mask;    /* slots - 1 (a power of two) */
+} kiln_strmap;
+
+/* (left id, right id) -> (rank, merged id). */
+typedef struct kiln_merge_slot {
+    uint64_t key; /* (left << 32 | right) + 1; 0 = empty */
+    uint32_t rank;
+    int32_t id;
+} kiln_merge_slot;
+typedef struct kiln_mergemap {
+    kiln_merge_slot *slots;
+    size_t mask;
+} kiln_mergemap;
+
+uint64_t kiln_hash_bytes(const void *p, size_t n);
+
+/* ---- the BPE cache (bpe.c): word bytes -> ids, a fixed table of slots, one lock ---- */
+typedef struct kiln_bpe_cache_slot {
+    uint64_t hash;
+    uint16_t len, n; /* word length, ids */
+    char *word;      /* len bytes followed by n int32 ids (one allocation); NULL when empty */
+} kiln_bpe_cache_slot;
+typedef struct kiln_bpe_cache {
+    pthread_mutex_t lock;
+    kiln_bpe_cache_slot *slots;
+    size_t mask;
+    bool lock_ok;
+} kiln_bpe_cache;
+
+typedef struct kiln_added_token {
+    int32_t id;
+    char *content; /* as matched: NFC-normalised when normalized is set */
+    size_t len;
+    char *orig; /* as written in the file */
+    size_t orig_len;
+    bool lstrip, rstrip, normalized, special;
+} kiln_added_token;
+
+typedef enum kiln_normalizer { KILN_NORM_NONE = 0, KILN_NORM_NFC } kiln_normalizer;
+
+struct kiln_tokenizer {
+    /* pieces: piece_off[id]..piece_off[id]+piece_len[id] in pool (raw bytes); piece_len = -1 for an id that
+     * has no token (a hole between the vocabulary and the added tokens) */
+    char *pool;
+    size_t pool_len;
+    size_t *piece_off;
+    int32_t *piece_len;
+    size_t n_ids;          /* one past the largest id */
+    kiln_strmap vocab;     /* raw bytes -> id, model vocabulary only */
+    int32_t byte_id[256];  /* id of each single byte */
+    kiln_mergemap merges;
+    size_t n_merges;
+    bool ignore_merges;
+
+    kiln_added_token *added;
+    size_t n_added;
+    bool any_normalized_added;
+    uint64_t added_first[4]; /* bitset of first bytes of non-normalised added tokens, a fast reject */
+
+    kiln_normalizer normalizer;
+    void *regex;      /* pcre2_code_8 * (opaque here so this header needs no pcre2.h) */
+    bool regex_jit;   /* JIT compilation succeeded (interpreted matching otherwise) */
+
+    kiln_bpe_cache cache;
+};
+
+/* bpe.c: appends the ids of one pre-tokenized word (raw bytes). */
+kiln_status kiln_bpe_word(const kiln_tokenizer *tok, const char *word, size_t len, kiln_idbuf *out, kiln_err *err);
+kiln_status kiln_bpe_cache_init(kiln_bpe_cache *c, size_t slots, kiln_err *err);
+void kiln_bpe_cache_free(kiln_bpe_cache *c);
+
+/* pretok.c: compiles the Split regex; splits normalised text and BPE-encodes every piece. */
+kiln_status kiln_pretok_compile(kiln_tokenizer *tok, const char *pattern, kiln_err *err);
+void kiln_pretok_free(kiln_tokenizer *tok);
+kiln_status kiln_pretok_encode(const kiln_tokenizer *tok, const char *text, size_t len, kiln_idbuf *out,
+                               kiln_err *err);
+
+/* normalize.c: NFC of valid UTF-8 (a fast path returns the input when it cannot change). *out is either text
+ * itself (then *owned = NULL) or a new buffer the caller frees with free() via *owned. */
+kiln_status kiln_normalize(const kiln_tokenizer *tok, const char *text, size_t len, const char **out,
+                           size_t *out_len, char **owned, kiln_err *err);
+
+/* Lookup of raw bytes in the model vocabulary: id or -1. */
+int32_t kiln_vocab_lookup(const kiln_tokenizer *tok, const char *s, size_t len);
+/* Merge of two ids: true and rank/id when (left, right) is a merge. */
+static inline bool kiln_merge_lookup(const kiln_tokenizer *tok, int32_t left, int32_t right, uint32_t *rank,
+                                     int32_t *id) {
+    uint64_t key = (((uint64_t)(uint32_t)left << 32) | (uint32_t)right) + 1;
+    uint64_t h = key * 0x9E3779B97F4A7C15ull;
+    size_t i = (size_t)(h >> 20) & tok->merges.mask;
+    for (;;) {
+        const kiln_merge_slot *s = &tok->merges.slots[i];
+        if (s->key == key) {
+            *rank = s->rank;
+            *id = s->id;
+            return true;
+        }
+        if (s->key == 0) return false;
+        i = (i + 1) & tok->merges.mask;
+    }
+}
+
+#endif

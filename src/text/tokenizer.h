@@ -1,0 +1,149 @@
+/* tokenizer.h - the Qwen3 byte-level BPE tokenizer, id-for-id identical to HuggingFace `tokenizers`.
+ *
+ *     kiln_err err = {0};
+ *     kiln_tokenizer *tok;
+ *     if (kiln_tokenizer_load_default(model_dir_or_NULL, &tok, &err) != KILN_OK) { ... err.msg ... }
+ *
+ *     // what FLUX.2 [klein] feeds Qwen3 (diffusers): template, truncate to 512, pad to 512, mask
+ *     kiln_tok_options opt = kiln_tok_options_klein();        // template klein, diffusers padding, 512
+ *     kiln_tokens t;
+ *     if (kiln_tokenizer_encode_prompt(tok, prompt, strlen(prompt), &opt, &t, &err) != KILN_OK) { ... }
+ *     // t.ids[0..t.n), t.mask[0..t.n) (1 real, 0 pad), t.n_real real tokens, t.truncated
+ *     kiln_tokens_free(&t);
+ *
+ *     // plain ids, no template, no padding (what tokenizers' Tokenizer.encode(text).ids gives)
+ *     int32_t *ids; size_t n;
+ *     kiln_tokenizer_encode(tok, "a red fox", 9, &ids, &n, &err);   ... kiln_free(ids);
+ *
+ *     kiln_tokenizer_free(tok);
+ *
+ * What it does, in HF's order: added/special tokens (e.g. "<|im_end|>") are found in the RAW text first
+ * (leftmost-longest, honouring each token's lstrip/rstrip/single_word/normalized flags from the file); each
+ * stretch between them is NFC-normalised (utf8proc), split by the pre-tokenizer regex (PCRE2, UTF+UCP+JIT),
+ * mapped to bytes and merged by rank-ordered BPE. Everything is read from tokenizer.json; a file that asks for
+ * something this code does not implement (another model type, normaliser, pre-tokenizer, dropout, ...) is
+ * refused at load with KILN_E_UNSUPPORTED rather than tokenized differently from HF.
+ *
+ * Input text is UTF-8 bytes with an explicit length (NUL bytes are ordinary characters). Invalid UTF-8
+ * (bad sequences, overlongs, surrogates, code points > U+10FFFF) is refused with KILN_E_INVALID and a message
+ * giving the byte offset: HF's Python API cannot receive such text at all (a Python str is always valid), so
+ * there is no HF behaviour to copy, and silently replacing bytes would change the prompt.
+ *
+ * Thread-safety: a loaded tokenizer is immutable apart from its BPE cache, which has its own lock; any number
+ * of threads may call the encode/decode/lookup functions on one tokenizer at once. load and free are not
+ * concurrent with anything else on the same tokenizer.
+ */
+#ifndef KILN_TEXT_TOKENIZER_H
+#define KILN_TEXT_TOKENIZER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/status.h"
+
+typedef struct kiln_tokenizer kiln_tokenizer;
+
+/* Qwen3 facts used as defaults (spec 2.5-2.6). */
+#define KILN_QWEN3_PAD_ID 151643   /* <|endoftext|>: pad (and eos of the base model) */
+#define KILN_TOK_DEFAULT_MAX_LEN 512
+/* Inputs longer than this many bytes are refused with KILN_E_LIMIT (callers normally cap far lower). */
+#define KILN_TOK_MAX_INPUT_BYTES ((size_t)64 << 20)
+
+/* ---- loading ------------------------------------------------------------------------------------------- */
+
+/* Loads a HuggingFace tokenizer.json. Errors: KILN_E_NOT_FOUND / KILN_E_IO (file), KILN_E_FORMAT (bad JSON,
+ * missing fields, merges naming tokens not in the vocab), KILN_E_UNSUPPORTED (a feature this code does not do),
+ * KILN_E_NOMEM. On success *out is owned by the caller: free with kiln_tokenizer_free. On failure *out = NULL. */
+kiln_status kiln_tokenizer_load(const char *path, kiln_tokenizer **out, kiln_err *err);
+
+/* Finds the tokenizer.json to use and writes its path into buf (cap bytes). Order:
+ *   1. model_dir/tokenizer/tokenizer.json, then model_dir/tokenizer.json  (when model_dir is not NULL: a model
+ *      folder's own tokenizer wins)
+ *   2. $KILN_DATA_DIR/tokenizer/qwen3/tokenizer.json
+ *   3. <dir of the running executable>/../data/tokenizer/qwen3/tokenizer.json,
+ *      then <exe dir>/../share/kiln/tokenizer/qwen3/tokenizer.json
+ *   4. KILN_SOURCE_DIR/data/tokenizer/qwen3/tokenizer.json (the source tree kiln was built from)
+ * Errors: KILN_E_NOT_FOUND listing every place tried; KILN_E_LIMIT if a path does not fit in cap. */
+kiln_status kiln_tokenizer_find(const char *model_dir, char *buf, size_t cap, kiln_err *err);
+
+/* kiln_tokenizer_find + kiln_tokenizer_load. Same errors and ownership as those two. */
+kiln_status kiln_tokenizer_load_default(const char *model_dir, kiln_tokenizer **out, kiln_err *err);
+
+/* Frees everything. NULL is a no-op. */
+void kiln_tokenizer_free(kiln_tokenizer *tok);
+
+/* ---- encoding ------------------------------------------------------------------------------------------ */
+
+/* Plain encoding: exactly tokenizers' `Tokenizer.encode(text).ids` (added tokens matched, no template, no
+ * padding, no truncation). text may be NULL when len is 0. On success *ids (kiln_malloc'd, free with kiln_free;
+ * non-NULL even when *n is 0) holds *n ids. Errors: KILN_E_INVALID (invalid UTF-8, with byte offset),
+ * KILN_E_LIMIT (len > KILN_TOK_MAX_INPUT_BYTES), KILN_E_NOMEM. On failure *ids = NULL, *n = 0. */
+kiln_status kiln_tokenizer_encode(const kiln_tokenizer *tok, const char *text, size_t len, int32_t **ids,
+                                  size_t *n, kiln_err *err);
+
+typedef enum kiln_tok_template {
+    KILN_TEMPLATE_NONE = 0, /* the prompt as is */
+    KILN_TEMPLATE_KLEIN,    /* "<|im_start|>user\n{PROMPT}<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+                               (spec 2.4; the whole string is encoded at once, as transformers does) */
+} kiln_tok_template;
+
+typedef enum kiln_tok_padding {
+    KILN_PAD_NONE = 0,  /* no padding, no truncation: t.n == t.n_real */
+    KILN_PAD_DIFFUSERS, /* transformers padding="max_length", truncation=True: exactly max_length tokens;
+                           longer sequences lose their TAIL (template end included), right padding */
+    KILN_PAD_COMFY,     /* ComfyUI: right-pad to at least max_length, never truncate */
+} kiln_tok_padding;
+
+typedef struct kiln_tok_options {
+    kiln_tok_template template_kind;
+    kiln_tok_padding padding;
+    size_t max_length; /* 0 means KILN_TOK_DEFAULT_MAX_LEN */
+    int32_t pad_id;    /* < 0 means KILN_QWEN3_PAD_ID */
+} kiln_tok_options;
+
+/* The FLUX.2 [klein] text-encoder input as diffusers builds it: klein template, diffusers padding, 512. */
+kiln_tok_options kiln_tok_options_klein(void);
+
+/* "klein" / "none" -> template; false for anything else. */
+bool kiln_tok_template_parse(const char *name, kiln_tok_template *out);
+
+typedef struct kiln_tokens {
+    int32_t *ids;   /* n ids (kiln_malloc'd) */
+    uint8_t *mask;  /* n attention-mask bytes: 1 for a real token, 0 for padding */
+    size_t n;       /* total length including padding */
+    size_t n_real;  /* real (unpadded) tokens = number of 1s in mask, after truncation */
+    size_t n_full;  /* real tokens before truncation (== n_real unless truncated) */
+    bool truncated; /* KILN_PAD_DIFFUSERS cut the sequence */
+} kiln_tokens;
+
+/* Template + encode + pad/truncate. Errors: as kiln_tokenizer_encode, plus KILN_E_INVALID for a bad option
+ * (unknown template/padding, max_length > 1<<20). On success the caller owns *out: free with kiln_tokens_free.
+ * On failure *out is zeroed. */
+kiln_status kiln_tokenizer_encode_prompt(const kiln_tokenizer *tok, const char *prompt, size_t len,
+                                         const kiln_tok_options *opt, kiln_tokens *out, kiln_err *err);
+
+/* Frees ids and mask and zeroes *t. NULL or zeroed is fine. */
+void kiln_tokens_free(kiln_tokens *t);
+
+/* ---- decoding and lookup ------------------------------------------------------------------------------- */
+
+/* The raw bytes of token id (the GPT-2 byte map undone, so "Ġfox" gives " fox"; an added token gives its
+ * content). A piece can be part of a UTF-8 sequence. Returns NULL (and *len = 0) for an id that is not in the
+ * vocabulary. The pointer lives as long as tok. len may be NULL. */
+const char *kiln_tokenizer_piece(const kiln_tokenizer *tok, int32_t id, size_t *len);
+
+/* Concatenates the pieces of ids into a NUL-terminated string, replacing invalid UTF-8 with U+FFFD as HF's
+ * ByteLevel decoder does (skip_special_tokens = false). *out is kiln_malloc'd: free with kiln_free.
+ * Errors: KILN_E_INVALID (an id not in the vocabulary), KILN_E_NOMEM. */
+kiln_status kiln_tokenizer_decode(const kiln_tokenizer *tok, const int32_t *ids, size_t n, char **out,
+                                  kiln_err *err);
+
+/* Id of an exact token string (vocab entry in its GPT-2 form, e.g. "Ġfox", or an added token's content), or
+ * -1 if there is none. */
+int32_t kiln_tokenizer_token_id(const kiln_tokenizer *tok, const char *token);
+
+/* One past the largest id (151669 for Qwen3; the model's embedding may have more rows). */
+size_t kiln_tokenizer_vocab_size(const kiln_tokenizer *tok);
+
+#endif

@@ -1,0 +1,25 @@
+#!/bin/sh
+# Regenerate every oracle output, bit for bit: tests/data/tiny, tests/data/golden, tests/data/manifests.
+#   tools/reference/regenerate.sh           regenerate, then rewrite tools/reference/SHA256SUMS
+#   tools/reference/regenerate.sh --check   regenerate, then fail if any byte differs from SHA256SUMS
+# Python comes from $KILN_REF_VENV (default /opt/kiln-ref), made by tools/reference/setup.sh.
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+py=${KILN_REF_VENV:-/opt/kiln-ref}/bin/python
+export PYTHONHASHSEED=0 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+export TQDM_DISABLE=1 DIFFUSERS_VERBOSITY=error TRANSFORMERS_VERBOSITY=error PYTHONWARNINGS=ignore
+cd "$here"
+"$py" make_tiny.py
+"$py" make_goldens.py
+"$py" describe_goldens.py
+"$py" make_manifests.py
+cd "$repo"
+sums=$(find tests/data/tiny tests/data/golden tests/data/manifests \( -type f -o -type l \) | LC_ALL=C sort | xargs sha256sum)
+if [ "${1:-}" = "--check" ]; then
+  if printf '%s\n' "$sums" | diff -u "$here/SHA256SUMS" -; then echo "regenerate: bit-for-bit identical"; else
+    echo "regenerate: outputs differ from tools/reference/SHA256SUMS" >&2; exit 1; fi
+else
+  printf '%s\n' "$sums" > "$here/SHA256SUMS"
+  echo "regenerate: done ($(printf '%s\n' "$sums" | wc -l) files, sums in tools/reference/SHA256SUMS)"
+fi
