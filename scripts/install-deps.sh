@@ -12,6 +12,7 @@ packages=(
   libpng-dev libspng-dev                   # PNG output
   libsqlite3-dev                           # durable job queue
   libmicrohttpd-dev                        # HTTP server
+  libcurl4-openssl-dev                     # HTTP client (kiln bench against a ComfyUI-API server)
   libopenblas-dev                          # comparison baseline for the CPU matmul
   curl
 )
@@ -22,6 +23,7 @@ for p in "${packages[@]}"; do
 done
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages present"
+  "$(dirname "$0")/install-test-python.sh"   # Python clients for the server tests (venv outside the repo)
   exit 0
 fi
 SUDO=""
@@ -30,3 +32,4 @@ export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 echo "install-deps: installed ${missing[*]}"
+"$(dirname "$0")/install-test-python.sh"   # Python clients for the server tests (venv outside the repo)

@@ -91,6 +91,7 @@ typedef struct nv_fns {
     int (*uuid)(nv_device, char *, unsigned);
     int (*name)(nv_device, char *, unsigned);
     int (*driver_version)(char *, unsigned);
+    int (*pci_info)(nv_device, void *);
     int (*power_usage)(nv_device, unsigned *);
     int (*memory_v2)(nv_device, nv_memory_v2 *);
     int (*memory_v1)(nv_device, nv_memory_v1 *);
@@ -164,6 +165,7 @@ kiln_status kiln_nvml_open(const char *lib_path, kiln_nvml **out, kiln_err *err)
     RESOLVE(uuid, "nvmlDeviceGetUUID");
     RESOLVE(name, "nvmlDeviceGetName");
     RESOLVE(driver_version, "nvmlSystemGetDriverVersion");
+    RESOLVE(pci_info, "nvmlDeviceGetPciInfo_v3", "nvmlDeviceGetPciInfo_v2");
     RESOLVE(power_usage, "nvmlDeviceGetPowerUsage");
     RESOLVE(memory_v2, "nvmlDeviceGetMemoryInfo_v2");
     RESOLVE(memory_v1, "nvmlDeviceGetMemoryInfo");
@@ -230,6 +232,12 @@ kiln_status kiln_nvml_device(kiln_nvml *nv, unsigned index, kiln_nvml_dev *dev, 
     if (nv->f.uuid && nv->f.uuid(dev->handle, dev->uuid, sizeof dev->uuid) != NV_SUCCESS) dev->uuid[0] = 0;
     if (nv->f.name && nv->f.name(dev->handle, dev->name, sizeof dev->name) != NV_SUCCESS) dev->name[0] = 0;
     dev->uuid[sizeof dev->uuid - 1] = dev->name[sizeof dev->name - 1] = 0;
+    /* nvmlPciInfo_t (68 bytes): busIdLegacy[16], domain, bus, device, pciDeviceId, pciSubSystemId, busId[32]. */
+    unsigned char pci[68] = {0};
+    if (nv->f.pci_info && nv->f.pci_info(dev->handle, pci) == NV_SUCCESS) {
+        memcpy(dev->bus_id, pci + 36, sizeof dev->bus_id);
+        dev->bus_id[sizeof dev->bus_id - 1] = 0;
+    }
     return KILN_OK;
 }
 

@@ -212,7 +212,7 @@ static void check_preflight(const json_t *root, kiln_strlist *p) {
     const json_t *pf = json_object_get(root, "preflight");
     const json_t *cap = json_object_get(pf, "cap");
     const char *field = json_string_value(json_object_get(cap, "field"));
-    double w;
+    double w = 0; /* set by num_of when has_w */
     bool has_w = num_of(cap, "w", &w);
     if (has_w && !is_cap_field(field))
         kiln_strlist_add(p, "/preflight/cap/field: a cap is read from power.limit or enforced.power.limit, not %s",
@@ -244,6 +244,10 @@ static void check_preflight(const json_t *root, kiln_strlist *p) {
         check_reduction(json_object_get(a, "utilization_pct"), sub, p);
     }
     bool passed = json_is_true(json_object_get(gate, "passed"));
+    /* A gate that could not run (no telemetry: a CPU target on a machine without a GPU) refuses nothing. */
+    bool applicable = !json_is_false(json_object_get(gate, "applicable"));
+    if (!applicable && passed)
+        kiln_strlist_add(p, "/preflight/card_available/contention_gate: passed, but the gate did not apply");
     if (passed) {
         const json_t *last = json_array_get(attempts, na ? na - 1 : 0);
         double mean;
@@ -256,7 +260,7 @@ static void check_preflight(const json_t *root, kiln_strlist *p) {
     if (clear && json_array_size(json_object_get(ca, "unexpected")) > 0)
         kiln_strlist_add(p, "/preflight/card_available: clear is true with unexpected GPU processes");
     size_t nref = json_array_size(json_object_get(root, "refusals"));
-    if ((!passed || !clear) && nref == 0)
+    if (((applicable && !passed) || !clear) && nref == 0)
         kiln_strlist_add(p, "/refusals: the card was not available (gate or processes) but no refusal is recorded");
     const json_t *ib = json_object_get(pf, "idle_baseline");
     json_object_foreach((json_t *)ib, key, v) {
@@ -424,9 +428,9 @@ static void check_seconds_per_image(const json_t *root, kiln_strlist *p) {
     }
     const json_t *cn = json_object_get(root, "cap_name_check");
     double claimed, measured;
-    if (json_is_true(json_object_get(cn, "passed")) &&
-        !(num_of(cn, "cap_claimed_by_name_w", &claimed) && num_of(cn, "cap_measured_w", &measured) &&
-          close_to(claimed, measured, 0.5, 0)))
+    /* A name that claims a cap passes only when the measured cap is that cap (a name claiming none passes). */
+    if (json_is_true(json_object_get(cn, "passed")) && num_of(cn, "cap_claimed_by_name_w", &claimed) &&
+        !(num_of(cn, "cap_measured_w", &measured) && close_to(claimed, measured, 0.5, 0)))
         kiln_strlist_add(p, "/cap_name_check: passed, but the claimed and measured caps differ");
 }
 

@@ -61,6 +61,7 @@ static const kiln_field telemetry_f[] = {
     {"window_s", &num_or_null, false},         /* kiln */
     {"available", &boolean, false},            /* kiln: false when NVML could not be used */
     {"why", &str, false},                      /* kiln: why telemetry is unavailable */
+    {"series", &free_obj, false},              /* kiln: the raw trace for plots {t: [...], <field>: [...]} */
     {0},
 };
 static const kiln_shape telemetry = {KILN_T_OBJ, telemetry_f, 0, 0};
@@ -104,6 +105,7 @@ static const kiln_field gate_f[] = {
     {"passed", &boolean, true},   {"samples", &integer, false}, /* kiln */
     {"max_attempts", &integer, false},                          /* kiln */
     {"verdict", &str, false},                                   /* kiln */
+    {"applicable", &boolean, false},                            /* kiln: false when no telemetry can run it */
     {0},
 };
 static const kiln_shape gate = {KILN_T_OBJ, gate_f, 0, 0};
@@ -339,6 +341,7 @@ static const kiln_field spi_f[] = {
     {"arm", &str, true},
     {"at", &str, true},
     {"model_digests", &map_any, true},
+    {"run_seconds_wall", &num, false}, /* kiln: the whole run, preflight included */
     {0},
 };
 static const kiln_shape spi = {KILN_T_OBJ, spi_f, 0, 0};

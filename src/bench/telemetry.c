@@ -224,3 +224,21 @@ json_t *kiln_telemetry_reduce(const kiln_tsample *samples, size_t n, const kiln_
     json_object_set_new(out, "window_s", num_or_null(window));
     return out;
 }
+
+json_t *kiln_telemetry_series(const kiln_tsample *samples, size_t n, double t_origin) {
+    static const kiln_tfield fields[] = {KILN_TF_POWER_W, KILN_TF_SM_MHZ, KILN_TF_TEMP_C, KILN_TF_UTIL_GPU};
+    json_t *out = json_object(), *t = json_array();
+    if (!out || !t) {
+        json_decref(out);
+        json_decref(t);
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++) json_array_append_new(t, json_real(samples[i].t - t_origin));
+    json_object_set_new(out, "t", t);
+    for (size_t f = 0; f < sizeof fields / sizeof fields[0]; f++) {
+        json_t *col = json_array();
+        for (size_t i = 0; i < n; i++) json_array_append_new(col, num_or_null(samples[i].v[fields[f]]));
+        json_object_set_new(out, field_names[fields[f]], col);
+    }
+    return out;
+}

@@ -100,6 +100,10 @@ size_t kiln_sample_window(kiln_sample_fn fn, void *ctx, size_t count, double per
 json_t *kiln_telemetry_reduce(const kiln_tsample *samples, size_t n, const kiln_tcounters *c0,
                               const kiln_tcounters *c1);
 
+/* The raw trace for plots: {"t": [seconds since t_origin], "<field>": [value | null] for power.draw, clocks.sm,
+ * temperature.gpu, utilization.gpu}. NULL when out of memory. */
+json_t *kiln_telemetry_series(const kiln_tsample *samples, size_t n, double t_origin);
+
 /* A reduction as the report writes it: {"n", "min", "median", "max", "mean"} with null for NaN. */
 json_t *kiln_reduction_json(const double *x, size_t count);
 

@@ -4,8 +4,12 @@
 #define KILN_CLI_COMMANDS_H
 
 int kiln_cmd_inspect(int argc, char **argv);
+int kiln_cmd_mkweights(int argc, char **argv);
+int kiln_cmd_bench_sys(int argc, char **argv);
+int kiln_cmd_generate(int argc, char **argv);
 int kiln_cmd_tokenize(int argc, char **argv);
 int kiln_cmd_bench(int argc, char **argv);
 int kiln_cmd_bench_ops(int argc, char **argv);
+int kiln_cmd_serve(int argc, char **argv);
 
 #endif

@@ -12,10 +12,14 @@ typedef struct command {
 } command;
 
 static const command commands[] = {
+    {"generate", kiln_cmd_generate, "text to image with FLUX.2 [klein]: PNGs with their parameters, perf dump"},
     {"inspect", kiln_cmd_inspect, "list a checkpoint's tensors, parameter count and model family"},
+    {"mkweights", kiln_cmd_mkweights, "write full-size random-weight checkpoints from a manifest"},
+    {"bench-sys", kiln_cmd_bench_sys, "foundation benchmarks: memory bandwidth, bf16->f32, open without copying"},
     {"tokenize", kiln_cmd_tokenize, "print the Qwen3 token ids of a prompt (klein template, padding)"},
     {"bench", kiln_cmd_bench, "benchmark reports: show, check, digest (docs/bench-report.md)"},
     {"bench-ops", kiln_cmd_bench_ops, "time every compute op on FLUX.2 klein shapes; --peak: this CPU's peak"},
+    {"serve", kiln_cmd_serve, "ComfyUI- and OpenAI-compatible server on one durable job queue"},
 };
 
 static void usage(FILE *out) {

@@ -22,18 +22,18 @@ static const char *const schedulers[] = {"simple", "normal", NULL};
                                   .model_kind = KILN_NO_MODEL_KIND}
 #define FLOAT_IN(n, lo, hi, st, d) {.name = (n), .type = "FLOAT", .min = (lo), .max = (hi), .step = (st),          \
                                     .def = (d), .model_kind = KILN_NO_MODEL_KIND}
-#define COMBO_IN(n, list) {.name = (n), .type = "COMBO", .options = (list), .def_str = (list)[0],                 \
+#define COMBO_IN(n, list, d) {.name = (n), .type = "COMBO", .options = (list), .def_str = (d),                 \
                            .model_kind = KILN_NO_MODEL_KIND}
 #define MODEL_IN(n, kind) {.name = (n), .type = "COMBO", .model_kind = (kind)}
 
 static const kiln_node_class classes[] = {
     {.name = "UNETLoader", .display_name = "Load Diffusion Model", .category = "advanced/loaders",
      .description = "Names the FLUX.2 diffusion model file (diffusion_models/ or unet/).",
-     .inputs = {MODEL_IN("unet_name", KILN_MODELS_DIFFUSION), COMBO_IN("weight_dtype", weight_dtypes)},
+     .inputs = {MODEL_IN("unet_name", KILN_MODELS_DIFFUSION), COMBO_IN("weight_dtype", weight_dtypes, "default")},
      .outputs = {"MODEL"}, .output_names = {"MODEL"}, .eval = kiln_node_unet_loader},
     {.name = "CLIPLoader", .display_name = "Load CLIP", .category = "advanced/loaders",
      .description = "Names the Qwen3 text encoder file (text_encoders/ or clip/).",
-     .inputs = {MODEL_IN("clip_name", KILN_MODELS_TEXT_ENCODER), COMBO_IN("type", clip_types),
+     .inputs = {MODEL_IN("clip_name", KILN_MODELS_TEXT_ENCODER), COMBO_IN("type", clip_types, "flux2"),
                 {.name = "device", .type = "COMBO", .optional = true, .options = devices, .def_str = "default",
                  .model_kind = KILN_NO_MODEL_KIND}},
      .outputs = {"CLIP"}, .output_names = {"CLIP"}, .eval = kiln_node_clip_loader},
@@ -62,7 +62,7 @@ static const kiln_node_class classes[] = {
      .outputs = {"NOISE"}, .output_names = {"NOISE"}, .eval = kiln_node_random_noise},
     {.name = "KSamplerSelect", .display_name = "KSamplerSelect", .category = "sampling/custom_sampling/samplers",
      .description = "The sampler; kiln implements the Euler flow-matching sampler.",
-     .inputs = {COMBO_IN("sampler_name", samplers)},
+     .inputs = {COMBO_IN("sampler_name", samplers, "euler")},
      .outputs = {"SAMPLER"}, .output_names = {"SAMPLER"}, .eval = kiln_node_ksampler_select},
     {.name = "Flux2Scheduler", .display_name = "Flux2Scheduler", .category = "sampling/custom_sampling/schedulers",
      .description = "The FLUX.2 empirical-mu sigma schedule for a number of steps at an image size.",
@@ -84,8 +84,8 @@ static const kiln_node_class classes[] = {
     {.name = "KSampler", .display_name = "KSampler", .category = "sampling",
      .description = "The plain sampler node: seed, steps, cfg, sampler and scheduler in one.",
      .inputs = {LINK("model", "MODEL"), INT_IN("seed", 0, SEED_MAX, 1, 0), INT_IN("steps", 1, 4096, 1, 20),
-                FLOAT_IN("cfg", 0.0, 100.0, 0.1, 8.0), COMBO_IN("sampler_name", samplers),
-                COMBO_IN("scheduler", schedulers), LINK("positive", "CONDITIONING"),
+                FLOAT_IN("cfg", 0.0, 100.0, 0.1, 8.0), COMBO_IN("sampler_name", samplers, "euler"),
+                COMBO_IN("scheduler", schedulers, "simple"), LINK("positive", "CONDITIONING"),
                 LINK("negative", "CONDITIONING"), LINK("latent_image", "LATENT"),
                 FLOAT_IN("denoise", 0.0, 1.0, 0.01, 1.0)},
      .outputs = {"LATENT"}, .output_names = {"LATENT"}, .eval = kiln_node_ksampler},

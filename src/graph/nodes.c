@@ -14,7 +14,7 @@
 #include "base/clock.h"
 #include "graph/exec.h"
 #include "graph/pixelize.h"
-#include "graph/png_write.h"
+#include "io/image_png.h"
 
 void kiln_value_clear(kiln_value *v) {
     if (!v) return;
@@ -301,8 +301,8 @@ int kiln_node_save_image(kiln_exec *ex, const char *id, kiln_value *const *in, k
         json_object_foreach(ex->env->extra_pnginfo, key, val) {
             if (nt >= 4) break;
             extra_txt[nt - 1] = json_dumps(val, JSON_COMPACT | JSON_ENCODE_ANY);
-            texts[nt].keyword = key;
-            texts[nt].text = extra_txt[nt - 1];
+            texts[nt].key = key;
+            texts[nt].value = extra_txt[nt - 1];
             nt++;
         }
     }
@@ -311,9 +311,10 @@ int kiln_node_save_image(kiln_exec *ex, const char *id, kiln_value *const *in, k
     size_t one = (size_t)img->width * (size_t)img->height * 3;
     int counter = next_counter(dir, name);
     for (int i = 0; i < img->n_images && s == KILN_OK; i++) {
-        void *png = NULL;
+        uint8_t *png = NULL;
         size_t len = 0;
-        s = kiln_png_encode(img->pixels + one * (size_t)i, img->width, img->height, texts, nt, &png, &len, ex->err);
+        s = kiln_png_encode(img->pixels + one * (size_t)i, img->width, img->height, texts, (size_t)nt, &png, &len,
+                            ex->err);
         if (s != KILN_OK) break;
         int fd = -1;
         char file[300], path[4400];
@@ -328,7 +329,7 @@ int kiln_node_save_image(kiln_exec *ex, const char *id, kiln_value *const *in, k
         } else {
             size_t off = 0;
             while (off < len) {
-                ssize_t w = write(fd, (const char *)png + off, len - off);
+                ssize_t w = write(fd, png + off, len - off);
                 if (w < 0 && errno == EINTR) continue;
                 if (w <= 0) break;
                 off += (size_t)w;
@@ -341,7 +342,7 @@ int kiln_node_save_image(kiln_exec *ex, const char *id, kiln_value *const *in, k
                                                         "type", "output"));
             }
         }
-        free(png);
+        kiln_free(png);
     }
     free(prompt_txt);
     for (int k = 0; k < 3; k++) free(extra_txt[k]);

@@ -101,5 +101,8 @@ kiln_status kiln_st_writer_finish(kiln_st_writer *w, kiln_err *err);
 void kiln_st_writer_abort(kiln_st_writer *w);
 /* Total data bytes the header declares (sum of all tensors' sizes). */
 uint64_t kiln_st_writer_data_bytes(const kiln_st_writer *w);
+/* Advances over bytes of data without writing them, leaving a hole (a sparse file: reads give zeros, the
+ * disk holds nothing). For tests and layout checks of full-size checkpoints. KILN_E_INVALID past the end. */
+kiln_status kiln_st_writer_skip(kiln_st_writer *w, uint64_t bytes, kiln_err *err);
 
 #endif

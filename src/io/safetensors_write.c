@@ -176,6 +176,17 @@ kiln_status kiln_st_writer_write(kiln_st_writer *w, const void *data, size_t byt
 
 uint64_t kiln_st_writer_data_bytes(const kiln_st_writer *w) { return w->expected; }
 
+kiln_status kiln_st_writer_skip(kiln_st_writer *w, uint64_t bytes, kiln_err *err) {
+    if (bytes > w->expected - w->written)
+        return KILN_FAIL(err, KILN_E_INVALID, "%s: skipping %llu bytes would pass the end", w->path,
+                         (unsigned long long)bytes);
+    off_t end = lseek(w->fd, 0, SEEK_CUR);
+    if (end < 0 || lseek(w->fd, (off_t)bytes, SEEK_CUR) < 0 || ftruncate(w->fd, end + (off_t)bytes) != 0)
+        return KILN_FAIL(err, KILN_E_IO, "%s: cannot extend: %s", w->tmp, strerror(errno));
+    w->written += bytes;
+    return KILN_OK;
+}
+
 kiln_status kiln_st_writer_finish(kiln_st_writer *w, kiln_err *err) {
     kiln_status s = KILN_OK;
     if (w->written != w->expected) {

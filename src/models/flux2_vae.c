@@ -136,3 +136,82 @@ done:
     if (abuf) op->free(be, abuf);
     return s;
 }
+
+/* Largest C*H*W of the encoder path for an H x W image. */
+static size_t enc_max_act(const kiln_flux2_vae *m, int h, int w) {
+    size_t c = (size_t)m->enc_in_w.shape[0], best = (size_t)3 * h * w;
+    if (c * h * w > best) best = c * h * w;
+    for (int i = 0; i < m->n_down; i++) {
+        const kiln_vae_up_level *L = &m->down[i];
+        for (int j = 0; j < L->n_res; j++) {
+            size_t cc = (size_t)(L->res[j].cin > L->res[j].cout ? L->res[j].cin : L->res[j].cout);
+            if (cc * h * w > best) best = cc * h * w;
+            c = (size_t)L->res[j].cout;
+        }
+        if (L->upsample) {
+            h /= 2;
+            w /= 2;
+        }
+    }
+    if ((size_t)2 * m->z_ch * h * w > best) best = (size_t)2 * m->z_ch * h * w;
+    return best;
+}
+
+kiln_status kiln_flux2_vae_encode(const kiln_flux2_vae *m, kiln_backend *be, const float *img, int H, int W,
+                                  float *mean, kiln_err *err) {
+    if (!m->has_encoder) return KILN_FAIL(err, KILN_E_UNSUPPORTED, "VAE: this file has no encoder weights");
+    if (H <= 0 || W <= 0 || H % 8 || W % 8)
+        return KILN_FAIL(err, KILN_E_INVALID, "VAE encode: image %dx%d is not a multiple of 8", W, H);
+    const kiln_ops *op = be->ops;
+    int h = H, w = W, c = (int)m->enc_in_w.shape[0];
+    size_t big = enc_max_act(m, H, W), cmid = (size_t)m->enc_mid_res[0].cin;
+    float *x = op->alloc(be, big * 4), *t1 = op->alloc(be, big * 4), *t2 = op->alloc(be, big * 4);
+    float *abuf = op->alloc(be, 4 * cmid * (size_t)(H / 8) * (size_t)(W / 8) * 4 + 64);
+    kiln_status s = KILN_OK;
+    if (!x || !t1 || !t2 || !abuf) {
+        s = KILN_FAIL(err, KILN_E_NOMEM, "VAE encode: out of memory for a %dx%d image", W, H);
+        goto done;
+    }
+    {
+        kiln_tensor IN = kiln_f32_4d((float *)img, 1, 3, h, w), X = kiln_f32_4d(x, 1, c, h, w);
+        if ((s = op->conv2d(be, &X, &IN, &m->enc_in_w, &m->enc_in_b, 1, 1, 1, err))) goto done;
+        /* down levels, finest first: ResNets, then a stride-2 conv padded only right/bottom */
+        for (int i = 0; i < m->n_down; i++) {
+            const kiln_vae_up_level *L = &m->down[i];
+            for (int j = 0; j < L->n_res; j++) {
+                if ((s = resnet(m, be, &L->res[j], x, t1, t2, h, w, err))) goto done;
+                c = L->res[j].cout;
+            }
+            if (L->upsample) {
+                kiln_tensor Xs = kiln_f32_4d(x, 1, c, h, w), D = kiln_f32_4d(t1, 1, c, h / 2, w / 2);
+                if ((s = op->conv2d(be, &D, &Xs, &L->up_w, &L->up_b, 2, 0, 1, err))) goto done;
+                h /= 2;
+                w /= 2;
+                kiln_tensor Xd = kiln_f32_4d(x, 1, c, h, w);
+                if ((s = op->copy(be, &Xd, &D, err))) goto done;
+            }
+        }
+        /* mid: ResNet, attention, ResNet; then GroupNorm, SiLU, conv_out, quant_conv */
+        if ((s = resnet(m, be, &m->enc_mid_res[0], x, t1, t2, h, w, err))) goto done;
+        if ((s = attn(m, be, &m->enc_mid_attn, x, t1, abuf, h, w, err))) goto done;
+        if ((s = resnet(m, be, &m->enc_mid_res[1], x, t1, t2, h, w, err))) goto done;
+        int z2 = 2 * m->z_ch;
+        kiln_tensor Xf = kiln_f32_4d(x, 1, c, h, w), Nf = kiln_f32_4d(t1, 1, c, h, w);
+        kiln_tensor O = kiln_f32_4d(t2, 1, z2, h, w), Q = kiln_f32_4d(x, 1, z2, h, w);
+        kiln_tensor qcw = kiln_tensor_make(m->qc_w.data, m->qc_w.dtype, 4, (int64_t[]){z2, z2, 1, 1});
+        if ((s = op->group_norm(be, &Nf, &Xf, m->groups, &m->enc_norm_g, &m->enc_norm_b, m->gn_eps, true, err)))
+            goto done;
+        if ((s = op->conv2d(be, &O, &Nf, &m->enc_out_w, &m->enc_out_b, 1, 1, 1, err))) goto done;
+        if ((s = op->conv2d(be, &Q, &O, &qcw, &m->qc_b, 1, 0, 0, err))) goto done;
+        /* the posterior mean is the first z channels (NCHW: a contiguous prefix) */
+        kiln_tensor MEAN = kiln_f32_2d(mean, 1, (int64_t)m->z_ch * h * w), QM = kiln_f32_2d(x, 1, (int64_t)m->z_ch * h * w);
+        if ((s = op->copy(be, &MEAN, &QM, err))) goto done;
+        s = op->sync(be, err);
+    }
+done:
+    if (x) op->free(be, x);
+    if (t1) op->free(be, t1);
+    if (t2) op->free(be, t2);
+    if (abuf) op->free(be, abuf);
+    return s;
+}

@@ -66,6 +66,19 @@ typedef struct kiln_flux2_vae {
     kiln_tensor conv_out_w;   /* [3, C0, 3, 3] */
     kiln_tensor conv_out_b;
     kiln_tensor bn_mean, bn_var; /* f32 [4 z_ch] running statistics of the patchified latent */
+
+    /* Encoder (image editing / img2img; spec 3.3). Optional: has_encoder is false for decoder-only files. */
+    bool has_encoder;
+    int n_down;                  /* levels, finest first */
+    kiln_tensor enc_in_w;        /* [C0, 3, 3, 3] */
+    kiln_tensor enc_in_b;
+    kiln_vae_up_level down[KILN_VAE_MAX_LEVELS]; /* .upsample = "downsamples after this level" (stride 2) */
+    kiln_vae_resnet enc_mid_res[2];
+    kiln_vae_attn enc_mid_attn;
+    kiln_tensor enc_norm_g, enc_norm_b; /* f32 [Cmid] */
+    kiln_tensor enc_out_w;       /* [2 z, Cmid, 3, 3] (mean | logvar) */
+    kiln_tensor enc_out_b;
+    kiln_tensor qc_w, qc_b;      /* quant_conv [2z, 2z] (1x1), f32 [2z] */
     kiln_wset ws;
 } kiln_flux2_vae;
 
@@ -78,6 +91,11 @@ size_t kiln_flux2_vae_workspace(const kiln_flux2_vae *m, int h, int w);
 /* z [z_ch, h, w] -> img [3, H, W] with H = h * 2^(levels that upsample). Backend memory both. */
 kiln_status kiln_flux2_vae_decode(const kiln_flux2_vae *m, kiln_backend *be, const float *z, int h, int w,
                                   float *img, kiln_err *err);
+/* img [3, H, W] in [-1, 1] -> mean [z_ch, H/8, W/8] (the posterior mean: the references' "argmax").
+ * KILN_E_UNSUPPORTED when the file has no encoder; H and W multiples of 8. */
+kiln_status kiln_flux2_vae_encode(const kiln_flux2_vae *m, kiln_backend *be, const float *img, int H, int W,
+                                  float *mean, kiln_err *err);
+
 /* The decoder's upscale factor (8 for FLUX.2). */
 int kiln_flux2_vae_scale(const kiln_flux2_vae *m);
 

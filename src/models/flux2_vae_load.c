@@ -26,8 +26,9 @@ static kiln_status load_resnet(kiln_wset *ws, const char *pre, bool bfl, int cin
     return KILN_OK;
 }
 
-static kiln_status load_attn(kiln_wset *ws, bool bfl, int c, kiln_vae_attn *a) {
-    const char *pre = bfl ? "decoder.mid.attn_1" : "decoder.mid_block.attentions.0";
+static kiln_status load_attn(kiln_wset *ws, bool bfl, const char *part, int c, kiln_vae_attn *a) {
+    char pre[64];
+    snprintf(pre, sizeof pre, bfl ? "%s.mid.attn_1" : "%s.mid_block.attentions.0", part);
     const char *n = bfl ? "norm" : "group_norm";
     const char *q = bfl ? "q" : "to_q", *k = bfl ? "k" : "to_k", *v = bfl ? "v" : "to_v";
     const char *o = bfl ? "proj_out" : "to_out.0";
@@ -70,7 +71,7 @@ static kiln_status load_all(kiln_flux2_vae *m, kiln_err *err) {
         else snprintf(pre, sizeof pre, "decoder.mid_block.resnets.%d", i);
         KILN_TRY(load_resnet(ws, pre, bfl, cmid, cmid, &m->mid_res[i]));
     }
-    KILN_TRY(load_attn(ws, bfl, cmid, &m->mid_attn));
+    KILN_TRY(load_attn(ws, bfl, "decoder", cmid, &m->mid_attn));
     int n = 0;
     while (n < KILN_VAE_MAX_LEVELS + 1 && (bfl ? kiln_w_has(ws, "decoder.up.%d.block.0.conv1.weight", n)
                                                : kiln_w_has(ws, "decoder.up_blocks.%d.resnets.0.conv1.weight", n)))
@@ -111,11 +112,67 @@ static kiln_status load_all(kiln_flux2_vae *m, kiln_err *err) {
     return KILN_OK;
 }
 
+/* The encoder, when the file has one (spec 3.3; names as the decoder's, "down" for "up"). */
+static kiln_status load_encoder(kiln_flux2_vae *m, kiln_err *err) {
+    kiln_wset *ws = &m->ws;
+    bool bfl = m->bfl_names;
+    m->has_encoder = kiln_w_has(ws, "encoder.conv_in.weight");
+    if (!m->has_encoder) return KILN_OK;
+    KILN_TRY(kiln_w_conv(ws, &m->enc_in_w, -1, 3, 3, "encoder.conv_in.weight"));
+    int c = (int)m->enc_in_w.shape[0];
+    KILN_TRY(kiln_w_vec(ws, &m->enc_in_b, c, "encoder.conv_in.bias"));
+    int n = 0;
+    while (n < KILN_VAE_MAX_LEVELS + 1 && (bfl ? kiln_w_has(ws, "encoder.down.%d.block.0.conv1.weight", n)
+                                               : kiln_w_has(ws, "encoder.down_blocks.%d.resnets.0.conv1.weight", n)))
+        n++;
+    if (n == 0 || n > KILN_VAE_MAX_LEVELS)
+        return KILN_FAIL(err, KILN_E_FORMAT, "VAE: %d encoder levels (expected 1..%d)", n, KILN_VAE_MAX_LEVELS);
+    m->n_down = n;
+    for (int i = 0; i < n; i++) {
+        kiln_vae_up_level *L = &m->down[i];
+        char pre[128];
+        for (int j = 0; j <= KILN_VAE_MAX_RES; j++) {
+            if (bfl) snprintf(pre, sizeof pre, "encoder.down.%d.block.%d", i, j);
+            else snprintf(pre, sizeof pre, "encoder.down_blocks.%d.resnets.%d", i, j);
+            if (!kiln_w_has(ws, "%s.conv1.weight", pre)) break;
+            if (j == KILN_VAE_MAX_RES)
+                return KILN_FAIL(err, KILN_E_FORMAT, "VAE: more than %d ResNets in encoder level %d", KILN_VAE_MAX_RES, i);
+            KILN_TRY(load_resnet(ws, pre, bfl, c, -1, &L->res[j]));
+            c = L->res[j].cout;
+            L->n_res = j + 1;
+        }
+        if (bfl) snprintf(pre, sizeof pre, "encoder.down.%d.downsample.conv", i);
+        else snprintf(pre, sizeof pre, "encoder.down_blocks.%d.downsamplers.0.conv", i);
+        L->upsample = kiln_w_has(ws, "%s.weight", pre);
+        if (L->upsample) {
+            KILN_TRY(kiln_w_conv(ws, &L->up_w, c, c, 3, "%s.weight", pre));
+            KILN_TRY(kiln_w_vec(ws, &L->up_b, c, "%s.bias", pre));
+        }
+    }
+    for (int i = 0; i < 2; i++) {
+        char pre[128];
+        if (bfl) snprintf(pre, sizeof pre, "encoder.mid.block_%d", i + 1);
+        else snprintf(pre, sizeof pre, "encoder.mid_block.resnets.%d", i);
+        KILN_TRY(load_resnet(ws, pre, bfl, c, c, &m->enc_mid_res[i]));
+    }
+    KILN_TRY(load_attn(ws, bfl, "encoder", c, &m->enc_mid_attn));
+    const char *no = bfl ? "encoder.norm_out" : "encoder.conv_norm_out";
+    KILN_TRY(kiln_w_vec(ws, &m->enc_norm_g, c, "%s.weight", no));
+    KILN_TRY(kiln_w_vec(ws, &m->enc_norm_b, c, "%s.bias", no));
+    KILN_TRY(kiln_w_conv(ws, &m->enc_out_w, 2 * m->z_ch, c, 3, "encoder.conv_out.weight"));
+    KILN_TRY(kiln_w_vec(ws, &m->enc_out_b, 2 * m->z_ch, "encoder.conv_out.bias"));
+    const char *qc = bfl ? "encoder.quant_conv" : "quant_conv";
+    KILN_TRY(kiln_w_mat(ws, &m->qc_w, 2 * m->z_ch, 2 * m->z_ch, "%s.weight", qc));
+    KILN_TRY(kiln_w_vec(ws, &m->qc_b, 2 * m->z_ch, "%s.bias", qc));
+    return KILN_OK;
+}
+
 kiln_status kiln_flux2_vae_load(const kiln_st_file *ck, kiln_flux2_vae **out, kiln_err *err) {
     kiln_flux2_vae *m = kiln_calloc(1, sizeof *m);
     if (!m) return KILN_FAIL(err, KILN_E_NOMEM, "VAE: out of memory");
     kiln_wset_init(&m->ws, ck, "VAE", err);
     kiln_status s = load_all(m, err);
+    if (s == KILN_OK) s = load_encoder(m, err);
     if (s != KILN_OK) {
         kiln_flux2_vae_free(m);
         return s;

@@ -41,7 +41,7 @@ typedef struct run {
     float *feat;          /* backend [Bd * L, ctx] */
     float *x, *xin, *v;   /* backend latents: [B*N, 128], [Bd*N, 128], [Bd*N, 128] */
     float *tmp;           /* backend [B*N, 128] */
-    double *sigmas;
+    float *sigmas;
     kiln_flux2_dit_ws *ws;
     kiln_trace_fn trace;  /* tests only (trace.h); host pointers, CPU backend */
     void *trace_ctx;
@@ -236,7 +236,7 @@ static kiln_status denoise(run *r, kiln_err *err) {
     double loop_t0 = kiln_clock_s();
     for (int k = 0; k < r->steps; k++) {
         double st0 = kiln_clock_s();
-        float t = kiln_flux2_timestep_value((float)r->sigmas[k]);
+        float t = kiln_flux2_timestep_value(r->sigmas[k]);
         const float *xin = r->x;
         if (r->base) {
             kiln_tensor XA = kiln_f32_2d(r->xin, BN, 128), XB = kiln_f32_2d(r->xin + BN * 128, BN, 128);
@@ -264,7 +264,7 @@ static kiln_status denoise(run *r, kiln_err *err) {
             KILN_TRY(op->add(be, &V, &VU, &T, err));
         }
         /* Euler: x += (sigma_next - sigma) * v, with f32 sigmas */
-        float dt = (float)r->sigmas[k + 1] - (float)r->sigmas[k];
+        float dt = r->sigmas[k + 1] - r->sigmas[k];
         KILN_TRY(op->scale_shift(be, &T, &V, dt, 0.0f, err));
         KILN_TRY(op->add(be, &X, &X, &T, err));
         KILN_TRY(op->sync(be, err));
@@ -316,12 +316,16 @@ static kiln_status decode(run *r, kiln_err *err) {
         kiln_image_from_vae(pix, H, W, im->pixels);
         if (r->trace) {
             size_t np = (size_t)H * W;
-            for (size_t p = 0; p < np; p++) /* [3, H, W] in [-1, 1] -> [H, W, 3] in [0, 1], as diffusers' np output */
-                for (int c = 0; c < 3; c++) {
-                    float v = pix[c * np + p] / 2.0f + 0.5f;
-                    z[p * 3 + c] = v < 0 ? 0 : v > 1 ? 1 : v;
-                }
-            trace(r, "image_float.image", z, np * 3);
+            float *hwc = kiln_malloc(np * 3 * sizeof(float));
+            if (hwc) {
+                for (size_t p = 0; p < np; p++) /* [3,H,W] in [-1,1] -> [H,W,3] in [0,1], as diffusers' np output */
+                    for (int c = 0; c < 3; c++) {
+                        float v = pix[c * np + p] / 2.0f + 0.5f;
+                        hwc[p * 3 + c] = v < 0 ? 0 : v > 1 ? 1 : v;
+                    }
+                trace(r, "image_float.image", hwc, np * 3);
+                kiln_free(hwc);
+            }
         }
         r->res->n_images = i + 1;
     }
@@ -408,12 +412,8 @@ kiln_status kiln_generate_traced(kiln_engine *e, const kiln_request *req, kiln_t
     r.res->n_steps = r.steps;
     STAGE(KILN_STAGE_TEXT_ENCODING, encode_text(&r, err));
     STAGE(KILN_STAGE_LATENT_PREPARATION, prepare_latents(&r, err));
-    STAGE(KILN_STAGE_TIMESTEP_PREPARATION, (kiln_flux2_schedule(r.steps, r.N, r.sigmas), KILN_OK));
-    if (r.trace) {
-        float fs[MAX_STEPS + 1];
-        for (int k = 0; k <= r.steps; k++) fs[k] = (float)r.sigmas[k];
-        trace(&r, "sigmas", fs, (size_t)r.steps + 1);
-    }
+    STAGE(KILN_STAGE_TIMESTEP_PREPARATION, (kiln_flux2_schedule_f32(r.steps, r.N, r.sigmas), KILN_OK));
+    trace(&r, "sigmas", r.sigmas, (size_t)r.steps + 1);
     r.res->sigmas_first = r.sigmas[0];
     r.res->sigmas_last_nonzero = r.sigmas[r.steps - 1];
     STAGE(KILN_STAGE_DENOISING, denoise(&r, err));

@@ -31,6 +31,20 @@ void kiln_flux2_schedule(int n_steps, long n_tokens, double *sigmas) {
     sigmas[n_steps] = 0.0;
 }
 
+void kiln_flux2_schedule_f32(int n_steps, long n_tokens, float *sigmas) {
+    float em = (float)exp(kiln_flux2_empirical_mu(n_steps, n_tokens));
+    for (int k = 0; k < n_steps; k++) {
+        /* np.linspace(1.0, 1/n, n): start + k * step, step = (stop - start) / (n - 1), in double */
+        double lin = n_steps == 1 ? 1.0 : 1.0 + k * ((1.0 / n_steps - 1.0) / (n_steps - 1));
+        if (k == n_steps - 1 && n_steps > 1) lin = 1.0 / n_steps; /* numpy sets the endpoint exactly */
+        float t = (float)lin;
+        float inv = 1.0f / t;
+        float d = inv - 1.0f;
+        sigmas[k] = em / (em + d);
+    }
+    sigmas[n_steps] = 0.0f;
+}
+
 void kiln_euler_step(float *x, const float *v, size_t n, double sigma, double sigma_next) {
     float dt = (float)sigma_next - (float)sigma;
     for (size_t i = 0; i < n; i++) x[i] += dt * v[i];

@@ -19,6 +19,12 @@ double kiln_flux2_empirical_mu(int n_steps, long n_tokens);
  * n_steps >= 1 (callers validate); sigmas must hold n_steps + 1 values. */
 void kiln_flux2_schedule(int n_steps, long n_tokens, double *sigmas);
 
+/* The same schedule rounded the way the diffusers pipeline computes it, which is what the references
+ * run: t_k = f32(linspace(1, 1/n, n) in double), then e^mu / (e^mu + (1/t_k - 1)) evaluated in f32
+ * (numpy float32 arithmetic with e^mu rounded to f32); sigmas[n] = 0. Differs from the double schedule
+ * by at most 1 ulp, but the DiT sees 1000 sigma, so the last step's velocity notices. */
+void kiln_flux2_schedule_f32(int n_steps, long n_tokens, float *sigmas);
+
 /* x += (sigma_next - sigma) * v over n floats (rectified-flow Euler, f32 like the references). */
 void kiln_euler_step(float *x, const float *v, size_t n, double sigma, double sigma_next);
 

@@ -12,8 +12,9 @@
  *   "step<k>.velocity"        [B, N, 128]       the DiT output (base: the conditional one, before CFG)
  *   "step<k>.velocity_uncond" [B, N, 128]       (base)
  *   "step<k>.latents"         [B, N, 128]       after the Euler update
- *   "latent"                  [B, z, 2h, 2w]    de-normalised, unpatchified (the VAE's input)
- *   "image_float"             [B, H, W, 3]      clamp(x/2 + 0.5, 0, 1)
+ *   "latent.image"            [z, 2h, 2w]       per image, in batch order: de-normalised, unpatchified
+ *                                               (the VAE's input; the golden's "latent" is all B of them)
+ *   "image_float.image"       [H, W, 3]         per image: clamp(x/2 + 0.5, 0, 1) (golden "image_float")
  */
 #ifndef KILN_PIPELINE_TRACE_H
 #define KILN_PIPELINE_TRACE_H

@@ -82,7 +82,7 @@ enum MHD_Result kiln_reply_openai_error(kiln_req *r, unsigned status, const char
 }
 
 json_t *kiln_req_json(kiln_req *r, bool openai_shape, enum MHD_Result *replied) {
-    json_error_t e;
+    json_error_t e = {0};
     json_t *j = r->body ? json_loadb(r->body, r->body_len, JSON_REJECT_DUPLICATES, &e) : NULL;
     if (!j || !json_is_object(j)) {
         char msg[300];

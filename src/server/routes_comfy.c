@@ -81,6 +81,10 @@ static enum MHD_Result post_prompt(kiln_req *r) {
     json_t *prompt = json_object_get(body, "prompt");
     json_t *cid = json_object_get(body, "client_id"), *pid = json_object_get(body, "prompt_id");
     json_t *extra = json_object_get(body, "extra_data");
+    /* null means absent, as in ComfyUI */
+    if (json_is_null(cid)) cid = NULL;
+    if (json_is_null(pid)) pid = NULL;
+    if (json_is_null(extra)) extra = NULL;
     if (!prompt) {
         json_decref(body);
         return kiln_reply_comfy_error(r, 400, "no_prompt", "No prompt provided", "");

@@ -6,6 +6,7 @@
  * nothing that matters). Senders (the worker) write whole frames under the client's send lock with a send
  * time-out, so a stalled client is dropped instead of stalling the queue. */
 #include <errno.h>
+#include <fcntl.h>
 #include <openssl/evp.h>
 #include <openssl/sha.h>
 #include <poll.h>
@@ -206,6 +207,10 @@ static void on_upgrade(void *cls, struct MHD_Connection *conn, void *con_cls, co
         c->urh = urh;
         snprintf(c->client_id, sizeof c->client_id, "%s", uc->client_id);
         pthread_mutex_init(&c->send_mu, NULL);
+        /* libmicrohttpd hands the socket over non-blocking; the reader loop and the senders want it blocking,
+         * with a send time-out so a client that stops reading cannot stall the worker */
+        int fl = fcntl(sock, F_GETFL);
+        if (fl >= 0) fcntl(sock, F_SETFL, fl & ~O_NONBLOCK);
         struct timeval tv = {.tv_sec = 10};
         setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
         pthread_mutex_lock(&h->mu);

@@ -45,6 +45,12 @@ void kiln_f32_to_e4m3_n(uint8_t *dst, const float *src, size_t n);
 void kiln_e5m2_to_f32_n(float *dst, const uint8_t *src, size_t n);
 void kiln_f32_to_e5m2_n(uint8_t *dst, const float *src, size_t n);
 
+/* Like kiln_bf16_to_f32_n with non-temporal (cache-bypassing) stores: for outputs much bigger than the
+ * caches, it saves the read-for-ownership of every destination line. kiln_convert switches to it by itself
+ * for bf16 -> f32 outputs of KILN_CONVERT_STREAM_BYTES or more. Same results bit for bit. */
+void kiln_bf16_to_f32_stream_n(float *dst, const uint16_t *src, size_t n);
+#define KILN_CONVERT_STREAM_BYTES ((size_t)64 << 20)
+
 /* Which implementation the bulk loops use. */
 typedef enum kiln_isa { KILN_ISA_SCALAR = 0, KILN_ISA_AVX2, KILN_ISA_AVX512, KILN_ISA_COUNT } kiln_isa;
 const char *kiln_isa_name(kiln_isa isa);

@@ -57,7 +57,7 @@ static void sb_ranges(strbuf *b, const kiln_cp_range *r, size_t n) {
     }
 }
 
-static kiln_status translate_pattern(const char *in, char **out, kiln_err *err) {
+kiln_status kiln_pretok_translate(const char *in, char **out, kiln_err *err) {
     strbuf b = {0};
     bool in_class = false;
     *out = NULL;
@@ -118,7 +118,7 @@ kiln_status kiln_pretok_compile(kiln_tokenizer *tok, const char *file_pattern, k
     int ec;
     PCRE2_SIZE eo;
     char *pattern;
-    KILN_TRY(translate_pattern(file_pattern, &pattern, err));
+    KILN_TRY(kiln_pretok_translate(file_pattern, &pattern, err));
     pcre2_code *re = pcre2_compile((PCRE2_SPTR)pattern, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &ec, &eo, NULL);
     log_debug("pre-tokenizer regex for PCRE2: %s", pattern);
     kiln_free(pattern);

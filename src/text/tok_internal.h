@@ -117,6 +117,8 @@ kiln_status kiln_bpe_word(const kiln_tokenizer *tok, const char *word, size_t le
 kiln_status kiln_bpe_cache_init(kiln_bpe_cache *c, size_t slots, kiln_err *err);
 void kiln_bpe_cache_free(kiln_bpe_cache *c);
 
+/* pretok.c: rewrites an Oniguruma pattern for PCRE2 (see pretok.c); *out is kiln_malloc'd. */
+kiln_status kiln_pretok_translate(const char *pattern, char **out, kiln_err *err);
 /* pretok.c: compiles the Split regex; splits normalised text and BPE-encodes every piece. */
 kiln_status kiln_pretok_compile(kiln_tokenizer *tok, const char *pattern, kiln_err *err);
 void kiln_pretok_free(kiln_tokenizer *tok);

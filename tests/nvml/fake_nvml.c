@@ -70,6 +70,7 @@ EXPORT int nvmlDeviceGetHandleByIndex_v2(unsigned i, dev_t_ *d);
 EXPORT int nvmlDeviceGetUUID(dev_t_ d, char *buf, unsigned len);
 EXPORT int nvmlDeviceGetName(dev_t_ d, char *buf, unsigned len);
 EXPORT int nvmlSystemGetDriverVersion(char *buf, unsigned len);
+EXPORT int nvmlDeviceGetPciInfo_v3(dev_t_ d, void *pci);
 EXPORT int nvmlDeviceGetPowerUsage(dev_t_ d, unsigned *mw);
 EXPORT int nvmlDeviceGetMemoryInfo(dev_t_ d, void *m);
 EXPORT int nvmlDeviceGetTemperature(dev_t_ d, int sensor, unsigned *t);
@@ -108,6 +109,11 @@ int nvmlDeviceGetUUID(dev_t_ d, char *buf, unsigned len) {
 }
 int nvmlDeviceGetName(dev_t_ d, char *buf, unsigned len) { strncpy(buf, "Fake GPU 24 GB", len); return 0; }
 int nvmlSystemGetDriverVersion(char *buf, unsigned len) { strncpy(buf, "999.1.2", len); return 0; }
+int nvmlDeviceGetPciInfo_v3(dev_t_ d, void *pci) {
+    memset(pci, 0, 68);
+    memcpy((char *)pci + 36, "00000000:01:00.0", 17); /* busId[32] after busIdLegacy[16] and five unsigneds */
+    return 0;
+}
 int nvmlDeviceGetPowerUsage(dev_t_ d, unsigned *mw) {
     fake_nvml_set("calls_power", get("calls_power") + 1);
     return answer_u("power_mw", mw);

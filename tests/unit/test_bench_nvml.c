@@ -79,6 +79,7 @@ static void test_full_driver_sample_limits_processes(void) {
     kiln_nvml_dev dev;
     CHECK_EQ_INT(kiln_nvml_device(nv, 0, &dev, &err), KILN_OK);
     CHECK_EQ_STR(dev.uuid, "GPU-00000000-fake-4000-8000-000000000001");
+    CHECK_EQ_STR(dev.bus_id, "00000000:01:00.0");
     CHECK_EQ_INT(kiln_nvml_device(nv, 1, &dev, &err), KILN_E_DEVICE);
     CHECK_EQ_INT(kiln_nvml_device(nv, 0, &dev, &err), KILN_OK);
     kiln_tsample s;

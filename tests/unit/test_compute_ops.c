@@ -468,6 +468,10 @@ static void test_conv2d(void) {
         check_conv(1, 6, 3, 8, 8, 1, 1, 0, 0, false, true, (kiln_precision)prec);
         check_conv(1, 32, 64, 13, 10, 3, 1, 1, 1, true, true, (kiln_precision)prec); /* AMX-eligible: K 288, N 64 */
         check_conv(1, 64, 32, 9, 9, 1, 1, 0, 0, true, false, (kiln_precision)prec);
+        /* AMX implicit-GEMM shapes (Ci, Co, Wo multiples of 32), incl. asymmetric padding and 1x1 */
+        check_conv(2, 64, 32, 5, 32, 3, 1, 1, 1, true, true, (kiln_precision)prec);
+        check_conv(1, 32, 64, 4, 64, 3, 1, 0, 2, true, false, (kiln_precision)prec);
+        check_conv(1, 32, 64, 3, 64, 1, 1, 0, 0, true, true, (kiln_precision)prec);
     }
     float buf[256] = {0};
     kiln_tensor x = t4(buf, 1, 2, 4, 4), y = t4(buf + 64, 1, 3, 4, 4);

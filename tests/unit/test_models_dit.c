@@ -75,6 +75,40 @@ static void test_diffusers_folder(void) {
                KILN_LAYOUT_DIFFUSERS);
 }
 
+/* The default (fast) precision rounds matmul inputs to bf16: it must land within the bf16 reference's stated
+ * tolerance (dit_bf16: the same forward run by diffusers in bf16). */
+static void test_fast_precision_vs_bf16(void) {
+    kiln_err err = {0};
+    kiln_st_file *ck = NULL;
+    CHECK(kiln_st_open(test_src_path("tests/data/tiny/comfy/flux-2-klein-4b.safetensors"), &ck, &err) == KILN_OK);
+    kiln_flux2_dit *m = NULL;
+    kiln_backend *be = NULL;
+    golden g;
+    if (!ck || kiln_flux2_dit_load(ck, NULL, &m, &err) != KILN_OK || kiln_backend_open_cpu(0, &be, &err) != KILN_OK ||
+        !golden_open(&g, "dit_bf16")) {
+        CHECK_MSG(0, "setup: %s", err.msg);
+        goto out;
+    }
+    be->precision = KILN_PREC_FAST;
+    float *x = golden_f32(&g, "img_tokens", NULL), *txt = golden_f32(&g, "txt_features", NULL);
+    float *ts = golden_f32(&g, "timestep", NULL), *v = calloc(15 * 128, sizeof(float));
+    kiln_flux2_dit_ws *ws = NULL;
+    if (x && txt && ts && kiln_flux2_dit_ws_create(m, be, 1, 512, 3, 5, &ws, &err) == KILN_OK) {
+        CHECK_MSG(kiln_flux2_dit_forward(m, be, ws, x, txt, ts[0] * 1000.0f, v, &err) == KILN_OK, "%s", err.msg);
+        golden_compare(&g, "output", v, 15 * 128, " (fast precision)");
+    }
+    kiln_flux2_dit_ws_free(be, ws);
+    free(x);
+    free(txt);
+    free(ts);
+    free(v);
+    golden_close(&g);
+out:
+    kiln_flux2_dit_free(m);
+    if (be) kiln_backend_close(be);
+    kiln_st_close(ck);
+}
+
 /* Loading a VAE or a text encoder as the DiT gives a clear error, not a crash. */
 static void test_wrong_file(void) {
     kiln_err err = {0};
@@ -90,6 +124,7 @@ static void test_wrong_file(void) {
 int main(void) {
     RUN(test_bfl_single_file);
     RUN(test_diffusers_folder);
+    RUN(test_fast_precision_vs_bf16);
     RUN(test_wrong_file);
     return test_summary();
 }

@@ -27,6 +27,16 @@ static void run_file(const char *path) {
         CHECK_MSG(kiln_flux2_vae_decode(m, be, z, 6, 10, img, &err) == KILN_OK, "%s", err.msg);
         golden_compare(&g, "decode.image", img, 3 * 48 * 80, "");
     }
+    /* encoder: image -> posterior mean */
+    CHECK(m->has_encoder);
+    float *in = golden_f32(&g, "encode.image", NULL), *mean = calloc(32 * 6 * 10, sizeof(float));
+    if (in && m->has_encoder) {
+        CHECK_MSG(kiln_flux2_vae_encode(m, be, in, 48, 80, mean, &err) == KILN_OK, "%s", err.msg);
+        golden_compare(&g, "encode.mean", mean, 32 * 6 * 10, "");
+        CHECK(kiln_flux2_vae_encode(m, be, in, 44, 80, mean, &err) == KILN_E_INVALID);
+    }
+    free(in);
+    free(mean);
     free(z);
     free(img);
     golden_close(&g);

@@ -63,6 +63,15 @@ static void test_golden_schedule(void) {
         for (int k = 0; k < steps; k++) ts[k] = fs[k] * 1000.0f;
         snprintf(key, sizeof key, "sigmas.%s", sizes[i]);
         golden_check(&g, key, fs, (size_t)steps + 1);
+        /* the f32 schedule the pipeline runs is the diffusers one, bit for bit */
+        float f32s[64];
+        kiln_flux2_schedule_f32(steps, n, f32s);
+        size_t gn;
+        float *ref = golden_f32(&g, key, &gn);
+        CHECK(ref && gn == (size_t)steps + 1 && memcmp(ref, f32s, gn * sizeof(float)) == 0);
+        if (ref && memcmp(ref, f32s, gn * sizeof(float)))
+            for (size_t k = 0; k < gn; k++) printf("   %s[%zu] %.9g vs %.9g\n", key, k, f32s[k], ref[k]);
+        free(ref);
         snprintf(key, sizeof key, "mu.%s", sizes[i]);
         golden_check(&g, key, &mu, 1);
         snprintf(key, sizeof key, "timesteps.%s", sizes[i]);

@@ -132,6 +132,8 @@ static void test_every_isa_matches_scalar(void) {
             }
             kiln_bf16_to_f32_n(out, h, (size_t)len);
             for (int i = 0; i < len; i++) bad += !same_f32(out[i], kiln_bf16_to_f32(h[i]));
+            kiln_bf16_to_f32_stream_n(out + 1, h, (size_t)len - 1); /* misaligned start: head loop */
+            for (int i = 0; i < len - 1; i++) bad += !same_f32(out[i + 1], kiln_bf16_to_f32(h[i]));
             kiln_f32_to_f16_n(h2, f, (size_t)len);
             for (int i = 0; i < len; i++) {
                 uint16_t want = kiln_f32_to_f16(f[i]);

@@ -100,9 +100,31 @@ class Golden:
         self.meta[key] = str(value)
 
     def save(self):
-        from safetensors.torch import save_file
-
         os.makedirs(GOLDEN, exist_ok=True)
         path = os.path.join(GOLDEN, self.name + ".safetensors")
-        save_file(self.tensors, path, metadata=self.meta)
+        save_safetensors(self.tensors, path, self.meta)
         return path
+
+
+def save_safetensors(tensors, path, metadata=None):
+    """safetensors.save_file, then the header rewritten with sorted __metadata__ keys: the library writes its
+    metadata map in random (hash) order, which would break bit-for-bit regeneration. Tensor entries and data
+    are untouched; only the header JSON is re-serialised (serde_json's compact form) and re-padded to 8."""
+    import struct
+
+    from safetensors.torch import save_file
+
+    save_file(tensors, path, metadata=metadata)
+    with open(path, "rb") as f:
+        blob = f.read()
+    n = struct.unpack("<Q", blob[:8])[0]
+    header = json.loads(blob[8:8 + n])
+    meta = header.pop("__metadata__", None)
+    out = {}
+    if meta is not None:
+        out["__metadata__"] = dict(sorted(meta.items()))
+    out.update(header)
+    text = json.dumps(out, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + blob[8 + n:])

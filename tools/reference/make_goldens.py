@@ -4,7 +4,7 @@ Every golden is run three times: fp64 (only to measure error), fp32 and bf16 (st
 tolerances come from the fp32-vs-fp64 spread, the bf16 file's from the bf16-vs-fp32 spread (rules in tol32 /
 tol16, written into each file's metadata and into tests/data/golden/README.md).
 
-Usage: make_goldens.py [section ...]   sections: tokens qwen3 dit vae schedule pipeline cfg (default: all)
+Usage: make_goldens.py [section ...]   sections: tokens noise qwen3 dit vae schedule pipeline cfg (default: all)
 """
 import json
 import sys
@@ -309,7 +309,7 @@ def _pipeline_golden(name, desc, prompts, h, w, steps, seed, base=False, guidanc
                                       "steps": steps, "guidance_scale": guidance, "is_distilled": not base},
               inputs=("noise",))
     # uint8 image tolerance: patch the metadata written by save_pair (grey levels).
-    from safetensors.torch import load_file, save_file
+    from safetensors.torch import load_file
 
     for dt in ("f32", "bf16"):
         path = "%s/%s_%s.safetensors" % (common.GOLDEN, name, dt)
@@ -320,7 +320,7 @@ def _pipeline_golden(name, desc, prompts, h, w, steps, seed, base=False, guidanc
         tol, s = u8[(dt, "image_u8")]
         meta["tol.image_u8"] = "%d,0" % tol
         meta["spread.image_u8"] = "%d" % s
-        save_file(load_file(path), path, metadata=meta)
+        common.save_safetensors(load_file(path), path, meta)
 
 
 def sec_pipeline():
@@ -338,7 +338,26 @@ def sec_cfg():
                      [PROMPTS[2]], 48, 80, 2, 305, base=True, guidance=4.0)
 
 
-SECTIONS = {"tokens": sec_tokens, "qwen3": sec_qwen3, "dit": sec_dit, "vae": sec_vae, "schedule": sec_schedule,
+def sec_noise():
+    """What the pipeline draws when given generator=torch.Generator("cpu").manual_seed(seed) instead of
+    latents: diffusers' randn_tensor on the CPU generator (mt19937), in the prompt-embeds dtype. Exact bits:
+    lets kiln reproduce diffusers' seeds if it implements torch's CPU normal sampler (spec 4.3)."""
+    from diffusers.utils.torch_utils import randn_tensor
+
+    g = common.Golden("noise", "f32+bf16", "diffusers randn_tensor(shape, generator=torch.Generator('cpu')"
+                      ".manual_seed(seed), dtype) as Flux2KleinPipeline.prepare_latents draws it; "
+                      "noise.<dtype>.s<seed>.<B>x128x<h>x<w>")
+    for seed in (0, 42, 2026):
+        for shape in ((1, 128, 3, 5), (1, 128, 4, 4), (3, 128, 4, 4), (1, 128, 8, 8)):
+            for name, dt in (("f32", torch.float32), ("bf16", torch.bfloat16)):
+                gen = torch.Generator("cpu").manual_seed(seed)
+                t = randn_tensor(shape, generator=gen, device=torch.device("cpu"), dtype=dt)
+                g.add("noise.%s.s%d.%s" % (name, seed, "x".join(map(str, shape))), t, tol=(0, 0))
+    g.save()
+    print("golden: noise")
+
+
+SECTIONS = {"tokens": sec_tokens, "noise": sec_noise, "qwen3": sec_qwen3, "dit": sec_dit, "vae": sec_vae, "schedule": sec_schedule,
             "pipeline": sec_pipeline, "cfg": sec_cfg}
 
 if __name__ == "__main__":

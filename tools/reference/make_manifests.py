@@ -124,6 +124,29 @@ def _module_order_key(name):
     return (2, 0, name)
 
 
+def write_manifest(name, obj):
+    """Pretty JSON, but one tensor per line: readable diffs, and a tenth of the size of fully indented JSON."""
+    marks = {}
+
+    def mark(o):
+        if isinstance(o, dict) and set(o) == {"name", "dtype", "shape"}:
+            key = "@@T%d@@" % len(marks)
+            marks[key] = json.dumps(o, separators=(", ", ": "))
+            return key
+        if isinstance(o, dict):
+            return {k: mark(v) for k, v in o.items()}
+        if isinstance(o, list):
+            return [mark(v) for v in o]
+        return o
+
+    text = json.dumps(mark(obj), indent=2)
+    for key, val in marks.items():
+        text = text.replace('"%s"' % key, val, 1)
+    with open(os.path.join(OUT, name), "w") as f:
+        f.write(text + "\n")
+    json.loads(text)  # still one valid document
+
+
 def manifest(model, component, layout, source, files, **extra):
     d = {"format": "kiln-manifest/1", "model": model, "component": component, "layout": layout,
          "source": source, "files": files}
@@ -183,10 +206,10 @@ def main():
     check_dit_bfl(b_ts)
     src = "diffusers %s Flux2Transformer2DModel(klein-4B config, spec 1.1) on the meta device" % common.versions()["diffusers"]
     dit_cfg = _config_json(dit)
-    common.write_json(os.path.join(OUT, "flux2-klein-4b.dit.bfl.json"), manifest(
+    write_manifest("flux2-klein-4b.dit.bfl.json", manifest(
         "flux2-klein-4b", "dit", "bfl", src + "; BFL names via tools/reference/layouts.py (fused qkv, "
         "final_layer shift-then-scale)", [{"path": "flux-2-klein-4b.safetensors", "tensors": b_ts}]))
-    common.write_json(os.path.join(OUT, "flux2-klein-4b.dit.diffusers.json"), manifest(
+    write_manifest("flux2-klein-4b.dit.diffusers.json", manifest(
         "flux2-klein-4b", "dit", "diffusers", src,
         [{"path": "diffusion_pytorch_model.safetensors", "metadata": {"format": "pt"}, "tensors": d_ts}],
         extra_files=[{"path": "config.json", "json": dit_cfg}]))
@@ -198,11 +221,11 @@ def main():
     q_ts = tensors(layouts.qwen3_hf_names(q.state_dict()))
     src = "transformers %s Qwen3ForCausalLM(Qwen3-4B config, spec 2.1) on the meta device; tied lm_head not stored" % (
         common.versions()["transformers"])
-    common.write_json(os.path.join(OUT, "qwen3-4b.text_encoder.comfy.json"), manifest(
+    write_manifest("qwen3-4b.text_encoder.comfy.json", manifest(
         "qwen3-4b", "text_encoder", "hf", src + "; ComfyUI single file qwen_3_4b.safetensors",
         [{"path": "qwen_3_4b.safetensors", "tensors": q_ts}]))
     te_files = shard(q_ts, "")
-    common.write_json(os.path.join(OUT, "qwen3-4b.text_encoder.diffusers.json"), manifest(
+    write_manifest("qwen3-4b.text_encoder.diffusers.json", manifest(
         "qwen3-4b", "text_encoder", "hf", src + "; diffusers text_encoder/ shards (greedy 5 GB split)", te_files,
         index={"path": "model.safetensors.index.json"},
         extra_files=[{"path": "config.json", "json": qwen_config_json()}]))
@@ -216,14 +239,14 @@ def main():
     src = "diffusers %s AutoencoderKLFlux2() (class defaults = FLUX.2 VAE, spec 3.1) on the meta device" % (
         common.versions()["diffusers"])
     vae_cfg = _config_json(v)
-    common.write_json(os.path.join(OUT, "flux2-vae.vae.diffusers.json"), manifest(
+    write_manifest("flux2-vae.vae.diffusers.json", manifest(
         "flux2-vae", "vae", "diffusers", src + "; also the ComfyUI flux2-vae.safetensors naming (spec 3.5, unverified)",
         [{"path": "diffusion_pytorch_model.safetensors", "metadata": {"format": "pt"}, "tensors": v_ts}],
         extra_files=[{"path": "config.json", "json": vae_cfg}]))
-    common.write_json(os.path.join(OUT, "flux2-vae.vae.comfy.json"), manifest(
+    write_manifest("flux2-vae.vae.comfy.json", manifest(
         "flux2-vae", "vae", "diffusers", src + "; ComfyUI single file (diffusers names, spec 3.5)",
         [{"path": "flux2-vae.safetensors", "tensors": v_ts}]))
-    common.write_json(os.path.join(OUT, "flux2-vae.vae.bfl.json"), manifest(
+    write_manifest("flux2-vae.vae.bfl.json", manifest(
         "flux2-vae", "vae", "bfl", src + "; BFL/ldm names via tools/reference/layouts.py (spec 3.5 mapping)",
         [{"path": "ae.safetensors", "tensors": vb_ts}]))
     report["vae"] = (len(v_ts), len(vb_ts), nparams(v_ts))
@@ -236,7 +259,7 @@ def main():
         files += [dict(f, path="text_encoder/" + f["path"]) for f in te_files]
         files += [{"path": "vae/diffusion_pytorch_model.safetensors", "metadata": {"format": "pt"},
                    "tensors": v_ts}]
-        common.write_json(os.path.join(OUT, "%s.folder.diffusers.json" % name), manifest(
+        write_manifest("%s.folder.diffusers.json" % name, manifest(
             name, "folder", "diffusers", "the diffusers Flux2KleinPipeline folder (is_distilled %s): "
             "the dit / text_encoder / vae diffusers manifests combined" % str(distilled).lower(), files,
             index={"path": "text_encoder/model.safetensors.index.json",
@@ -248,7 +271,7 @@ def main():
                          {"path": "scheduler/scheduler_config.json", "json": scheduler_json()}],
             copy_tokenizer="tokenizer"))
     # ComfyUI models/ tree: the three single files.
-    common.write_json(os.path.join(OUT, "flux2-klein-4b.folder.comfy.json"), manifest(
+    write_manifest("flux2-klein-4b.folder.comfy.json", manifest(
         "flux2-klein-4b", "folder", "bfl", "ComfyUI models/ layout: diffusion_models (BFL names), "
         "text_encoders (HF names), vae (diffusers names)",
         [{"path": "diffusion_models/flux-2-klein-4b.safetensors", "tensors": b_ts},

@@ -18,7 +18,9 @@ import shutil
 
 import common  # noqa: F401  (sets offline + determinism env first)
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
+
+from common import save_safetensors as save_file  # sorted header: bit-for-bit reruns
 
 import layouts
 import tiny_models as tm

@@ -58,7 +58,7 @@ def pipeline(dtype, base=False):
     from diffusers import FlowMatchEulerDiscreteScheduler, Flux2KleinPipeline
 
     sched = FlowMatchEulerDiscreteScheduler.from_pretrained(os.path.join(DIF, "scheduler"))
-    return Flux2KleinPipeline(
+    pipe = Flux2KleinPipeline(
         scheduler=sched,
         vae=vae(dtype),
         text_encoder=text_encoder(dtype),
@@ -66,6 +66,8 @@ def pipeline(dtype, base=False):
         transformer=dit(dtype),
         is_distilled=not base,
     )
+    pipe.set_progress_bar_config(disable=True)
+    return pipe
 
 
 class Recorder:

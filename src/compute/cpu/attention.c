@@ -6,27 +6,17 @@
  * no key gets zeros. */
 #include <math.h>
 
-#include "compute/cpu/cpu_internal.h"
+#include "compute/cpu/attention.h"
 
-#define ATT_BQ 32
-#define ATT_BK 64
+size_t att_scratch_f32(int64_t dh) {
+    return ((size_t)(ATT_BQ * dh + dh * ATT_BK + ATT_BK) * sizeof(float) + 63) & ~(size_t)63;
+}
 
-typedef struct att_job {
-    cpu_mat out, q, k, v;
-    const uint8_t *mask;
-    int64_t hq, hkv, dh, nqb;
-    float scale;
-    bool causal;
-    char *scratch;
-    size_t per_thread;
-} att_job;
-
-static void att_task(void *ctx, size_t t, int thread) {
-    const att_job *j = ctx;
-    int64_t h = (int64_t)t / j->nqb, q0 = ((int64_t)t % j->nqb) * ATT_BQ;
+/* The portable reference kernel: any dh, plain loops. */
+void att_task_scalar(const att_job *j, int64_t h, int64_t q0, float *scratch) {
     int64_t nq = j->q.rows - q0 < ATT_BQ ? j->q.rows - q0 : ATT_BQ, dh = j->dh, hk = h / (j->hq / j->hkv);
-    float *o = (float *)(j->scratch + (size_t)thread * j->per_thread); /* [ATT_BQ][dh] */
-    float *s = o + ATT_BQ * dh;                                          /* [ATT_BQ][ATT_BK] */
+    float *o = scratch;        /* [ATT_BQ][dh] */
+    float *s = o + ATT_BQ * dh; /* [ATT_BQ][ATT_BK] */
     float m[ATT_BQ], l[ATT_BQ];
     for (int64_t i = 0; i < nq; i++) {
         m[i] = -INFINITY;
@@ -74,6 +64,23 @@ static void att_task(void *ctx, size_t t, int thread) {
     }
 }
 
+typedef struct att_run {
+    const att_job *j;
+    void (*task)(const att_job *, int64_t, int64_t, float *);
+} att_run;
+
+static void run_task(void *ctx, size_t t, int thread) {
+    const att_run *r = ctx;
+    const att_job *j = r->j;
+    r->task(j, (int64_t)t / j->nqb, ((int64_t)t % j->nqb) * ATT_BQ, (float *)(j->scratch + (size_t)thread * j->per_thread));
+}
+
+static void pack_task(void *ctx, size_t t, int thread) {
+    const att_job *j = ctx;
+    int64_t nblk = j->sk_pad / ATT_BK_AMX, hk = (int64_t)t / nblk, b = (int64_t)t % nblk;
+    att_amx_pack(j, hk, b * ATT_BK_AMX, (b + 1) * ATT_BK_AMX);
+}
+
 kiln_status cpu_attention(kiln_backend *be, kiln_tensor *out, const kiln_tensor *q, const kiln_tensor *k,
                           const kiln_tensor *v, int n_q_heads, int n_kv_heads, float scale, bool causal,
                           const kiln_tensor *key_mask, kiln_err *err) {
@@ -104,10 +111,31 @@ kiln_status cpu_attention(kiln_backend *be, kiln_tensor *out, const kiln_tensor 
     }
     if (j.q.rows == 0 || j.dh == 0) return KILN_OK;
     j.nqb = (j.q.rows + ATT_BQ - 1) / ATT_BQ;
-    j.per_thread = ((size_t)ATT_BQ * (size_t)(j.dh + ATT_BK) * sizeof(float) + 63) & ~(size_t)63;
+    att_run r = {&j, att_task_scalar};
+    /* kernel choice: AMX for FAST when the head size fits whole tiles; else the f32 vector kernel of the tier */
+    bool amx = cb->tier >= KILN_CPU_AMX && be->precision == KILN_PREC_FAST && j.dh % 32 == 0 && j.dh <= 512 && j.k.rows > 0;
+    size_t pack_bytes = 0;
+    if (amx) {
+        r.task = att_task_amx;
+        j.per_thread = att_scratch_amx(j.dh);
+        j.sk_pad = (j.k.rows + ATT_BK_AMX - 1) / ATT_BK_AMX * ATT_BK_AMX;
+        pack_bytes = (size_t)(2 * n_kv_heads * j.sk_pad * j.dh) * sizeof(uint16_t);
+    } else if (j.dh % 16 == 0 && j.dh <= 512) {
+        r.task = cb->tier >= KILN_CPU_AVX512 ? att_task_f32_avx512
+                 : cb->tier >= KILN_CPU_AVX2 ? att_task_f32_avx2
+                                              : att_task_f32_generic;
+        j.per_thread = att_scratch_f32(j.dh);
+    } else {
+        j.per_thread = ((size_t)ATT_BQ * (size_t)(j.dh + ATT_BK) * sizeof(float) + 63) & ~(size_t)63;
+    }
     void *s;
-    KILN_TRY(cpu_scratch(cb, j.per_thread * (size_t)cb->n_threads, &s, err));
+    KILN_TRY(cpu_scratch(cb, j.per_thread * (size_t)cb->n_threads + pack_bytes, &s, err));
     j.scratch = s;
-    kiln_pool_run(cb->pool, (size_t)(n_q_heads * j.nqb), att_task, &j);
+    if (amx) { /* bf16 K and V tiles of every kv head: O(seq) memory, built once, read by every query block */
+        j.kp = (uint16_t *)(j.scratch + j.per_thread * (size_t)cb->n_threads);
+        j.vp = j.kp + n_kv_heads * j.sk_pad * j.dh;
+        kiln_pool_run(cb->pool, (size_t)(n_kv_heads * (j.sk_pad / ATT_BK_AMX)), pack_task, &j);
+    }
+    kiln_pool_run(cb->pool, (size_t)(n_q_heads * j.nqb), run_task, &r);
     return KILN_OK;
 }

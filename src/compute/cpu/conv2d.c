@@ -2,9 +2,60 @@
  * matmul core. Each task takes CONV_PIX output pixels of one image, gathers their receptive fields into a
  * per-thread [pixels, Ci*k*k] matrix (zeros in the padding) and multiplies it by the weight viewed as
  * [Co, Ci*k*k] (its stored layout), writing the NCHW output directly (pixel stride 1, channel stride Ho*Wo). */
+#include "compute/cpu/conv.h"
 #include "compute/cpu/gemm.h"
 
 #define CONV_PIX 64
+#define CONV_BAND_BYTES ((size_t)8 << 20) /* packed input rows per band (AMX path) */
+
+typedef struct amx_job {
+    cpu_conv c;
+    uint16_t *wp, *xp;
+    const float *x;
+    float *y;
+    int64_t oy0, rows, iy0;
+} amx_job;
+
+static void amx_pack_w_task(void *ctx, size_t i, int thread) {
+    amx_job *j = ctx;
+    cpu_conv_amx_pack_w(&j->c, j->wp, (int64_t)i * 32, (int64_t)i * 32 + 32);
+}
+static void amx_pack_x_task(void *ctx, size_t i, int thread) {
+    amx_job *j = ctx;
+    cpu_conv_amx_pack_x(&j->c, j->xp, j->x, j->iy0, (int64_t)i, (int64_t)i + 1);
+}
+static void amx_row_task(void *ctx, size_t i, int thread) {
+    amx_job *j = ctx;
+    int64_t cb = (int64_t)i / j->rows, r = (int64_t)i % j->rows; /* neighbouring tasks share weights */
+    cpu_conv_amx_row(&j->c, j->xp, j->wp, j->oy0 + r, j->oy0, cb * 32, j->y);
+}
+
+/* The implicit-GEMM AMX path (conv_amx.c): weights rearranged once, then bands of output rows. */
+static kiln_status conv_amx(kiln_cpu_backend *cb, const cpu_conv *c, int64_t n_img, const float *x, float *y,
+                            kiln_err *err) {
+    const int64_t wp = c->w_in + c->pad_b + c->pad_e;
+    const size_t row_bytes = (size_t)(c->ci * wp * 2), w_bytes = (size_t)(c->co * c->ci * c->k * c->k * 2);
+    int64_t band = (int64_t)(CONV_BAND_BYTES / row_bytes) - (c->k - 1);
+    if (band < 1) band = 1;
+    if (band > c->ho) band = c->ho;
+    size_t xp_bytes = row_bytes * (size_t)(band + c->k - 1);
+    void *s;
+    KILN_TRY(cpu_scratch(cb, ((w_bytes + 63) & ~(size_t)63) + xp_bytes, &s, err));
+    amx_job j = {.c = *c, .wp = s, .xp = (uint16_t *)((char *)s + ((w_bytes + 63) & ~(size_t)63))};
+    kiln_pool_run(cb->pool, (size_t)(c->co / 32), amx_pack_w_task, &j);
+    for (int64_t n = 0; n < n_img; n++) {
+        j.x = x + n * c->ci * c->h * c->w_in;
+        j.y = y + n * c->co * c->ho * c->wo;
+        for (int64_t oy0 = 0; oy0 < c->ho; oy0 += band) {
+            j.oy0 = oy0;
+            j.rows = c->ho - oy0 < band ? c->ho - oy0 : band;
+            j.iy0 = oy0 - c->pad_b;
+            kiln_pool_run(cb->pool, (size_t)(j.rows + c->k - 1), amx_pack_x_task, &j);
+            kiln_pool_run(cb->pool, (size_t)(c->co / 32 * j.rows), amx_row_task, &j);
+        }
+    }
+    return KILN_OK;
+}
 
 typedef struct conv_job {
     cpu_gemm g; /* template: w, bias, tier, fast */
@@ -86,6 +137,10 @@ kiln_status cpu_conv2d(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, c
     g->fast = be->precision == KILN_PREC_FAST && g->w_bf16;
     g->amx = cpu_gemm_amx_ok(g);
     if (xd[0] == 0 || ho * wo == 0 || co == 0) return KILN_OK;
+    cpu_conv cv = {.ci = ci, .co = co, .h = xd[2], .w_in = xd[3], .ho = ho, .wo = wo, .k = k, .stride = stride,
+                   .pad_b = pad_begin, .pad_e = pad_end, .w = w->data, .w_bf16 = g->w_bf16, .fast = g->fast,
+                   .bias = g->bias, .tier = cb->tier};
+    if (cpu_conv_amx_ok(&cv)) return conv_amx(cb, &cv, xd[0], x->data, y->data, err);
     /* per thread: CONV_PIX f32 rows of K, then their bf16 copy (AMX pack rounds rows to 32: CONV_PIX is 64) */
     j.per_thread = ((size_t)CONV_PIX * (size_t)g->K * 6 + 63) & ~(size_t)63;
     void *s;

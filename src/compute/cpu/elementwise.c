@@ -2,13 +2,7 @@
  * scale/shift and row softmax. All f32, row-parallel, honouring row strides; y may alias x where ops.h says. */
 #include <math.h>
 
-#include "compute/cpu/cpu_internal.h"
-
-static inline float silu_f(float x) { return x / (1.0f + expf(-x)); }
-static inline float gelu_tanh_f(float x) {
-    const float k = 0.7978845608028654f; /* sqrt(2/pi) */
-    return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
-}
+#include "compute/cpu/ew_kernels.h"
 
 typedef enum ew_kind { EW_SILU, EW_GELU, EW_SWIGLU, EW_SILU_MUL, EW_ADD, EW_GATED_ADD, EW_SCALE_SHIFT } ew_kind;
 
@@ -17,6 +11,7 @@ typedef struct ew_ctx {
     cpu_mat y, a, b;
     const float *gate;
     float alpha, beta;
+    const cpu_ew_kernels *k;
 } ew_ctx;
 
 static void ew_rows(void *p, int64_t r0, int64_t r1) {
@@ -26,28 +21,15 @@ static void ew_rows(void *p, int64_t r0, int64_t r1) {
         float *y = mat_f32_row(&c->y, r);
         const float *a = mat_f32_row(&c->a, r);
         const float *b = c->b.data ? mat_f32_row(&c->b, r) : NULL;
+        const cpu_ew_kernels *k = c->k;
         switch (c->kind) {
-        case EW_SILU:
-            for (int64_t i = 0; i < n; i++) y[i] = silu_f(a[i]);
-            break;
-        case EW_GELU:
-            for (int64_t i = 0; i < n; i++) y[i] = gelu_tanh_f(a[i]);
-            break;
-        case EW_SWIGLU:
-            for (int64_t i = 0; i < n; i++) y[i] = silu_f(a[i]) * a[i + n];
-            break;
-        case EW_SILU_MUL:
-            for (int64_t i = 0; i < n; i++) y[i] = silu_f(a[i]) * b[i];
-            break;
-        case EW_ADD:
-            for (int64_t i = 0; i < n; i++) y[i] = a[i] + b[i];
-            break;
-        case EW_GATED_ADD: /* y is x (the residual), b the update */
-            for (int64_t i = 0; i < n; i++) y[i] += c->gate[i] * b[i];
-            break;
-        case EW_SCALE_SHIFT:
-            for (int64_t i = 0; i < n; i++) y[i] = c->alpha * a[i] + c->beta;
-            break;
+        case EW_SILU: k->silu(y, a, n); break;
+        case EW_GELU: k->gelu_tanh(y, a, n); break;
+        case EW_SWIGLU: k->silu_mul(y, a, a + n, n); break;
+        case EW_SILU_MUL: k->silu_mul(y, a, b, n); break;
+        case EW_ADD: k->add(y, a, b, n); break;
+        case EW_GATED_ADD: k->gated_add(y, c->gate, b, n); break; /* y is x (the residual), b the update */
+        case EW_SCALE_SHIFT: k->axpb(y, a, c->alpha, c->beta, n); break;
         }
     }
 }
@@ -61,6 +43,7 @@ static kiln_status same_shape(const cpu_mat *y, const cpu_mat *x, const char *op
 }
 
 static kiln_status run_ew(kiln_backend *be, ew_ctx *c) {
+    c->k = cpu_ew_for(cpu_be(be)->tier);
     cpu_parallel_rows(cpu_be(be), c->y.rows, cpu_grain(c->y.cols), ew_rows, c);
     return KILN_OK;
 }
@@ -133,19 +116,13 @@ static void softmax_rows(void *p, int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; r++) {
         float *y = mat_f32_row(&c->y, r);
         const float *x = mat_f32_row(&c->a, r);
-        float mx = -INFINITY;
-        for (int64_t i = 0; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+        float mx = c->k->max(x, n);
         if (mx == -INFINITY) { /* every entry masked: zeros rather than NaN */
-            for (int64_t i = 0; i < n; i++) y[i] = 0.0f;
+            memset(y, 0, sizeof(float) * (size_t)n);
             continue;
         }
-        double sum = 0;
-        for (int64_t i = 0; i < n; i++) {
-            y[i] = expf(x[i] - mx);
-            sum += y[i];
-        }
-        float inv = (float)(1.0 / sum);
-        for (int64_t i = 0; i < n; i++) y[i] *= inv;
+        double sum = c->k->exp_sub_sum(y, x, mx, n);
+        c->k->axpb(y, y, (float)(1.0 / sum), 0.0f, n);
     }
 }
 
@@ -154,6 +131,7 @@ kiln_status cpu_softmax(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, 
     KILN_TRY(cpu_as_mat(y, KILN_DT_F32, "softmax", "y", &c.y, err));
     KILN_TRY(cpu_as_mat(x, KILN_DT_F32, "softmax", "x", &c.a, err));
     KILN_TRY(same_shape(&c.y, &c.a, "softmax", "y", "x", err));
+    c.k = cpu_ew_for(cpu_be(be)->tier);
     cpu_parallel_rows(cpu_be(be), c.y.rows, cpu_grain(c.y.cols), softmax_rows, &c);
     return KILN_OK;
 }

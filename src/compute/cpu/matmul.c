@@ -7,7 +7,7 @@
 #include "compute/cpu/gemm.h"
 
 #define MATMUL_SCRATCH_MAX ((size_t)48 << 20)
-#define BLOCK_M 128 /* rows of x per task */
+#define BLOCK_M 256 /* rows of x per task */
 #define BLOCK_N 128 /* rows of w per task */
 
 typedef struct mm_job {

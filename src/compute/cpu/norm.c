@@ -3,7 +3,7 @@
  * a few thousand wide, so this costs little and keeps the result within f32 rounding of the reference. */
 #include <math.h>
 
-#include "compute/cpu/cpu_internal.h"
+#include "compute/cpu/ew_kernels.h"
 
 typedef struct norm_ctx {
     cpu_mat y, x;
@@ -13,6 +13,7 @@ typedef struct norm_ctx {
     int64_t c, hw;
     float eps;
     bool silu;
+    const cpu_ew_kernels *k;
 } norm_ctx;
 
 static void rms_rows(void *p, int64_t r0, int64_t r1) {
@@ -21,10 +22,13 @@ static void rms_rows(void *p, int64_t r0, int64_t r1) {
         const float *x = mat_f32_row(&c->x, r);
         float *y = mat_f32_row(&c->y, r);
         for (int64_t base = 0; base < c->x.cols; base += c->g) {
-            double ss = 0;
-            for (int64_t i = 0; i < c->g; i++) ss += (double)x[base + i] * x[base + i];
-            float inv = (float)(1.0 / sqrt(ss / (double)c->g + c->eps));
-            for (int64_t i = 0; i < c->g; i++) y[base + i] = x[base + i] * inv * param_at(&c->gain, i);
+            float inv = (float)(1.0 / sqrt(c->k->sum_dev(x + base, 0.0f, 2, c->g) / (double)c->g + c->eps));
+            if (c->gain.bf16)
+                for (int64_t i = 0; i < c->g; i++) y[base + i] = x[base + i] * inv * param_at(&c->gain, i);
+            else {
+                const float *gn = c->gain.p;
+                for (int64_t i = 0; i < c->g; i++) y[base + i] = x[base + i] * inv * gn[i];
+            }
         }
     }
 }
@@ -43,6 +47,7 @@ kiln_status cpu_rms_norm(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x,
     if (c.x.cols % c.g)
         return KILN_FAIL(err, KILN_E_INVALID, "rms_norm: width %lld is not a multiple of the gain length %lld",
                          (long long)c.x.cols, (long long)c.g);
+    c.k = cpu_ew_for(cpu_be(be)->tier);
     cpu_parallel_rows(cpu_be(be), c.x.rows, cpu_grain(c.x.cols), rms_rows, &c);
     return KILN_OK;
 }
@@ -53,15 +58,10 @@ static void ln_rows(void *p, int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; r++) {
         const float *x = mat_f32_row(&c->x, r);
         float *y = mat_f32_row(&c->y, r);
-        double s = 0;
-        for (int64_t i = 0; i < n; i++) s += x[i];
-        double mean = s / (double)n, v = 0;
-        for (int64_t i = 0; i < n; i++) v += ((double)x[i] - mean) * ((double)x[i] - mean);
-        float inv = (float)(1.0 / sqrt(v / (double)n + c->eps)), m = (float)mean;
-        if (c->shift)
-            for (int64_t i = 0; i < n; i++) y[i] = (1.0f + c->scale[i]) * ((x[i] - m) * inv) + c->shift[i];
-        else
-            for (int64_t i = 0; i < n; i++) y[i] = (x[i] - m) * inv;
+        /* two passes (mean, then squared deviations) keep the variance exact for rows with a large mean */
+        float mean = (float)(c->k->sum_dev(x, 0.0f, 1, n) / (double)n);
+        double var = c->k->sum_dev(x, mean, 2, n) / (double)n;
+        c->k->ln_apply(y, x, mean, (float)(1.0 / sqrt(var + c->eps)), c->shift, c->scale, n);
     }
 }
 
@@ -79,6 +79,7 @@ kiln_status cpu_layer_norm_modulate(kiln_backend *be, kiln_tensor *y, const kiln
         KILN_TRY(cpu_as_vec(scale, c.x.cols, "layer_norm_modulate", "scale", &c.scale, err));
     }
     if (c.x.cols < 1) return KILN_FAIL(err, KILN_E_INVALID, "layer_norm_modulate: rows are empty");
+    c.k = cpu_ew_for(cpu_be(be)->tier);
     cpu_parallel_rows(cpu_be(be), c.x.rows, cpu_grain(c.x.cols), ln_rows, &c);
     return KILN_OK;
 }
@@ -91,22 +92,12 @@ static void gn_groups(void *p, int64_t t0, int64_t t1) {
         int64_t n = t / c->g, g = t % c->g;
         const float *x = (const float *)c->x.data + (n * c->c + g * cpg) * c->hw;
         float *y = (float *)c->y.data + (n * c->c + g * cpg) * c->hw;
-        double s = 0, v = 0;
-        for (int64_t i = 0; i < len; i++) s += x[i];
-        double mean = s / (double)len;
-        for (int64_t i = 0; i < len; i++) v += ((double)x[i] - mean) * ((double)x[i] - mean);
-        float inv = (float)(1.0 / sqrt(v / (double)len + c->eps)), m = (float)mean;
+        float m = (float)(c->k->sum_dev(x, 0.0f, 1, len) / (double)len);
+        double v = c->k->sum_dev(x, m, 2, len);
+        float inv = (float)(1.0 / sqrt(v / (double)len + c->eps));
         for (int64_t ch = 0; ch < cpg; ch++) {
             float a = inv * param_at(&c->gain, g * cpg + ch), b = param_at(&c->beta, g * cpg + ch) - m * a;
-            const float *xc = x + ch * c->hw;
-            float *yc = y + ch * c->hw;
-            if (c->silu)
-                for (int64_t i = 0; i < c->hw; i++) {
-                    float h = xc[i] * a + b;
-                    yc[i] = h / (1.0f + expf(-h));
-                }
-            else
-                for (int64_t i = 0; i < c->hw; i++) yc[i] = xc[i] * a + b;
+            c->k->affine(y + ch * c->hw, x + ch * c->hw, a, b, c->silu, c->hw);
         }
     }
 }
@@ -121,7 +112,7 @@ kiln_status cpu_group_norm(kiln_backend *be, kiln_tensor *y, const kiln_tensor *
     if (groups < 1 || xd[1] % groups)
         return KILN_FAIL(err, KILN_E_INVALID, "group_norm: %lld channels do not split into %d groups",
                          (long long)xd[1], groups);
-    norm_ctx c = {.eps = eps, .silu = silu, .g = groups, .c = xd[1], .hw = xd[2] * xd[3]};
+    norm_ctx c = {.eps = eps, .silu = silu, .g = groups, .c = xd[1], .hw = xd[2] * xd[3], .k = cpu_ew_for(cpu_be(be)->tier)};
     c.x.data = x->data;
     c.y.data = y->data;
     KILN_TRY(cpu_as_param(gamma, xd[1], "group_norm", "gamma", &c.gain, err));

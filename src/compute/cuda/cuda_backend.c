@@ -115,8 +115,13 @@ kiln_status kiln_backend_open_cuda(int device, kiln_backend **out, kiln_err *err
     cb->base.precision = KILN_PREC_FAST;
     kcu_algo_cache_init(&cb->algos);
     kcu_graph_cache_init(&cb->graphs, 8);
-    const char *det = getenv("KILN_DETERMINISTIC");
+    const char *det = getenv("KILN_DETERMINISTIC"), *att = getenv("KILN_CUDA_ATTENTION");
     cb->deterministic = det && *det && strcmp(det, "0") != 0;
+    cb->attention = att && strcmp(att, "tc") == 0 ? 2 : 1;
+    if (att && *att && strcmp(att, "tc") != 0 && strcmp(att, "simple") != 0) {
+        kiln_free(cb);
+        return KILN_FAIL(err, KILN_E_INVALID, "KILN_CUDA_ATTENTION=%s: expected simple or tc", att);
+    }
     s = kcu_open(cb, device, err);
     if (s == KILN_OK) s = kcu_arena_init(&cb->arena, 0, err);
     if (s == KILN_OK) {
@@ -144,8 +149,8 @@ kiln_status kiln_backend_open_cuda(int device, kiln_backend **out, kiln_err *err
         cuda_close(&cb->base);
         return s;
     }
-    log_info("cuda: %s, arena %llu MiB%s", cb->name, (unsigned long long)(cb->arena.capacity >> 20),
-             cb->deterministic ? ", deterministic" : "");
+    log_info("cuda: %s, arena %llu MiB, attention %s%s", cb->name, (unsigned long long)(cb->arena.capacity >> 20),
+             cb->attention == 2 ? "tensor cores" : "simple", cb->deterministic ? ", deterministic" : "");
     *out = &cb->base;
     return KILN_OK;
 }

@@ -1,5 +1,5 @@
 /* cuda_image.cu - the VAE's image kernels over NCHW f32: im2col for convolution-as-GEMM, per-channel bias,
- * GroupNorm (+ SiLU fused), nearest 2x upsample. */
+ * GroupNorm (+ SiLU fused into its last pass), nearest 2x upsample. */
 #include "compute/cuda/cuda_kernels.cuh"
 
 #define THREADS 256
@@ -51,37 +51,82 @@ kiln_status kcu_bias_nchw(kiln_cuda_backend *cb, float *y, const kcu_mat *bias, 
     return KILN_OK;
 }
 
-/* One block per (image, group): the group's channels are one contiguous run of cpg*HW floats. Two passes for
- * the statistics (mean, then squared deviations), a third writes. */
-static __global__ void k_group_norm(float *y, const float *x, int64_t c, int64_t hw, int groups, kcu_mat gamma,
-                                    kcu_mat beta, float eps, int silu) {
+/* GroupNorm in three launches, so that a 1024x1024 VAE layer (N x 32 groups of 4 M values each) still fills
+ * the GPU: (1) each block takes a chunk of one group and writes its count, mean and M2 (sum of squared
+ * deviations, computed in two passes over the chunk: no cancellation); (2) one thread per group merges its
+ * chunks in order with Chan's formula (fixed order: deterministic) into mean and 1/std; (3) an elementwise pass
+ * normalises, applies gamma/beta and optionally SiLU. */
+typedef struct gn_part {
+    float n, mean, m2;
+} gn_part;
+
+static __global__ void k_gn_partial(const float *x, int64_t len, int64_t chunk, int chunks, gn_part *part) {
     __shared__ float red[32];
-    int64_t ng = blockIdx.x, n = ng / groups, g = ng - n * groups, cpg = c / groups;
-    int64_t base = (n * c + g * cpg) * hw, len = cpg * hw;
+    int64_t ng = blockIdx.y, c0 = (int64_t)blockIdx.x * chunk, c1 = c0 + chunk < len ? c0 + chunk : len;
+    const float *xg = x + ng * len;
     float s = 0.f;
-    for (int64_t i = threadIdx.x; i < len; i += blockDim.x) s += x[base + i];
-    float mean = kcu_block_sum(s, red) / (float)len;
+    for (int64_t i = c0 + threadIdx.x; i < c1; i += blockDim.x) s += xg[i];
+    float n = (float)(c1 - c0), mean = kcu_block_sum(s, red) / n;
     float v = 0.f;
-    for (int64_t i = threadIdx.x; i < len; i += blockDim.x) {
-        float d = x[base + i] - mean;
+    for (int64_t i = c0 + threadIdx.x; i < c1; i += blockDim.x) {
+        float d = xg[i] - mean;
         v += d * d;
     }
-    float rstd = rsqrtf(kcu_block_sum(v, red) / (float)len + eps);
-    for (int64_t i = threadIdx.x; i < len; i += blockDim.x) {
-        int64_t ch = g * cpg + i / hw;
-        float o = (x[base + i] - mean) * rstd * kcu_ld(gamma.data, ch, gamma.dt) + kcu_ld(beta.data, ch, beta.dt);
+    float m2 = kcu_block_sum(v, red);
+    if (threadIdx.x == 0) part[ng * chunks + blockIdx.x] = (gn_part){n, mean, m2};
+}
+
+static __global__ void k_gn_finalize(const gn_part *part, int chunks, int64_t groups_total, float eps, float2 *stats) {
+    int64_t ng = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (ng >= groups_total) return;
+    const gn_part *p = part + ng * chunks;
+    double n = p[0].n, mean = p[0].mean, m2 = p[0].m2;
+    for (int c = 1; c < chunks; c++) {
+        double nb = p[c].n, d = (double)p[c].mean - mean, nab = n + nb;
+        mean += d * nb / nab;
+        m2 += p[c].m2 + d * d * n * nb / nab;
+        n = nab;
+    }
+    stats[ng] = make_float2((float)mean, rsqrtf((float)(m2 / n) + eps));
+}
+
+static __global__ void k_gn_apply(float *y, const float *x, int64_t c, int64_t hw, int groups, kcu_mat gamma,
+                                  kcu_mat beta, const float2 *stats, int silu, int64_t total) {
+    int64_t cpg = c / groups;
+    FOR_EACH(i, total) {
+        int64_t nc = i / hw, ch = nc % c, ng = (nc / c) * groups + ch / cpg;
+        float2 st = stats[ng];
+        float o = (x[i] - st.x) * st.y * kcu_ld(gamma.data, ch, gamma.dt) + kcu_ld(beta.data, ch, beta.dt);
         if (silu) o = o / (1.f + expf(-o));
-        y[base + i] = o;
+        y[i] = o;
     }
 }
 
+#define GN_CHUNK 16384
+
+size_t kcu_group_norm_scratch(const int64_t dims[4], int groups) {
+    int64_t len = dims[1] / groups * dims[2] * dims[3], chunks = (len + GN_CHUNK - 1) / GN_CHUNK;
+    if (chunks < 1) chunks = 1;
+    return (size_t)(dims[0] * groups) * ((size_t)chunks * sizeof(gn_part) + sizeof(float2)) + 256;
+}
+
 kiln_status kcu_group_norm(kiln_cuda_backend *cb, float *y, const float *x, const int64_t dims[4], int groups,
-                           const kcu_mat *gamma, const kcu_mat *beta, float eps, bool silu, kiln_err *err) {
-    int64_t blocks = dims[0] * groups;
-    if (blocks == 0 || dims[2] * dims[3] == 0) return KILN_OK;
-    if (blocks > 0x7fffffff) return KILN_FAIL(err, KILN_E_LIMIT, "group_norm: too many groups");
-    k_group_norm<<<(unsigned)blocks, 1024, 0, KCU_STREAM(cb)>>>(y, x, dims[1], dims[2] * dims[3], groups, *gamma,
-                                                                *beta, eps, silu ? 1 : 0);
+                           const kcu_mat *gamma, const kcu_mat *beta, float eps, bool silu, void *tmp,
+                           kiln_err *err) {
+    int64_t ngroups = dims[0] * groups, hw = dims[2] * dims[3], len = dims[1] / groups * hw;
+    if (ngroups == 0 || len == 0) return KILN_OK;
+    int64_t chunks = (len + GN_CHUNK - 1) / GN_CHUNK;
+    if (ngroups > 65535 || chunks > 0x7fffffff) return KILN_FAIL(err, KILN_E_LIMIT, "group_norm: too many groups");
+    float2 *stats = (float2 *)tmp; /* 8-byte aligned at the start of the scratch */
+    gn_part *part = (gn_part *)(stats + ngroups);
+    k_gn_partial<<<dim3((unsigned)chunks, (unsigned)ngroups), 256, 0, KCU_STREAM(cb)>>>(x, len, GN_CHUNK, (int)chunks,
+                                                                                       part);
+    KCU_LAUNCHED(err, "group_norm statistics");
+    k_gn_finalize<<<kcu_blocks(ngroups, 128), 128, 0, KCU_STREAM(cb)>>>(part, (int)chunks, ngroups, eps, stats);
+    KCU_LAUNCHED(err, "group_norm statistics merge");
+    int64_t total = dims[0] * dims[1] * hw;
+    k_gn_apply<<<grid_for(total), THREADS, 0, KCU_STREAM(cb)>>>(y, x, dims[1], hw, groups, *gamma, *beta, stats,
+                                                               silu ? 1 : 0, total);
     KCU_LAUNCHED(err, "group_norm");
     return KILN_OK;
 }

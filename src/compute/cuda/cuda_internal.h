@@ -48,6 +48,7 @@ typedef struct kiln_cuda_backend {
     kcu_graph_cache graphs;
     bool deterministic; /* KILN_DETERMINISTIC=1: no split-K GEMMs, fixed reduction orders everywhere */
     bool capturing;     /* inside a CUDA-graph capture: no allocation, no synchronisation allowed */
+    int attention;      /* KILN_CUDA_ATTENTION: 1 = simple f32 kernel (default), 2 = tensor cores ("tc") */
     int sm_count, cc_major, cc_minor;
     size_t smem_optin; /* max dynamic shared memory per block after opt-in */
     size_t total_mem;
@@ -122,6 +123,11 @@ kiln_status kcu_attention(kiln_cuda_backend *cb, const kcu_mat *out, const kcu_m
                           const kcu_mat *key_mask, kiln_err *err);
 /* Largest head dim the attention kernel takes on this device (shared-memory bound). */
 int kcu_attention_max_head_dim(const kiln_cuda_backend *cb);
+/* Variant 2 (cuda_attention_tc.cu): tensor cores, bf16 operands; head dims 64 and 128 on sm_80+. */
+bool kcu_attention_tc_supported(const kiln_cuda_backend *cb, int dh);
+kiln_status kcu_attention_tc(kiln_cuda_backend *cb, const kcu_mat *out, const kcu_mat *q, const kcu_mat *k,
+                             const kcu_mat *v, int n_q_heads, int n_kv_heads, float scale, bool causal,
+                             const kcu_mat *key_mask, kiln_err *err);
 
 /* ---- images (cuda_image.cu): NCHW f32 ---- */
 /* col[p, (ci*kh + i)*kw + j] for output pixels p in [p0, p0+np) of image n: the im2col matrix, dtype col->dt. */
@@ -131,8 +137,11 @@ kiln_status kcu_im2col(kiln_cuda_backend *cb, const kcu_mat *col, const float *x
 /* y[n, c, p] += bias[c] for an NCHW tensor seen as [N*C, HW] rows. */
 kiln_status kcu_bias_nchw(kiln_cuda_backend *cb, float *y, const kcu_mat *bias, int64_t n, int64_t c, int64_t hw,
                           kiln_err *err);
+/* tmp: kcu_group_norm_scratch(dims, groups) bytes of device scratch for the per-chunk statistics. */
+size_t kcu_group_norm_scratch(const int64_t dims[4], int groups);
 kiln_status kcu_group_norm(kiln_cuda_backend *cb, float *y, const float *x, const int64_t dims[4], int groups,
-                           const kcu_mat *gamma, const kcu_mat *beta, float eps, bool silu, kiln_err *err);
+                           const kcu_mat *gamma, const kcu_mat *beta, float eps, bool silu, void *tmp,
+                           kiln_err *err);
 kiln_status kcu_upsample2x(kiln_cuda_backend *cb, float *y, const float *x, const int64_t xdims[4], kiln_err *err);
 
 #endif

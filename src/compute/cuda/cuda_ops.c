@@ -126,7 +126,10 @@ kiln_status cuda_attention(kiln_backend *be, kiln_tensor *ot, const kiln_tensor 
         if (mask.rows * mask.cols != k.rows || (mask.rows > 1 && mask.ld != mask.cols))
             return KILN_FAIL(err, KILN_E_INVALID, "attention: key_mask must be a contiguous [%lld]", (long long)k.rows);
     }
-    return kcu_attention(cuda_be(be), &o, &q, &k, &v, n_q_heads, n_kv_heads, scale, causal, mt ? &mask : NULL, err);
+    kiln_cuda_backend *cb = cuda_be(be);
+    if (cb->attention == 2 && kcu_attention_tc_supported(cb, (int)dh))
+        return kcu_attention_tc(cb, &o, &q, &k, &v, n_q_heads, n_kv_heads, scale, causal, mt ? &mask : NULL, err);
+    return kcu_attention(cb, &o, &q, &k, &v, n_q_heads, n_kv_heads, scale, causal, mt ? &mask : NULL, err);
 }
 
 /* ---- norms and RoPE ---- */
@@ -345,7 +348,10 @@ kiln_status cuda_group_norm(kiln_backend *be, kiln_tensor *yt, const kiln_tensor
     kcu_mat g, b;
     KILN_TRY(kcu_as_vec(gt, xd[1], false, "group_norm", "gamma", &g, err));
     KILN_TRY(kcu_as_vec(bt, xd[1], false, "group_norm", "beta", &b, err));
-    return kcu_group_norm(cuda_be(be), (float *)yt->data, (const float *)xt->data, xd, groups, &g, &b, eps, silu, err);
+    kiln_cuda_backend *cb = cuda_be(be);
+    KILN_TRY(kcu_scratch_reserve(cb, kcu_group_norm_scratch(xd, groups), err));
+    return kcu_group_norm(cb, (float *)yt->data, (const float *)xt->data, xd, groups, &g, &b, eps, silu, cb->scratch,
+                          err);
 }
 
 kiln_status cuda_upsample2x(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt, kiln_err *err) {

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Installs the Python clients the server tests drive kiln with (openai, websocket-client, requests, pytest)
+# into a virtual environment at a fixed place outside the repository. Idempotent.
+# Usage: scripts/install-test-python.sh            (KILN_TEST_VENV overrides the place)
+set -euo pipefail
+venv=${KILN_TEST_VENV:-/opt/kiln-test-venv}
+packages=(openai websocket-client requests pytest)
+if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import openai, websocket, requests, pytest" 2>/dev/null; then
+  echo "install-test-python: $venv ready"
+  exit 0
+fi
+python3 -m venv "$venv"
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check "${packages[@]}"
+"$venv/bin/python" -c "import openai, websocket, requests, pytest"
+echo "install-test-python: installed ${packages[*]} into $venv"

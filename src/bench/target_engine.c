@@ -1,0 +1,163 @@
+/* target_engine.c - the in-process engine (include/kiln.h) as a benchmark target (see target.h). The graph's
+ * knobs become a kiln_request: prompt (the CLIPTextEncode text), seed (RandomNoise / KSampler), width, height,
+ * steps, batch, cfg as guidance. The model files named by the graph's loaders are found under a models root
+ * (diffusion_models/ or unet/, text_encoders/ or clip/, vae/), so the same graph file runs here and on a server.
+ * The engine is opened on the first submit and kept for the next ones, as a server would keep it. Graph nodes
+ * the engine does not run (ImagePixelize and any other post-process) are refused with a clear error: measure
+ * those graphs through `kiln serve`. exec_seconds is the engine's end-to-end time (total_ms); the per-stage
+ * timings travel in stages; images are hashed from their pixels directly (no PNG round trip). */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/alloc.h"
+#include "base/clock.h"
+#include "bench/digest.h"
+#include "bench/target.h"
+#include "kiln.h"
+
+typedef struct engine_target {
+    kiln_target base;
+    char models[1024];
+    char unet[1024], clip[1024], vae[1024]; /* the files the open engine was made from */
+    kiln_engine *eng;
+    int threads;
+    unsigned counter;
+} engine_target;
+
+/* The literal input of the first node of a class, or NULL. */
+static const json_t *input_of(const json_t *g, const char *cls, const char *input) {
+    const char *id;
+    json_t *n;
+    json_object_foreach((json_t *)g, id, n) {
+        const char *c = json_string_value(json_object_get(n, "class_type"));
+        if (c && !strcmp(c, cls)) return json_object_get(json_object_get(n, "inputs"), input);
+    }
+    return NULL;
+}
+
+static bool find_model(const char *root, const char *const *dirs, const char *name, char *out, size_t cap) {
+    if (!name || !*name || strstr(name, "..") || name[0] == '/') return false;
+    for (const char *const *d = dirs; *d; d++) {
+        snprintf(out, cap, "%s/%s/%s", root, *d, name);
+        if (access(out, R_OK) == 0) return true;
+    }
+    return false;
+}
+
+static kiln_status engine_submit(kiln_target *base, const json_t *g, kiln_submit_result *out, kiln_err *err) {
+    engine_target *t = (engine_target *)base;
+    /* Refuse what the engine does not do, before any work. */
+    static const char *const known[] = {"UNETLoader", "CLIPLoader", "VAELoader", "CLIPTextEncode",
+                                        "ConditioningZeroOut", "EmptyFlux2LatentImage", "EmptyLatentImage",
+                                        "RandomNoise", "KSamplerSelect", "Flux2Scheduler", "CFGGuider",
+                                        "SamplerCustomAdvanced", "KSampler", "VAEDecode", "SaveImage", NULL};
+    const char *id;
+    json_t *n;
+    json_object_foreach((json_t *)g, id, n) {
+        const char *c = json_string_value(json_object_get(n, "class_type"));
+        bool ok = false;
+        for (const char *const *k = known; *k && !ok && c; k++) ok = !strcmp(*k, c);
+        if (!ok)
+            return KILN_FAIL(err, KILN_E_UNSUPPORTED,
+                             "engine target: node %s (%s) is not part of text-to-image; measure this graph through "
+                             "kiln serve (--url)", id, c ? c : "?");
+    }
+    static const char *const unet_dirs[] = {"diffusion_models", "unet", NULL};
+    static const char *const clip_dirs[] = {"text_encoders", "clip", NULL};
+    static const char *const vae_dirs[] = {"vae", NULL};
+    char unet[1024], clip[1024], vae[1024];
+    const char *un = json_string_value(input_of(g, "UNETLoader", "unet_name"));
+    const char *cn = json_string_value(input_of(g, "CLIPLoader", "clip_name"));
+    const char *vn = json_string_value(input_of(g, "VAELoader", "vae_name"));
+    if (!find_model(t->models, unet_dirs, un, unet, sizeof unet) ||
+        !find_model(t->models, clip_dirs, cn, clip, sizeof clip) || !find_model(t->models, vae_dirs, vn, vae, sizeof vae))
+        return KILN_FAIL(err, KILN_E_NOT_FOUND, "engine target: the graph's models (%s, %s, %s) are not all under %s",
+                         un ? un : "?", cn ? cn : "?", vn ? vn : "?", t->models);
+    if (t->eng && (strcmp(unet, t->unet) || strcmp(clip, t->clip) || strcmp(vae, t->vae))) {
+        kiln_engine_close(t->eng); /* another model set: reopen (timed as part of this submit's wall time) */
+        t->eng = NULL;
+    }
+    double c0 = kiln_clock_s();
+    out->t0 = kiln_clock_wall_s();
+    if (!t->eng) {
+        kiln_engine_config cfg = kiln_engine_config_default();
+        cfg.unet_path = unet;
+        cfg.clip_path = clip;
+        cfg.vae_path = vae;
+        cfg.n_threads = t->threads;
+        KILN_TRY(kiln_engine_open(&cfg, &t->eng, err));
+        snprintf(t->unet, sizeof t->unet, "%s", unet);
+        snprintf(t->clip, sizeof t->clip, "%s", clip);
+        snprintf(t->vae, sizeof t->vae, "%s", vae);
+    }
+    kiln_request req = kiln_request_default();
+    const json_t *v;
+    req.prompt = json_string_value(input_of(g, "CLIPTextEncode", "text"));
+    if (!req.prompt) req.prompt = "";
+    if ((v = input_of(g, "RandomNoise", "noise_seed")) || (v = input_of(g, "KSampler", "seed")))
+        req.seed = (uint64_t)json_integer_value(v);
+    const char *lat = input_of(g, "EmptyFlux2LatentImage", "width") ? "EmptyFlux2LatentImage" : "EmptyLatentImage";
+    req.width = (int)json_integer_value(input_of(g, lat, "width"));
+    req.height = (int)json_integer_value(input_of(g, lat, "height"));
+    req.batch = (int)json_integer_value(input_of(g, lat, "batch_size"));
+    if ((v = input_of(g, "Flux2Scheduler", "steps")) || (v = input_of(g, "KSampler", "steps")))
+        req.steps = (int)json_integer_value(v);
+    if ((v = input_of(g, "CFGGuider", "cfg")) || (v = input_of(g, "KSampler", "cfg")))
+        req.guidance = (float)json_number_value(v);
+    snprintf(out->prompt_id, sizeof out->prompt_id, "engine-%u", ++t->counter);
+    req.request_id = out->prompt_id;
+    kiln_result *res;
+    KILN_TRY(kiln_generate(t->eng, &req, &res, err));
+    out->images = kiln_calloc(res->n_images > 0 ? (size_t)res->n_images : 1, sizeof *out->images);
+    if (!out->images) {
+        kiln_result_free(res);
+        return KILN_FAIL(err, KILN_E_NOMEM, "out of memory");
+    }
+    for (int i = 0; i < res->n_images; i++) {
+        kiln_bench_image *im = &out->images[i];
+        const kiln_image *src = &res->images[i];
+        snprintf(im->filename, sizeof im->filename, "%s-%d", out->prompt_id, i);
+        snprintf(im->type, sizeof im->type, "memory");
+        im->width = src->width;
+        im->height = src->height;
+        im->bytes = (size_t)src->width * (size_t)src->height * 3;
+        kiln_sha256_hex(src->pixels, im->bytes, im->pixel_sha256);
+    }
+    out->n_images = res->n_images;
+    out->stages = json_array();
+    for (int s = 0; s < KILN_STAGE_COUNT; s++)
+        if (res->stage_ms[s] > 0)
+            json_array_append_new(out->stages, json_pack("{s:s,s:f}", "name", kiln_stage_name((kiln_stage)s),
+                                                         "duration_ms", res->stage_ms[s]));
+    out->exec_seconds = res->total_ms / 1000.0;
+    kiln_result_free(res);
+    out->t1 = kiln_clock_wall_s();
+    out->wall_seconds = kiln_clock_s() - c0;
+    return KILN_OK;
+}
+
+static void engine_close(kiln_target *base) {
+    engine_target *t = (engine_target *)base;
+    kiln_engine_close(t->eng);
+    kiln_free(t);
+}
+
+static const kiln_target_ops engine_ops = {engine_submit, NULL, engine_close};
+
+kiln_status kiln_target_engine_open(const char *models_root, int threads, kiln_target **out, kiln_err *err) {
+    *out = NULL;
+    if (!models_root || access(models_root, R_OK) != 0)
+        return KILN_FAIL(err, KILN_E_NOT_FOUND, "engine target: models folder %s not readable",
+                         models_root ? models_root : "(none)");
+    engine_target *t = kiln_calloc(1, sizeof *t);
+    if (!t) return KILN_FAIL(err, KILN_E_NOMEM, "out of memory");
+    snprintf(t->models, sizeof t->models, "%s", models_root);
+    t->threads = threads;
+    t->base.ops = &engine_ops;
+    snprintf(t->base.kind, sizeof t->base.kind, "engine");
+    snprintf(t->base.describe, sizeof t->base.describe, "in-process engine, models %s", models_root);
+    *out = &t->base;
+    return KILN_OK;
+}

@@ -1,0 +1,307 @@
+/* cmd_generate.c - `kiln generate`: text to PNG with FLUX.2 [klein].
+ *
+ *   kiln generate -p PROMPT (--model DIR | --unet F --clip F --vae F) [-W 512] [-H 512] [--steps N] [--seed S]
+ *                 [-n N] [-o out.png] [--perf-dump F] [--noise F] [--guidance G] [--base] [--exact]
+ *
+ * n > 1 writes out.png, out-1.png, out-2.png ... (or fills a %d in the name with 0, 1, 2 ...). Every PNG
+ * carries its parameters in text chunks. Exit codes: kiln_status_exit_code (2 bad input, 3 missing file,
+ * 4 bad file, 6 out of memory / over a limit, ...).
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/alloc.h"
+#include "base/clock.h"
+#include "cli/commands.h"
+#include "io/image_png.h"
+#include "kiln.h"
+#include "pipeline/noise.h"
+#include "pipeline/progress_bar.h"
+
+static void usage(FILE *out) {
+    fprintf(out,
+            "usage: kiln generate -p PROMPT (--model DIR | --unet F --clip F --vae F) [options]\n"
+            "\n"
+            "  -p, --prompt TEXT     what to draw (UTF-8)\n"
+            "  --model DIR           a diffusers FLUX.2 [klein] folder (model_index.json, transformer/, ...)\n"
+            "  --unet F --clip F --vae F\n"
+            "                        ComfyUI single files: flux-2-klein-4b, qwen_3_4b, flux2-vae .safetensors\n"
+            "  -W, --width N         image width, a multiple of 16 (default 512)\n"
+            "  -H, --height N        image height, a multiple of 16 (default 512)\n"
+            "  --steps N             denoising steps (default 4 distilled, 50 base)\n"
+            "  --seed S              seed of image 0; image i uses S + i (default: random, printed)\n"
+            "  -n, --batch N         images in one batch (default 1)\n"
+            "  -o, --output F        PNG path (default out.png); n > 1: F, F-1, F-2... or a %%d pattern\n"
+            "  --perf-dump F         write the per-stage timings as JSON\n"
+            "  --noise F             inject the initial noise [n,128,H/16,W/16] (safetensors or raw f32)\n"
+            "  --guidance G          CFG scale for klein base (default 4.0)\n"
+            "  --base                single files are klein base (true CFG, 50 steps); folders say it themselves\n"
+            "  --distilled           force the distilled variant\n"
+            "  --tokenizer DIR       folder holding tokenizer.json (default: the model's, else kiln's copy)\n"
+            "  --threads N           CPU threads (default KILN_THREADS or all cores)\n"
+            "  --exact               f32 matmuls (matches fp32 references; slower)\n"
+            "  --memory-limit GB     refuse requests that need more (default: available memory)\n"
+            "  --tag TEXT            recorded in the perf dump\n"
+            "  -q, --quiet           no progress output\n");
+}
+
+static int parse_int(const char *flag, const char *v, long lo, long hi, long *out) {
+    char *end;
+    errno = 0;
+    long x = strtol(v ? v : "", &end, 10);
+    if (!v || !*v || *end || errno || x < lo || x > hi) {
+        fprintf(stderr, "kiln generate: %s needs an integer in %ld..%ld (got '%s')\n", flag, lo, hi, v ? v : "");
+        return 0;
+    }
+    *out = x;
+    return 1;
+}
+
+/* Output name of image i of n. */
+static void out_name(const char *pattern, int i, int n, char *buf, size_t cap) {
+    const char *pct = strstr(pattern, "%d");
+    if (pct && !strchr(pct + 2, '%') && !memchr(pattern, '%', (size_t)(pct - pattern))) {
+        snprintf(buf, cap, "%.*s%d%s", (int)(pct - pattern), pattern, i, pct + 2);
+        return;
+    }
+    if (n == 1 || i == 0) {
+        snprintf(buf, cap, "%s", pattern);
+        return;
+    }
+    const char *dot = strrchr(pattern, '.');
+    const char *slash = strrchr(pattern, '/');
+    if (!dot || (slash && dot < slash)) snprintf(buf, cap, "%s-%d", pattern, i);
+    else snprintf(buf, cap, "%.*s-%d%s", (int)(dot - pattern), pattern, i, dot);
+}
+
+static uint64_t random_seed(void) {
+    uint64_t s = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ (uint64_t)kiln_clock_ns();
+    FILE *f = fopen("/dev/urandom", "rb");
+    if (f) {
+        if (fread(&s, sizeof s, 1, f) != 1) s ^= 0x9E3779B97F4A7C15ull;
+        fclose(f);
+    }
+    return s % 4294967296ull; /* 32-bit seeds are easier to type back */
+}
+
+int kiln_cmd_generate(int argc, char **argv) {
+    kiln_engine_config cfg = kiln_engine_config_default();
+    kiln_request req = kiln_request_default();
+    const char *prompt = NULL, *output = "out.png", *perf = NULL, *noise_path = NULL;
+    bool have_seed = false, quiet = false;
+    long v;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+#define TAKES_VALUE                                                                                           \
+    do {                                                                                                      \
+        if (!val) {                                                                                           \
+            fprintf(stderr, "kiln generate: %s needs a value\n", a);                                          \
+            return 2;                                                                                         \
+        }                                                                                                     \
+        i++;                                                                                                  \
+    } while (0)
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) {
+            TAKES_VALUE;
+            prompt = val;
+        } else if (!strcmp(a, "--model")) {
+            TAKES_VALUE;
+            cfg.model_dir = val;
+        } else if (!strcmp(a, "--unet")) {
+            TAKES_VALUE;
+            cfg.unet_path = val;
+        } else if (!strcmp(a, "--clip")) {
+            TAKES_VALUE;
+            cfg.clip_path = val;
+        } else if (!strcmp(a, "--vae")) {
+            TAKES_VALUE;
+            cfg.vae_path = val;
+        } else if (!strcmp(a, "--tokenizer")) {
+            TAKES_VALUE;
+            cfg.tokenizer_dir = val;
+        } else if (!strcmp(a, "-W") || !strcmp(a, "--width")) {
+            TAKES_VALUE;
+            if (!parse_int(a, val, 1, 1 << 20, &v)) return 2;
+            req.width = (int)v;
+        } else if (!strcmp(a, "-H") || !strcmp(a, "--height")) {
+            TAKES_VALUE;
+            if (!parse_int(a, val, 1, 1 << 20, &v)) return 2;
+            req.height = (int)v;
+        } else if (!strcmp(a, "--steps")) {
+            TAKES_VALUE;
+            if (!parse_int(a, val, 1, 1000, &v)) return 2;
+            req.steps = (int)v;
+        } else if (!strcmp(a, "--seed")) {
+            TAKES_VALUE;
+            char *end;
+            errno = 0;
+            unsigned long long s = strtoull(val, &end, 10);
+            if (!*val || *end || errno || val[0] == '-') {
+                fprintf(stderr, "kiln generate: --seed needs a non-negative integer (got '%s')\n", val);
+                return 2;
+            }
+            req.seed = s;
+            have_seed = true;
+        } else if (!strcmp(a, "-n") || !strcmp(a, "--batch")) {
+            TAKES_VALUE;
+            if (!parse_int(a, val, 1, 16, &v)) return 2;
+            req.batch = (int)v;
+        } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
+            TAKES_VALUE;
+            output = val;
+        } else if (!strcmp(a, "--perf-dump")) {
+            TAKES_VALUE;
+            perf = val;
+        } else if (!strcmp(a, "--noise")) {
+            TAKES_VALUE;
+            noise_path = val;
+        } else if (!strcmp(a, "--guidance")) {
+            TAKES_VALUE;
+            char *end;
+            req.guidance = strtof(val, &end);
+            if (!*val || *end || !(req.guidance > 0 && req.guidance < 100)) {
+                fprintf(stderr, "kiln generate: --guidance needs a number in (0, 100) (got '%s')\n", val);
+                return 2;
+            }
+        } else if (!strcmp(a, "--base")) {
+            cfg.variant = KILN_VARIANT_BASE;
+        } else if (!strcmp(a, "--distilled")) {
+            cfg.variant = KILN_VARIANT_DISTILLED;
+        } else if (!strcmp(a, "--threads")) {
+            TAKES_VALUE;
+            if (!parse_int(a, val, 1, 256, &v)) return 2;
+            cfg.n_threads = (int)v;
+        } else if (!strcmp(a, "--exact")) {
+            cfg.exact = true;
+        } else if (!strcmp(a, "--memory-limit")) {
+            TAKES_VALUE;
+            char *end;
+            double gb = strtod(val, &end);
+            if (!*val || *end || !(gb > 0)) {
+                fprintf(stderr, "kiln generate: --memory-limit needs a positive number of GB\n");
+                return 2;
+            }
+            cfg.memory_limit = (size_t)(gb * 1e9);
+        } else if (!strcmp(a, "--tag")) {
+            TAKES_VALUE;
+            req.tag = val;
+        } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
+            quiet = true;
+        } else {
+            fprintf(stderr, "kiln generate: unknown option '%s' (kiln generate --help)\n", a);
+            return 2;
+        }
+#undef TAKES_VALUE
+    }
+    if (!prompt) {
+        fprintf(stderr, "kiln generate: -p PROMPT is required (kiln generate --help)\n");
+        return 2;
+    }
+    if (!cfg.model_dir && !(cfg.unet_path || cfg.clip_path || cfg.vae_path)) {
+        fprintf(stderr, "kiln generate: give --model DIR or --unet F --clip F --vae F\n");
+        return 2;
+    }
+    if (cfg.model_dir && (cfg.unet_path || cfg.clip_path || cfg.vae_path)) {
+        fprintf(stderr, "kiln generate: give either --model or the three single files, not both\n");
+        return 2;
+    }
+    if (!have_seed) req.seed = random_seed();
+    req.prompt = prompt;
+
+    kiln_err err = {0};
+    float *noise = NULL;
+    if (noise_path) {
+        if (req.width % 16 || req.height % 16) {
+            fprintf(stderr, "kiln generate: image size %dx%d: width and height must be multiples of 16\n",
+                    req.width, req.height);
+            return 2;
+        }
+        size_t count = (size_t)req.batch * 128 * (size_t)(req.width / 16) * (size_t)(req.height / 16);
+        if (kiln_noise_load(noise_path, count, &noise, &err) != KILN_OK) {
+            fprintf(stderr, "kiln generate: --noise: %s\n", err.msg);
+            return kiln_status_exit_code(err.code);
+        }
+        req.noise = noise;
+        req.noise_count = count;
+    }
+
+    kiln_engine *eng = NULL;
+    double t_open = kiln_clock_s();
+    if (kiln_engine_open(&cfg, &eng, &err) != KILN_OK) {
+        fprintf(stderr, "kiln generate: %s\n", err.msg);
+        kiln_free(noise);
+        return kiln_status_exit_code(err.code);
+    }
+    if (!quiet) fprintf(stderr, "kiln: %s (opened in %.2fs)\n", kiln_engine_describe(eng), kiln_clock_s() - t_open);
+
+    kiln_progress_bar bar;
+    kiln_progress_bar_init(&bar, stderr);
+    bar.quiet = quiet;
+    req.progress = kiln_progress_bar_update;
+    req.progress_ctx = &bar;
+    kiln_result *res = NULL;
+    kiln_status s = kiln_generate(eng, &req, &res, &err);
+    kiln_progress_bar_finish(&bar);
+    if (s != KILN_OK) {
+        fprintf(stderr, "kiln generate: %s\n", err.msg);
+        kiln_engine_close(eng);
+        kiln_free(noise);
+        return kiln_status_exit_code(s);
+    }
+
+    double t_out = kiln_clock_s();
+    char w[16], h[16], steps[16], guid[32], seedbuf[32];
+    snprintf(w, sizeof w, "%d", res->width);
+    snprintf(h, sizeof h, "%d", res->height);
+    snprintf(steps, sizeof steps, "%d", res->steps);
+    snprintf(guid, sizeof guid, "%g", res->guidance);
+    const char *model = cfg.model_dir ? cfg.model_dir : cfg.unet_path;
+    int rc = 0;
+    for (int i = 0; i < res->n_images && rc == 0; i++) {
+        char path[4096];
+        out_name(output, i, res->n_images, path, sizeof path);
+        snprintf(seedbuf, sizeof seedbuf, "%llu", (unsigned long long)res->images[i].seed);
+        kiln_png_text text[] = {
+            {"prompt", prompt},   {"seed", seedbuf},   {"width", w},
+            {"height", h},        {"steps", steps},    {"guidance", guid},
+            {"variant", res->variant == KILN_VARIANT_BASE ? "klein-base" : "klein"},
+            {"model", model},     {"noise", noise_path ? noise_path : "kiln-xoshiro256-boxmuller"},
+            {"Software", "kiln " KILN_VERSION},
+        };
+        if (kiln_png_write(path, res->images[i].pixels, res->images[i].width, res->images[i].height, text,
+                           sizeof text / sizeof text[0], &err) != KILN_OK) {
+            fprintf(stderr, "kiln generate: %s\n", err.msg);
+            rc = kiln_status_exit_code(err.code);
+            break;
+        }
+        if (!quiet) printf("%s (seed %s)\n", path, seedbuf);
+    }
+    kiln_result_set_output_ms(res, (kiln_clock_s() - t_out) * 1e3);
+    if (rc == 0 && !quiet) {
+        fprintf(stderr, "kiln: %.2fs total:", res->total_ms / 1e3);
+        for (int st = 0; st < KILN_STAGE_COUNT; st++)
+            fprintf(stderr, " %s %.2fs", kiln_stage_name((kiln_stage)st), res->stage_ms[st] / 1e3);
+        fprintf(stderr, "; peak RSS %.2f GB\n", res->peak_memory_bytes / 1e9);
+    }
+    if (rc == 0 && perf) {
+        char *json = kiln_result_perf_json(res, NULL);
+        FILE *f = json ? fopen(perf, "w") : NULL;
+        if (!f || fputs(json, f) < 0 || fputc('\n', f) < 0 || fclose(f) != 0) {
+            fprintf(stderr, "kiln generate: --perf-dump %s: %s\n", perf, json ? strerror(errno) : "out of memory");
+            rc = json ? 5 : 6;
+        }
+        free(json);
+    }
+    kiln_result_free(res);
+    kiln_engine_close(eng);
+    kiln_free(noise);
+    return rc;
+}

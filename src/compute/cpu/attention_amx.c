@@ -1,0 +1,221 @@
+/* attention_amx.c - FAST attention on AMX tiles (bf16 operands, f32 accumulation and f32 softmax).
+ *
+ * Before the tasks run, K and V of every kv head are converted once into bf16 B-tile layouts (att_amx_pack):
+ *   K tile (16 keys, 32 dims):  row r = dims (2r, 2r+1) of each of the 16 keys   -> S = Q . K^T
+ *   V tile (32 keys, 16 dims):  row r = keys (2r, 2r+1) for each of the 16 dims  -> O += P . V
+ * That copy is 2 * Hkv * Sk * Dh bf16 - linear in the sequence, the only O(seq) memory besides the output.
+ * A task holds 32 queries (two 16-row tiles) in bf16, and for each block of ATT_BK_AMX keys: scores into an
+ * f32 [32][128] buffer (2x2 tile blocking), an AVX-512 online-softmax pass that writes P in bf16, a rescale of
+ * the f32 output rows in memory, and O += P V with the O tiles loaded from and stored back to that memory. */
+#include <immintrin.h>
+#include <math.h>
+
+#include "compute/cpu/attention.h"
+
+#define TARGET __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,fma")))
+#define BK ATT_BK_AMX
+
+typedef struct amx_cfg {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} amx_cfg;
+/* GCC's _tile_loadconfig declares an 8-byte read only (see gemm_amx.c); name the whole struct. */
+static inline void amx_load_config(const amx_cfg *c) { __asm__ volatile("ldtilecfg %0" ::"m"(*c)); }
+
+size_t att_scratch_amx(int64_t dh) {
+    size_t q = (size_t)ATT_BQ * (size_t)dh * 2, s = (size_t)ATT_BQ * BK * 4 * 2, p = (size_t)ATT_BQ * BK * 2,
+           o = (size_t)ATT_BQ * (size_t)dh * 4;
+    return (q + s + p + o + 64 * 4 + 63) & ~(size_t)63;
+}
+
+/* 2^x on 16 lanes for the softmax, x <= 0: 2^n * 2^r with n = round(x), |r| <= 1/2, 2^r by a degree-4
+ * Taylor polynomial (relative error < 5e-5: P is rounded to bf16 - 4e-3 - right after), 2^n applied with
+ * vscalefps. Masked scores are -inf: x is clamped to -200 first, which gives ~6e-61 -> 0 in f32. */
+TARGET static inline __m512 exp2_512(__m512 x) {
+    x = _mm512_max_ps(x, _mm512_set1_ps(-200.0f));
+    __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_sub_ps(x, n);
+    __m512 p = _mm512_set1_ps(9.6181291e-3f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.5504109e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(2.4022651e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(6.9314718e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(p, n);
+}
+
+/* Keys [k0, k1) of kv head hk into the K and V tiles; k0 % 32 == 0, k1 - k0 a multiple of 32; keys past Sk
+ * are zeros. */
+TARGET void att_amx_pack(const att_job *j, int64_t hk, int64_t k0, int64_t k1) {
+    const int64_t dh = j->dh, sk = j->k.rows;
+    uint16_t *kp = j->kp + hk * j->sk_pad * dh, *vp = j->vp + hk * j->sk_pad * dh;
+    uint32_t tmp[16][16] __attribute__((aligned(64)));
+    /* pairs of consecutive bf16 from a [k-row 0..15 | k-row 16..31] vector interleaved: (a0 b0 a1 b1 ...) */
+    const __m512i inter = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22,
+                                           6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+    for (int64_t g = k0; g < k1; g += 16) { /* K: 16 keys, one tile per 32 dims */
+        for (int64_t c = 0; c < dh / 32; c++) {
+            for (int t = 0; t < 16; t++) {
+                int64_t key = g + t;
+                __m512i pr = _mm512_setzero_si512();
+                if (key < sk) {
+                    const float *kr = mat_f32_row(&j->k, key) + hk * dh + c * 32;
+                    pr = (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(kr + 16), _mm512_loadu_ps(kr));
+                }
+                _mm512_store_si512(tmp[t], pr); /* tmp[key][dim pair] */
+            }
+            uint32_t *tile = (uint32_t *)(kp + ((g / 16) * (dh / 32) + c) * 512);
+            for (int r = 0; r < 16; r++)
+                for (int t = 0; t < 16; t++) tile[r * 16 + t] = tmp[t][r];
+        }
+    }
+    for (int64_t g = k0; g < k1; g += 32) { /* V: 32 keys, one tile per 16 dims; row r = keys 2r, 2r+1 */
+        for (int64_t r = 0; r < 16; r++) {
+            int64_t ka = g + 2 * r, kb = ka + 1;
+            const float *va = ka < sk ? mat_f32_row(&j->v, ka) + hk * dh : NULL;
+            const float *vb = kb < sk ? mat_f32_row(&j->v, kb) + hk * dh : NULL;
+            for (int64_t sl = 0; sl < dh / 16; sl++) {
+                __m512 a = va ? _mm512_loadu_ps(va + sl * 16) : _mm512_setzero_ps();
+                __m512 b = vb ? _mm512_loadu_ps(vb + sl * 16) : _mm512_setzero_ps();
+                __m512i ab = _mm512_permutexvar_epi16(inter, (__m512i)_mm512_cvtne2ps_pbh(b, a));
+                _mm512_storeu_si512(vp + ((g / 32) * (dh / 16) + sl) * 512 + r * 32, ab);
+            }
+        }
+    }
+}
+
+/* S[32][BK] = Q . K^T for the keys [k0, k0 + BK): 2 query halves x 2 key groups of 16 per pass */
+TARGET static inline void scores(const uint16_t *qb, const uint16_t *kp, int64_t nc, int64_t dh, int64_t k0, float *S) {
+    const int64_t qstride = dh * 2;
+        for (int64_t g = 0; g < BK / 16; g += 2) {
+        const uint16_t *kt0 = kp + ((k0 / 16 + g) * nc) * 512, *kt1 = kt0 + nc * 512;
+        _tile_zero(0);
+        _tile_zero(1);
+        _tile_zero(2);
+        _tile_zero(3);
+        for (int64_t c = 0; c < nc; c++) {
+            _tile_loadd(4, qb + c * 32, qstride);
+            _tile_loadd(6, kt0 + c * 512, 64);
+            _tile_dpbf16ps(0, 4, 6);
+            _tile_loadd(7, kt1 + c * 512, 64);
+            _tile_dpbf16ps(1, 4, 7);
+            _tile_loadd(5, qb + 16 * dh + c * 32, qstride);
+            _tile_dpbf16ps(2, 5, 6);
+            _tile_dpbf16ps(3, 5, 7);
+        }
+        _tile_stored(0, S + g * 16, BK * 4);
+        _tile_stored(1, S + g * 16 + 16, BK * 4);
+        _tile_stored(2, S + 16 * BK + g * 16, BK * 4);
+        _tile_stored(3, S + 16 * BK + g * 16 + 16, BK * 4);
+    }
+}
+
+TARGET void att_task_amx(const att_job *j, int64_t h, int64_t q0, float *scratch) {
+    const int64_t dh = j->dh, hk = h / (j->hq / j->hkv), sk = j->k.rows;
+    const int64_t nq = j->q.rows - q0 < ATT_BQ ? j->q.rows - q0 : ATT_BQ;
+    uint16_t *qb = (uint16_t *)scratch;               /* [32][dh] bf16 */
+    float *Sb = (float *)(qb + ATT_BQ * dh);          /* 2 x [32][BK] f32 (double buffer) */
+    uint16_t *P = (uint16_t *)(Sb + 2 * ATT_BQ * BK); /* [32][BK] bf16 */
+    float *O = (float *)(P + ATT_BQ * BK);            /* [32][dh] f32 */
+    float m[ATT_BQ], l[ATT_BQ], corr[ATT_BQ];
+    /* q is scaled by scale * log2(e) as it is rounded to bf16, so scores come out in base-2 exponent units */
+    const __m512 qscale = _mm512_set1_ps(j->scale * 1.44269504088896341f);
+    for (int64_t i = 0; i < ATT_BQ; i++) {
+        m[i] = -INFINITY, l[i] = 0;
+        const float *qr = i < nq ? mat_f32_row(&j->q, q0 + i) + h * dh : NULL;
+        for (int64_t d = 0; d < dh; d += 32) {
+            __m512 lo = qr ? _mm512_mul_ps(_mm512_loadu_ps(qr + d), qscale) : _mm512_setzero_ps();
+            __m512 hi = qr ? _mm512_mul_ps(_mm512_loadu_ps(qr + d + 16), qscale) : _mm512_setzero_ps();
+            _mm512_storeu_si512(qb + i * dh + d, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+        }
+    }
+    memset(O, 0, sizeof(float) * (size_t)(ATT_BQ * dh));
+    amx_cfg cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int t = 0; t < 8; t++) cfg.colsb[t] = 64, cfg.rows[t] = 16;
+    amx_load_config(&cfg);
+    const uint16_t *kp = j->kp + hk * j->sk_pad * dh, *vp = j->vp + hk * j->sk_pad * dh;
+    const int64_t kend = j->causal ? (q0 + nq < sk ? q0 + nq : sk) : sk;
+    const int64_t ostride = dh * 4, nc = dh / 32;
+    const __m512 ninf = _mm512_set1_ps(-INFINITY);
+    if (kend > 0) scores(qb, kp, nc, dh, 0, Sb);
+    for (int64_t k0 = 0; k0 < kend; k0 += BK) {
+        /* scores of the next block go to the other buffer now, so that when the softmax reads them one
+         * iteration later the tile stores have long reached L1 (vector loads cannot forward from them) */
+        if (k0 + BK < kend) scores(qb, kp, nc, dh, k0 + BK, Sb + ((k0 / BK + 1) & 1) * ATT_BQ * BK);
+        float *S = Sb + ((k0 / BK) & 1) * ATT_BQ * BK;
+        /* which keys of the block exist and are not masked out: a 0 / -inf bias per key */
+        float bias[BK] __attribute__((aligned(64)));
+        for (int64_t c = 0; c < BK; c++) {
+            int64_t key = k0 + c;
+            bias[c] = key < sk && (!j->mask || j->mask[key]) ? 0.0f : -INFINITY;
+        }
+        /* online softmax, row by row: P = exp(S*scale - m_new) in bf16, l and O rescaled by exp(m_old - m_new) */
+        for (int64_t i = 0; i < ATT_BQ; i++) {
+            __m512 s[BK / 16];
+            __m512 mx = ninf;
+            int64_t lim = j->causal ? q0 + i - k0 : BK; /* keys at column > lim are in the future */
+            for (int b = 0; b < BK / 16; b++) {
+                __m512 v = _mm512_add_ps(_mm512_loadu_ps(S + i * BK + 16 * b), _mm512_load_ps(bias + 16 * b));
+                if (lim < 16 * b + 15) {
+                    int64_t keep = lim - 16 * b + 1; /* columns 16b .. 16b+keep-1 are visible */
+                    __mmask16 km = keep <= 0 ? 0 : (__mmask16)((1u << keep) - 1);
+                    v = _mm512_mask_mov_ps(ninf, km, v);
+                }
+                s[b] = v;
+                mx = _mm512_max_ps(mx, v);
+            }
+            float bmax = _mm512_reduce_max_ps(mx);
+            if (i >= nq || bmax == -INFINITY) { /* nothing visible: P row 0, O row unchanged */
+                memset(P + i * BK, 0, BK * 2);
+                corr[i] = 1.0f;
+                continue;
+            }
+            float mnew = bmax > m[i] ? bmax : m[i];
+            corr[i] = exp2f(m[i] - mnew);
+            __m512 mn = _mm512_set1_ps(mnew), sum = _mm512_setzero_ps();
+            for (int b = 0; b < BK / 16; b++) {
+                __m512 e = exp2_512(_mm512_sub_ps(s[b], mn));
+                sum = _mm512_add_ps(sum, e);
+                _mm256_storeu_si256((__m256i *)(P + i * BK + 16 * b), (__m256i)_mm512_cvtneps_pbh(e));
+            }
+            l[i] = l[i] * corr[i] + _mm512_reduce_add_ps(sum);
+            m[i] = mnew;
+            if (corr[i] != 1.0f) {
+                __m512 cv = _mm512_set1_ps(corr[i]);
+                for (int64_t d = 0; d < dh; d += 16)
+                    _mm512_storeu_ps(O + i * dh + d, _mm512_mul_ps(_mm512_loadu_ps(O + i * dh + d), cv));
+            }
+        }
+        /* O += P V: output tiles (2 query halves x 2 dim slices of 16) accumulate in place */
+        const uint16_t *vblk = vp + (k0 / 32) * (dh / 16) * 512;
+        for (int64_t sl = 0; sl < dh / 16; sl += 2) {
+            _tile_loadd(0, O + sl * 16, ostride);
+            _tile_loadd(1, O + sl * 16 + 16, ostride);
+            _tile_loadd(2, O + 16 * dh + sl * 16, ostride);
+            _tile_loadd(3, O + 16 * dh + sl * 16 + 16, ostride);
+            for (int64_t kc = 0; kc < BK / 32; kc++) {
+                const uint16_t *v0 = vblk + (kc * (dh / 16) + sl) * 512;
+                _tile_loadd(4, P + kc * 32, BK * 2);
+                _tile_loadd(6, v0, 64);
+                _tile_dpbf16ps(0, 4, 6);
+                _tile_loadd(7, v0 + 512, 64);
+                _tile_dpbf16ps(1, 4, 7);
+                _tile_loadd(5, P + 16 * BK + kc * 32, BK * 2);
+                _tile_dpbf16ps(2, 5, 6);
+                _tile_dpbf16ps(3, 5, 7);
+            }
+            _tile_stored(0, O + sl * 16, ostride);
+            _tile_stored(1, O + sl * 16 + 16, ostride);
+            _tile_stored(2, O + 16 * dh + sl * 16, ostride);
+            _tile_stored(3, O + 16 * dh + sl * 16 + 16, ostride);
+        }
+    }
+    _tile_release();
+    for (int64_t i = 0; i < nq; i++) {
+        float *dst = mat_f32_row(&j->out, q0 + i) + h * dh;
+        __m512 inv = _mm512_set1_ps(l[i] > 0 ? 1.0f / l[i] : 0.0f);
+        for (int64_t d = 0; d < dh; d += 16) _mm512_storeu_ps(dst + d, _mm512_mul_ps(_mm512_loadu_ps(O + i * dh + d), inv));
+    }
+}

@@ -1,0 +1,9 @@
+/* attention_f32_avx2.c - the f32 attention kernel (attention_f32.inc) compiled for the avx2 tier. */
+#include <math.h>
+
+#include "compute/cpu/attention.h"
+#include "compute/cpu/vec.h"
+
+#define ATT_NAME att_task_f32_avx2
+#define ATT_TARGET __attribute__((target("avx2,fma")))
+#include "compute/cpu/attention_f32.inc"

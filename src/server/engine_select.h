@@ -1,0 +1,13 @@
+/* engine_select.h - the image engine the server runs jobs on: kiln's own (include/kiln.h) behind the graph
+ * executor's seam (graph/engine.h). It opens the three model files a job names, keeps them open for the next
+ * job with the same files, and reopens when a job names others. */
+#ifndef KILN_SERVER_ENGINE_SELECT_H
+#define KILN_SERVER_ENGINE_SELECT_H
+
+#include "graph/engine.h"
+
+/* A new engine adapter (nothing is loaded until the first job). NULL when out of memory. */
+kiln_gen_engine *kiln_server_engine_new(void);
+void kiln_server_engine_free(kiln_gen_engine *e); /* NULL allowed */
+
+#endif

@@ -1,0 +1,407 @@
+/* test_compute_cuda_ops.c - every op of the CUDA backend against the CPU backend (the reference), plus a
+ * determinism check (run twice, compare the bytes).
+ *
+ * Where no GPU is present (CI) the CUDA backend is skipped cleanly, and the same harness runs with a second CPU
+ * backend as the device under test, so the comparison code itself is exercised everywhere. KILN_REQUIRE_GPU=1
+ * (tests/gpu/run.sh) makes a missing GPU a failure.
+ *
+ * Inputs are random in [-1, 1) with awkward sizes; device outputs start as NaN (or as the same random residual
+ * on both sides), so an element the kernel forgets to write fails. Whole buffers are compared, so elements a
+ * strided view must NOT touch are checked too. Error measure: relative L2 ||dut - ref|| / ||ref||, with the
+ * tolerance stated per op:
+ *   1e-5  f32 arithmetic in both (norms, elementwise, RoPE, softmax, EXACT matmul, copies)
+ *   1e-4  different summation orders over long f32 dot products (attention, FAST/bf16 matmul and conv: both
+ *         backends round the same operands to bf16 and accumulate in f32, only the order differs)
+ *   0     data movement (upsample, raw copies): bit-exact */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "compute/ops.h"
+#include "test.h"
+
+static kiln_backend *ref, *dut;
+static const char *dut_name = "cuda";
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static float frand(void) {
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (float)((rng >> 40) * (1.0 / 16777216.0)) * 2.0f - 1.0f;
+}
+static uint16_t bf16_of(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+static float f32_of_bf16(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* The same tensor on both backends: h on the host (the CPU reference), d on the device under test. */
+typedef struct pair {
+    kiln_tensor h, d;
+    void *hbuf, *dbuf;
+    size_t bytes;
+} pair;
+
+#define MAX_PAIRS 64
+static pair *pairs[MAX_PAIRS];
+static int n_pairs;
+
+typedef enum fill { FILL_RAND, FILL_NAN, FILL_POS } fill;
+
+static pair *mk(kiln_dtype dt, int ndim, const int64_t *shape, fill how) {
+    pair *p = calloc(1, sizeof *p);
+    p->h = kiln_tensor_make(NULL, dt, ndim, shape);
+    p->bytes = kiln_tensor_nbytes(&p->h);
+    p->hbuf = malloc(p->bytes ? p->bytes : 1);
+    int64_t n = kiln_tensor_numel(&p->h);
+    for (int64_t i = 0; i < n; i++) {
+        float v = how == FILL_NAN ? NAN : how == FILL_POS ? 0.5f + 0.5f * frand() : frand();
+        if (dt == KILN_DT_F32) ((float *)p->hbuf)[i] = v;
+        else if (dt == KILN_DT_BF16) ((uint16_t *)p->hbuf)[i] = bf16_of(v);
+        else ((uint8_t *)p->hbuf)[i] = (uint8_t)(frand() > -0.6f); /* masks: ~80% visible */
+    }
+    p->h.data = p->hbuf;
+    p->d = p->h;
+    p->dbuf = dut->ops->alloc(dut, p->bytes ? p->bytes : 1);
+    p->d.data = p->dbuf;
+    p->d.backend = dut->kind;
+    p->d.device = dut->device;
+    CHECK(p->dbuf != NULL);
+    if (p->dbuf) CHECK_EQ_INT(dut->ops->upload(dut, p->dbuf, p->hbuf, p->bytes, NULL), KILN_OK);
+    if (n_pairs < MAX_PAIRS) pairs[n_pairs++] = p;
+    return p;
+}
+static pair *mk2(kiln_dtype dt, int64_t r, int64_t c, fill how) { return mk(dt, 2, (int64_t[]){r, c}, how); }
+static pair *mk1(kiln_dtype dt, int64_t n, fill how) { return mk(dt, 1, (int64_t[]){n}, how); }
+static pair *mk4(int64_t n, int64_t c, int64_t h, int64_t w, fill how) {
+    return mk(KILN_DT_F32, 4, (int64_t[]){n, c, h, w}, how);
+}
+
+static void free_pairs(void) {
+    for (int i = 0; i < n_pairs; i++) {
+        dut->ops->free(dut, pairs[i]->dbuf);
+        free(pairs[i]->hbuf);
+        free(pairs[i]);
+    }
+    n_pairs = 0;
+}
+
+/* A [rows, cols] view at (r0, c0) of a 2-D pair, on both sides. */
+typedef struct vpair {
+    kiln_tensor h, d;
+} vpair;
+static vpair view(pair *p, int64_t r0, int64_t rows, int64_t c0, int64_t cols) {
+    vpair v = {p->h, p->d};
+    size_t es = kiln_dtype_size(p->h.dtype);
+    int64_t off = r0 * p->h.stride[0] + c0;
+    v.h.data = (char *)p->hbuf + off * (int64_t)es;
+    v.d.data = (char *)p->dbuf + off * (int64_t)es;
+    v.h.shape[0] = v.d.shape[0] = rows;
+    v.h.shape[1] = v.d.shape[1] = cols;
+    return v;
+}
+
+/* Downloads p's device buffer and compares it with the host one. tol < 0: bit-exact. */
+static void compare(const char *what, const pair *p, double tol) {
+    int64_t n = kiln_tensor_numel(&p->h);
+    void *got = malloc(p->bytes ? p->bytes : 1);
+    kiln_err err = {0};
+    CHECK_EQ_INT(dut->ops->download(dut, got, p->dbuf, p->bytes, &err), KILN_OK);
+    double se = 0, sr = 0, maxabs = 0;
+    int64_t nan_bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double a, b;
+        if (p->h.dtype == KILN_DT_BF16) {
+            a = f32_of_bf16(((uint16_t *)got)[i]);
+            b = f32_of_bf16(((uint16_t *)p->hbuf)[i]);
+        } else {
+            a = ((float *)got)[i];
+            b = ((float *)p->hbuf)[i];
+        }
+        if (isnan(a) != isnan(b)) nan_bad++;
+        if (isnan(a) || isnan(b)) continue;
+        se += (a - b) * (a - b);
+        sr += b * b;
+        if (fabs(a - b) > maxabs) maxabs = fabs(a - b);
+    }
+    double rel = sr > 0 ? sqrt(se / sr) : sqrt(se);
+    bool ok = nan_bad == 0 && (tol < 0 ? memcmp(got, p->hbuf, p->bytes) == 0 : rel <= tol);
+    char tols[16] = "exact";
+    if (tol >= 0) snprintf(tols, sizeof tols, "%.0e", tol);
+    printf("  %-44s n=%-8lld rel_l2 %.2e  max_abs %.2e  tol %-6s %s\n", what, (long long)n, rel, maxabs, tols,
+           ok ? "ok" : "FAIL");
+    CHECK_MSG(ok, "%s: rel_l2 %.3g (tol %.1g), %lld NaN mismatches", what, rel, tol, (long long)nan_bad);
+    free(got);
+}
+
+#define BOTH(call_h, call_d)                                                                                  \
+    do {                                                                                                      \
+        kiln_err e_ = {0};                                                                                    \
+        kiln_status sh_ = (call_h);                                                                           \
+        CHECK_MSG(sh_ == KILN_OK, "cpu: %s", e_.msg);                                                         \
+        kiln_status sd_ = (call_d);                                                                           \
+        CHECK_MSG(sd_ == KILN_OK, "%s: %s", dut_name, e_.msg);                                                \
+    } while (0)
+
+/* ---- matmul ---- */
+
+static void matmul_case(const char *what, int64_t m, int64_t n, int64_t k, kiln_dtype wdt, bool bias,
+                        kiln_epilogue_kind kind, kiln_precision prec) {
+    pair *x = mk2(KILN_DT_F32, m, k, FILL_RAND), *w = mk2(wdt, n, k, FILL_RAND);
+    pair *y = mk2(KILN_DT_F32, m, n, kind == KILN_EPI_NONE ? FILL_NAN : FILL_RAND);
+    pair *b = bias ? mk1(KILN_DT_F32, n, FILL_RAND) : NULL, *g = mk1(KILN_DT_F32, n, FILL_RAND);
+    kiln_epilogue epi = {kind, &g->h}, epd = {kind, &g->d};
+    ref->precision = dut->precision = prec;
+    BOTH(ref->ops->matmul(ref, &y->h, &x->h, &w->h, b ? &b->h : NULL, &epi, &e_),
+         dut->ops->matmul(dut, &y->d, &x->d, &w->d, b ? &b->d : NULL, &epd, &e_));
+    ref->precision = dut->precision = KILN_PREC_FAST;
+    compare(what, y, prec == KILN_PREC_EXACT || wdt == KILN_DT_F32 ? 1e-5 : 1e-4);
+}
+
+static void test_matmul(void) {
+    matmul_case("matmul bf16 77x300x256", 77, 300, 256, KILN_DT_BF16, false, KILN_EPI_NONE, KILN_PREC_FAST);
+    matmul_case("matmul bf16 +bias", 33, 130, 96, KILN_DT_BF16, true, KILN_EPI_NONE, KILN_PREC_FAST);
+    matmul_case("matmul bf16 add", 65, 72, 200, KILN_DT_BF16, false, KILN_EPI_ADD, KILN_PREC_FAST);
+    matmul_case("matmul bf16 add+bias", 65, 72, 200, KILN_DT_BF16, true, KILN_EPI_ADD, KILN_PREC_FAST);
+    matmul_case("matmul bf16 gated residual", 129, 96, 320, KILN_DT_BF16, false, KILN_EPI_GATED_RESIDUAL, KILN_PREC_FAST);
+    matmul_case("matmul bf16 m=1 (modulation)", 1, 1536, 512, KILN_DT_BF16, false, KILN_EPI_NONE, KILN_PREC_FAST);
+    matmul_case("matmul bf16 odd k=27", 50, 16, 27, KILN_DT_BF16, true, KILN_EPI_NONE, KILN_PREC_FAST);
+    matmul_case("matmul bf16 256x1536x1024", 256, 1536, 1024, KILN_DT_BF16, false, KILN_EPI_NONE, KILN_PREC_FAST);
+    matmul_case("matmul f32 weights", 31, 65, 33, KILN_DT_F32, true, KILN_EPI_NONE, KILN_PREC_FAST);
+    matmul_case("matmul bf16 EXACT", 40, 48, 300, KILN_DT_BF16, false, KILN_EPI_GATED_RESIDUAL, KILN_PREC_EXACT);
+    /* strided: x is a column block of a wider buffer, y a column block of another (fused QKV layouts) */
+    pair *xb = mk2(KILN_DT_F32, 45, 200, FILL_RAND), *w = mk2(KILN_DT_BF16, 64, 96, FILL_RAND);
+    pair *yb = mk2(KILN_DT_F32, 45, 192, FILL_RAND);
+    vpair xv = view(xb, 0, 45, 100, 96), yv = view(yb, 0, 45, 64, 64);
+    BOTH(ref->ops->matmul(ref, &yv.h, &xv.h, &w->h, NULL, NULL, &e_),
+         dut->ops->matmul(dut, &yv.d, &xv.d, &w->d, NULL, NULL, &e_));
+    compare("matmul strided x and y views", yb, 1e-4);
+    /* shape errors are errors on both */
+    kiln_err e = {0};
+    CHECK_EQ_INT(dut->ops->matmul(dut, &yv.d, &xv.d, &xb->d, NULL, NULL, &e), KILN_E_INVALID);
+    free_pairs();
+}
+
+/* ---- attention ---- */
+
+static void attn_case(const char *what, int64_t sq, int64_t sk, int hq, int hkv, int dh, bool causal, bool mask) {
+    pair *q = mk2(KILN_DT_F32, sq, (int64_t)hq * dh, FILL_RAND), *k = mk2(KILN_DT_F32, sk, (int64_t)hkv * dh, FILL_RAND);
+    pair *v = mk2(KILN_DT_F32, sk, (int64_t)hkv * dh, FILL_RAND), *o = mk2(KILN_DT_F32, sq, (int64_t)hq * dh, FILL_NAN);
+    pair *km = mask ? mk1(KILN_DT_U8, sk, FILL_RAND) : NULL;
+    float scale = 1.0f / sqrtf((float)dh) * 3.0f; /* sharper than usual: exercises the running max */
+    BOTH(ref->ops->attention(ref, &o->h, &q->h, &k->h, &v->h, hq, hkv, scale, causal, km ? &km->h : NULL, &e_),
+         dut->ops->attention(dut, &o->d, &q->d, &k->d, &v->d, hq, hkv, scale, causal, km ? &km->d : NULL, &e_));
+    /* KILN_CUDA_ATTENTION=tc rounds q, k, v and p to bf16 (tensor-core operands): a bf16-level tolerance */
+    const char *att = getenv("KILN_CUDA_ATTENTION");
+    compare(what, o, dut->kind == KILN_BACKEND_CUDA && att && strcmp(att, "tc") == 0 ? 2e-2 : 1e-4);
+}
+
+static void test_attention(void) {
+    attn_case("attention 4 heads dh128 s=77", 77, 77, 4, 4, 128, false, false);
+    attn_case("attention dh128 s=300 (DiT-like)", 300, 300, 3, 3, 128, false, false);
+    attn_case("attention GQA 8q/2kv causal (Qwen3)", 70, 70, 8, 2, 128, true, false);
+    attn_case("attention key mask", 40, 90, 2, 2, 64, false, true);
+    attn_case("attention causal + mask", 33, 33, 2, 1, 64, true, true);
+    attn_case("attention 1 head dh512 (VAE mid)", 64, 64, 1, 1, 512, false, false);
+    free_pairs();
+}
+
+/* ---- norms, RoPE, softmax ---- */
+
+static void test_norms(void) {
+    pair *x = mk2(KILN_DT_F32, 37, 4 * 128, FILL_RAND), *y = mk2(KILN_DT_F32, 37, 512, FILL_NAN);
+    pair *g = mk1(KILN_DT_F32, 128, FILL_RAND), *gb = mk1(KILN_DT_BF16, 512, FILL_RAND);
+    BOTH(ref->ops->rms_norm(ref, &y->h, &x->h, &g->h, 1e-6f, &e_), dut->ops->rms_norm(dut, &y->d, &x->d, &g->d, 1e-6f, &e_));
+    compare("rms_norm per head (G=128)", y, 1e-5);
+    BOTH(ref->ops->rms_norm(ref, &y->h, &x->h, &gb->h, 1e-6f, &e_), dut->ops->rms_norm(dut, &y->d, &x->d, &gb->d, 1e-6f, &e_));
+    compare("rms_norm whole row, bf16 gain", y, 1e-5);
+    BOTH(ref->ops->rms_norm(ref, &x->h, &x->h, &g->h, 1e-6f, &e_), dut->ops->rms_norm(dut, &x->d, &x->d, &g->d, 1e-6f, &e_));
+    compare("rms_norm in place", x, 1e-5);
+
+    pair *a = mk2(KILN_DT_F32, 29, 3 * 96 + 5, FILL_RAND), *b = mk2(KILN_DT_F32, 29, 293, FILL_NAN);
+    pair *sh = mk1(KILN_DT_F32, 293, FILL_RAND), *sc = mk1(KILN_DT_F32, 293, FILL_RAND);
+    BOTH(ref->ops->layer_norm_modulate(ref, &b->h, &a->h, &sh->h, &sc->h, 1e-6f, &e_),
+         dut->ops->layer_norm_modulate(dut, &b->d, &a->d, &sh->d, &sc->d, 1e-6f, &e_));
+    compare("layer_norm_modulate", b, 1e-5);
+    BOTH(ref->ops->layer_norm_modulate(ref, &b->h, &a->h, NULL, NULL, 1e-6f, &e_),
+         dut->ops->layer_norm_modulate(dut, &b->d, &a->d, NULL, NULL, 1e-6f, &e_));
+    compare("layer_norm (no modulation)", b, 1e-5);
+
+    pair *s = mk2(KILN_DT_F32, 21, 1000, FILL_RAND), *so = mk2(KILN_DT_F32, 21, 1000, FILL_NAN);
+    BOTH(ref->ops->softmax(ref, &so->h, &s->h, &e_), dut->ops->softmax(dut, &so->d, &s->d, &e_));
+    compare("softmax", so, 1e-5);
+
+    for (int il = 0; il < 2; il++) {
+        pair *r = mk2(KILN_DT_F32, 2 * 19, 3 * 64, FILL_RAND);
+        pair *c = mk2(KILN_DT_F32, 19, 32, FILL_RAND), *sn = mk2(KILN_DT_F32, 19, 32, FILL_RAND);
+        BOTH(ref->ops->rope(ref, &r->h, &c->h, &sn->h, 3, il, &e_), dut->ops->rope(dut, &r->d, &c->d, &sn->d, 3, il, &e_));
+        compare(il ? "rope interleaved (batch 2 shares the table)" : "rope half-split", r, 1e-5);
+    }
+    free_pairs();
+}
+
+/* ---- elementwise ---- */
+
+static void test_elementwise(void) {
+    pair *ab = mk2(KILN_DT_F32, 23, 2 * 150, FILL_RAND), *y = mk2(KILN_DT_F32, 23, 150, FILL_NAN);
+    BOTH(ref->ops->swiglu(ref, &y->h, &ab->h, &e_), dut->ops->swiglu(dut, &y->d, &ab->d, &e_));
+    compare("swiglu", y, 1e-5);
+    pair *a = mk2(KILN_DT_F32, 23, 150, FILL_RAND), *b = mk2(KILN_DT_F32, 23, 150, FILL_RAND);
+    BOTH(ref->ops->silu_mul(ref, &y->h, &a->h, &b->h, &e_), dut->ops->silu_mul(dut, &y->d, &a->d, &b->d, &e_));
+    compare("silu_mul", y, 1e-5);
+    BOTH(ref->ops->silu(ref, &y->h, &a->h, &e_), dut->ops->silu(dut, &y->d, &a->d, &e_));
+    compare("silu", y, 1e-5);
+    BOTH(ref->ops->gelu_tanh(ref, &y->h, &a->h, &e_), dut->ops->gelu_tanh(dut, &y->d, &a->d, &e_));
+    compare("gelu_tanh", y, 1e-5);
+    BOTH(ref->ops->add(ref, &y->h, &a->h, &b->h, &e_), dut->ops->add(dut, &y->d, &a->d, &b->d, &e_));
+    compare("add", y, 1e-6);
+    pair *g = mk1(KILN_DT_F32, 150, FILL_RAND);
+    BOTH(ref->ops->gated_add(ref, &a->h, &g->h, &b->h, &e_), dut->ops->gated_add(dut, &a->d, &g->d, &b->d, &e_));
+    compare("gated_add", a, 1e-6);
+    BOTH(ref->ops->scale_shift(ref, &y->h, &b->h, 1.5f, -0.25f, &e_), dut->ops->scale_shift(dut, &y->d, &b->d, 1.5f, -0.25f, &e_));
+    compare("scale_shift", y, 1e-6);
+    /* copy: a cast into a column block, and a transposed (strided) read */
+    pair *src = mk2(KILN_DT_F32, 17, 40, FILL_RAND), *dst = mk2(KILN_DT_BF16, 17, 64, FILL_RAND);
+    vpair dv = view(dst, 0, 17, 10, 40);
+    kiln_tensor sh = src->h, sd = src->d;
+    BOTH(ref->ops->copy(ref, &dv.h, &sh, &e_), dut->ops->copy(dut, &dv.d, &sd, &e_));
+    compare("copy f32 -> bf16 into a column block", dst, -1);
+    pair *tr = mk2(KILN_DT_F32, 40, 17, FILL_NAN);
+    kiln_tensor th = src->h, td = src->d; /* [17, 40] seen as [40, 17] with swapped strides */
+    th.shape[0] = td.shape[0] = 40, th.shape[1] = td.shape[1] = 17;
+    th.stride[0] = td.stride[0] = 1, th.stride[1] = td.stride[1] = 40;
+    BOTH(ref->ops->copy(ref, &tr->h, &th, &e_), dut->ops->copy(dut, &tr->d, &td, &e_));
+    compare("copy transposed", tr, -1);
+    free_pairs();
+}
+
+/* ---- images ---- */
+
+static void conv_case(const char *what, int64_t n, int64_t ci, int64_t h, int64_t w, int64_t co, int ksz, int stride,
+                      int pb, int pe, bool bias) {
+    int64_t ho = (h + pb + pe - ksz) / stride + 1, wo = (w + pb + pe - ksz) / stride + 1;
+    pair *x = mk4(n, ci, h, w, FILL_RAND), *y = mk4(n, co, ho, wo, FILL_NAN);
+    pair *wt = mk(KILN_DT_BF16, 4, (int64_t[]){co, ci, ksz, ksz}, FILL_RAND);
+    pair *b = bias ? mk1(KILN_DT_F32, co, FILL_RAND) : NULL;
+    BOTH(ref->ops->conv2d(ref, &y->h, &x->h, &wt->h, b ? &b->h : NULL, stride, pb, pe, &e_),
+         dut->ops->conv2d(dut, &y->d, &x->d, &wt->d, b ? &b->d : NULL, stride, pb, pe, &e_));
+    compare(what, y, 1e-4);
+}
+
+static void test_images(void) {
+    conv_case("conv2d 3x3 s1 p1 +bias", 2, 32, 19, 23, 48, 3, 1, 1, 1, true);
+    conv_case("conv2d 3x3 s2 pad right/bottom (VAE down)", 1, 16, 20, 18, 16, 3, 2, 0, 1, true);
+    conv_case("conv2d 1x1 (shortcut)", 1, 40, 9, 11, 24, 1, 1, 0, 0, false);
+    conv_case("conv2d 3x3 to 3 channels (conv_out)", 1, 64, 16, 16, 3, 3, 1, 1, 1, true);
+    pair *x = mk4(2, 64, 13, 15, FILL_RAND), *y = mk4(2, 64, 13, 15, FILL_NAN);
+    pair *ga = mk1(KILN_DT_F32, 64, FILL_RAND), *be = mk1(KILN_DT_F32, 64, FILL_RAND);
+    for (int silu = 0; silu < 2; silu++) {
+        BOTH(ref->ops->group_norm(ref, &y->h, &x->h, 32, &ga->h, &be->h, 1e-6f, silu, &e_),
+             dut->ops->group_norm(dut, &y->d, &x->d, 32, &ga->d, &be->d, 1e-6f, silu, &e_));
+        compare(silu ? "group_norm + silu" : "group_norm", y, 1e-5);
+    }
+    pair *u = mk4(2, 64, 26, 30, FILL_NAN);
+    BOTH(ref->ops->upsample2x(ref, &u->h, &x->h, &e_), dut->ops->upsample2x(dut, &u->d, &x->d, &e_));
+    compare("upsample2x", u, -1);
+    free_pairs();
+}
+
+/* ---- determinism: same inputs, same bytes ---- */
+
+static void test_determinism(void) {
+    pair *x = mk2(KILN_DT_F32, 300, 512, FILL_RAND), *w = mk2(KILN_DT_BF16, 768, 512, FILL_RAND);
+    pair *y1 = mk2(KILN_DT_F32, 300, 768, FILL_NAN), *y2 = mk2(KILN_DT_F32, 300, 768, FILL_NAN);
+    CHECK_EQ_INT(dut->ops->matmul(dut, &y1->d, &x->d, &w->d, NULL, NULL, NULL), KILN_OK);
+    CHECK_EQ_INT(dut->ops->matmul(dut, &y2->d, &x->d, &w->d, NULL, NULL, NULL), KILN_OK);
+    pair *q = mk2(KILN_DT_F32, 200, 256, FILL_RAND), *o1 = mk2(KILN_DT_F32, 200, 256, FILL_NAN);
+    pair *o2 = mk2(KILN_DT_F32, 200, 256, FILL_NAN);
+    CHECK_EQ_INT(dut->ops->attention(dut, &o1->d, &q->d, &q->d, &q->d, 2, 2, 0.1f, false, NULL, NULL), KILN_OK);
+    CHECK_EQ_INT(dut->ops->attention(dut, &o2->d, &q->d, &q->d, &q->d, 2, 2, 0.1f, false, NULL, NULL), KILN_OK);
+    size_t nb = y1->bytes, na = o1->bytes;
+    void *a = malloc(nb), *b = malloc(nb), *c = malloc(na), *d = malloc(na);
+    CHECK_EQ_INT(dut->ops->download(dut, a, y1->dbuf, nb, NULL), KILN_OK);
+    CHECK_EQ_INT(dut->ops->download(dut, b, y2->dbuf, nb, NULL), KILN_OK);
+    CHECK_EQ_INT(dut->ops->download(dut, c, o1->dbuf, na, NULL), KILN_OK);
+    CHECK_EQ_INT(dut->ops->download(dut, d, o2->dbuf, na, NULL), KILN_OK);
+    CHECK_MSG(memcmp(a, b, nb) == 0, "matmul is not bit-identical run to run");
+    CHECK_MSG(memcmp(c, d, na) == 0, "attention is not bit-identical run to run");
+    printf("  determinism (matmul, attention run twice)                   %s\n",
+           memcmp(a, b, nb) == 0 && memcmp(c, d, na) == 0 ? "bit-identical" : "DIFFER");
+    free(a), free(b), free(c), free(d);
+    free_pairs();
+}
+
+/* ---- timing (KILN_OPS_TIME=1, CUDA only): the DiT's heaviest ops at 1024x1024 (4096 + 512 tokens) ---- */
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void test_timing(void) {
+    const char *on = getenv("KILN_OPS_TIME");
+    if (!on || strcmp(on, "1") != 0 || dut->kind != KILN_BACKEND_CUDA) return;
+    const int64_t t = 4608, d = 3072;
+    pair *q = mk2(KILN_DT_F32, t, d, FILL_RAND), *o = mk2(KILN_DT_F32, t, d, FILL_NAN);
+    pair *w = mk2(KILN_DT_BF16, 27648, d, FILL_RAND), *y = mk2(KILN_DT_F32, t, 27648, FILL_NAN);
+    for (int op = 0; op < 2; op++) {
+        double best = 1e30;
+        for (int rep = 0; rep < 6; rep++) { /* the first is a warm-up */
+            CHECK_EQ_INT(dut->ops->sync(dut, NULL), KILN_OK);
+            double t0 = now_s();
+            kiln_status st = op == 0 ? dut->ops->attention(dut, &o->d, &q->d, &q->d, &q->d, 24, 24, 0.088f, false, NULL, NULL)
+                                     : dut->ops->matmul(dut, &y->d, &q->d, &w->d, NULL, NULL, NULL);
+            CHECK_EQ_INT(st, KILN_OK);
+            CHECK_EQ_INT(dut->ops->sync(dut, NULL), KILN_OK);
+            double dt = now_s() - t0;
+            if (rep > 0 && dt < best) best = dt;
+        }
+        double flops = op == 0 ? 4.0 * t * t * d : 2.0 * t * 27648.0 * d;
+        printf("  time %-46s %8.3f ms  %7.1f TFLOP/s\n",
+               op == 0 ? "attention 4608 tokens x 24 heads x 128" : "matmul 4608 x 27648 x 3072 (single linear1)",
+               best * 1e3, flops / best / 1e12);
+    }
+    free_pairs();
+}
+
+int main(void) {
+    kiln_err err = {0};
+    if (kiln_backend_open_cpu(0, &ref, &err) != KILN_OK) {
+        fprintf(stderr, "cannot open the CPU backend: %s\n", err.msg);
+        return 1;
+    }
+    kiln_status s = kiln_backend_open_cuda(0, &dut, &err);
+    if (s != KILN_OK) {
+        const char *req = getenv("KILN_REQUIRE_GPU");
+        printf("skipped CUDA: %s\n", err.msg);
+        if (req && strcmp(req, "1") == 0) {
+            fprintf(stderr, "KILN_REQUIRE_GPU=1 but no CUDA backend\n");
+            return 1;
+        }
+        /* Exercise the harness anyway: a second CPU backend as the device under test. */
+        printf("running the comparison harness CPU vs CPU instead\n");
+        dut_name = "cpu#2";
+        if (kiln_backend_open_cpu(1, &dut, &err) != KILN_OK) return 1;
+    } else {
+        printf("device under test: %s\n", dut->ops->name);
+    }
+    RUN(test_matmul);
+    RUN(test_attention);
+    RUN(test_norms);
+    RUN(test_elementwise);
+    RUN(test_images);
+    RUN(test_determinism);
+    RUN(test_timing);
+    kiln_backend_close(dut);
+    kiln_backend_close(ref);
+    return test_summary();
+}

@@ -1,0 +1,195 @@
+/* test_pipeline_golden.c - the whole FLUX.2 [klein] pipeline on the tiny models against the official
+ * diffusers Flux2KleinPipeline (goldens pipeline_b1_f32, pipeline_b3_f32, cfg_base_f32: fp32 runs on the same
+ * bf16-exact weights and the same injected noise). Every stage is compared with the golden's stated tolerance:
+ * text features, sigmas, each step's timestep / velocity / latents, the VAE input latent, the float image and
+ * the uint8 image (plus PSNR >= 40 dB). Both layouts: the diffusers folder and the three ComfyUI single files;
+ * distilled (batch 1 and 3) and base (CFG). */
+#include <jansson.h>
+#include <string.h>
+
+#include "golden.h"
+#include "kiln.h"
+#include "pipeline/trace.h"
+#include "test.h"
+
+#define MAX_TRACE 64
+
+typedef struct trace_buf {
+    char name[64];
+    float *data;
+    size_t n;
+} trace_buf;
+
+typedef struct traces {
+    trace_buf t[MAX_TRACE];
+    int n;
+} traces;
+
+/* Appends (per-image traces come one image at a time). "x.image" is stored as "x". */
+static void on_trace(void *ctx, const char *name, const float *data, size_t n) {
+    traces *tr = ctx;
+    char key[64];
+    snprintf(key, sizeof key, "%s", name);
+    char *dot = strstr(key, ".image");
+    if (dot) *dot = 0;
+    trace_buf *b = NULL;
+    for (int i = 0; i < tr->n; i++)
+        if (!strcmp(tr->t[i].name, key)) b = &tr->t[i];
+    if (!b) {
+        if (tr->n == MAX_TRACE) return;
+        b = &tr->t[tr->n++];
+        snprintf(b->name, sizeof b->name, "%s", key);
+    }
+    b->data = realloc(b->data, (b->n + n) * sizeof(float));
+    memcpy(b->data + b->n, data, n * sizeof(float));
+    b->n += n;
+}
+
+static trace_buf *find(traces *tr, const char *name) {
+    for (int i = 0; i < tr->n; i++)
+        if (!strcmp(tr->t[i].name, name)) return &tr->t[i];
+    return NULL;
+}
+
+static void traces_free(traces *tr) {
+    for (int i = 0; i < tr->n; i++) free(tr->t[i].data);
+    tr->n = 0;
+}
+
+static double psnr_u8(const uint8_t *a, const float *b, size_t n) {
+    double se = 0;
+    for (size_t i = 0; i < n; i++) se += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+    if (se == 0) return 999.0;
+    return 10.0 * log10(255.0 * 255.0 / (se / n));
+}
+
+/* Runs one golden through an engine (diffusers folder, or the comfy single files when model_dir is NULL). */
+static void run_golden(const char *golden_name, const char *model_dir, kiln_variant variant, const char *label) {
+    golden g;
+    if (!golden_open(&g, golden_name)) return;
+    int W = atoi(golden_meta(&g, "width")), H = atoi(golden_meta(&g, "height"));
+    int steps = atoi(golden_meta(&g, "steps"));
+    json_error_t je;
+    json_t *prompts = json_loads(golden_meta(&g, "prompts"), 0, &je);
+    int B = prompts ? (int)json_array_size(prompts) : 0;
+    CHECK(B >= 1 && B <= 8);
+    const char *plist[8];
+    for (int i = 0; i < B && i < 8; i++) plist[i] = json_string_value(json_array_get(prompts, i));
+    size_t n_noise;
+    float *noise = golden_f32(&g, "noise", &n_noise);
+
+    kiln_err err = {0};
+    kiln_engine_config cfg = kiln_engine_config_default();
+    char md[1024];
+    if (model_dir) {
+        snprintf(md, sizeof md, "%s", test_src_path(model_dir));
+        cfg.model_dir = md;
+    } else {
+        static char u[1024], c[1024], v[1024];
+        snprintf(u, sizeof u, "%s", test_src_path("tests/data/tiny/comfy/flux-2-klein-4b.safetensors"));
+        snprintf(c, sizeof c, "%s", test_src_path("tests/data/tiny/comfy/qwen_3_4b.safetensors"));
+        snprintf(v, sizeof v, "%s", test_src_path("tests/data/tiny/comfy/flux2-vae.safetensors"));
+        cfg.unet_path = u;
+        cfg.clip_path = c;
+        cfg.vae_path = v;
+    }
+    cfg.variant = variant;
+    cfg.exact = true; /* f32 matmuls: the fp32 goldens */
+    kiln_engine *eng = NULL;
+    CHECK_MSG(kiln_engine_open(&cfg, &eng, &err) == KILN_OK, "%s", err.msg);
+    if (!eng || !noise || B < 1) goto out;
+    printf("  [%s] %s\n", label, kiln_engine_describe(eng));
+
+    kiln_request req = kiln_request_default();
+    req.prompt = plist[0];
+    req.prompts = B > 1 ? plist : NULL;
+    req.batch = B;
+    req.width = W;
+    req.height = H;
+    req.steps = steps;
+    const char *gs = golden_meta(&g, "guidance_scale");
+    req.guidance = gs ? (float)atof(gs) : 0;
+    req.noise = noise;
+    req.noise_count = n_noise;
+    traces tr = {0};
+    kiln_result *res = NULL;
+    CHECK_MSG(kiln_generate_traced(eng, &req, on_trace, &tr, &res, &err) == KILN_OK, "%s", err.msg);
+    if (res) {
+        const char *stages[] = {"features", "negative_features", "sigmas", "latent", "image_float"};
+        for (size_t i = 0; i < sizeof stages / sizeof stages[0]; i++) {
+            if (!kiln_st_find(g.f, stages[i])) continue;
+            trace_buf *b = find(&tr, stages[i]);
+            CHECK_MSG(b != NULL, "no trace %s", stages[i]);
+            if (b) golden_compare(&g, stages[i], b->data, b->n, label);
+        }
+        for (int k = 0; k < steps; k++) {
+            const char *parts[] = {"timestep", "velocity", "velocity_uncond", "latents"};
+            for (int p = 0; p < 4; p++) {
+                char name[64];
+                snprintf(name, sizeof name, "step%d.%s", k, parts[p]);
+                if (!kiln_st_find(g.f, name)) continue;
+                trace_buf *b = find(&tr, name);
+                CHECK_MSG(b != NULL, "no trace %s", name);
+                if (!b) continue;
+                if (p == 0) { /* one timestep for the whole batch; the golden has B copies */
+                    float ts[8];
+                    for (int i = 0; i < B; i++) ts[i] = b->data[0];
+                    golden_compare(&g, name, ts, (size_t)B, label);
+                } else golden_compare(&g, name, b->data, b->n, label);
+            }
+        }
+        /* the uint8 image, B images [H, W, 3] */
+        size_t n_u8;
+        float *ref = golden_f32(&g, "image_u8", &n_u8);
+        CHECK_EQ_INT(res->n_images, B);
+        if (ref && res->n_images == B && n_u8 == (size_t)B * W * H * 3) {
+            uint8_t *all = malloc(n_u8);
+            float *allf = malloc(n_u8 * sizeof(float));
+            for (int i = 0; i < B; i++) memcpy(all + (size_t)i * W * H * 3, res->images[i].pixels, (size_t)W * H * 3);
+            for (size_t i = 0; i < n_u8; i++) allf[i] = all[i];
+            golden_compare(&g, "image_u8", allf, n_u8, label);
+            double psnr = psnr_u8(all, ref, n_u8);
+            printf("  %s image_u8 PSNR %.1f dB%s\n", golden_name, psnr, label);
+            CHECK_MSG(psnr >= 40.0, "PSNR %.1f dB < 40", psnr);
+            free(all);
+            free(allf);
+        }
+        free(ref);
+        CHECK(res->stage_ms[KILN_STAGE_DENOISING] > 0);
+        CHECK_EQ_INT(res->n_steps, steps);
+        char *json = kiln_result_perf_json(res, NULL);
+        CHECK(json && strstr(json, "\"Denoising\"") && strstr(json, "denoise_steps_ms"));
+        free(json);
+    }
+    kiln_result_free(res);
+    traces_free(&tr);
+out:
+    kiln_engine_close(eng);
+    json_decref(prompts);
+    free(noise);
+    golden_close(&g);
+}
+
+static void test_b1_diffusers(void) {
+    run_golden("pipeline_b1_f32", "tests/data/tiny/diffusers", KILN_VARIANT_AUTO, " (diffusers)");
+}
+static void test_b1_comfy(void) { run_golden("pipeline_b1_f32", NULL, KILN_VARIANT_AUTO, " (comfy)"); }
+static void test_b3_diffusers(void) {
+    run_golden("pipeline_b3_f32", "tests/data/tiny/diffusers", KILN_VARIANT_AUTO, " (diffusers)");
+}
+static void test_b3_comfy(void) { run_golden("pipeline_b3_f32", NULL, KILN_VARIANT_AUTO, " (comfy)"); }
+static void test_base_diffusers(void) {
+    /* AUTO: model_index.json says is_distilled false */
+    run_golden("cfg_base_f32", "tests/data/tiny/diffusers-base", KILN_VARIANT_AUTO, " (diffusers-base)");
+}
+static void test_base_comfy(void) { run_golden("cfg_base_f32", NULL, KILN_VARIANT_BASE, " (comfy, --base)"); }
+
+int main(void) {
+    RUN(test_b1_diffusers);
+    RUN(test_b1_comfy);
+    RUN(test_b3_diffusers);
+    RUN(test_b3_comfy);
+    RUN(test_base_diffusers);
+    RUN(test_base_comfy);
+    return test_summary();
+}
