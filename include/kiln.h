@@ -179,6 +179,9 @@ struct kiln_result {
     float guidance;
     kiln_variant variant;
     double sigmas_first, sigmas_last_nonzero;
+    /* CPU time of the whole process per stage (all threads), in ms: with wall time it shows how much of the
+     * machine a stage got (a loaded machine stretches wall time, not CPU time). In the perf dump as cpu_ms. */
+    double stage_cpu_ms[KILN_STAGE_COUNT];
 };
 
 void kiln_result_free(kiln_result *res); /* NULL allowed */

@@ -30,6 +30,10 @@ if [ -z "$model" ]; then
 fi
 echo "== machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs, KILN_THREADS=${KILN_THREADS:-all}"
 "$bin" --version
+threads=${KILN_THREADS:-$(nproc)}
+# This CPU's bf16 peak (the best bf16 kernel kiln has), GFLOP/s on $threads threads
+peak=$("$bin" bench-ops --peak 2>&1 | sed -n 's/^# peak bf16 [a-z0-9]* *\([0-9.]*\) GFLOP\/s/\1/p' | sort -g | tail -1)
+echo "== bf16 peak: ${peak:-?} GFLOP/s on $threads threads (kiln bench-ops --peak)"
 for s in "${sizes[@]}"; do
     echo "== ${s}x${s}, 4 steps"
     /usr/bin/time -v "$bin" generate -p "a red fox in fresh snow, golden hour" --model "$model" -W "$s" -H "$s" \
@@ -37,11 +41,19 @@ for s in "${sizes[@]}"; do
         2> "$work/log-$s.txt" || { cat "$work/log-$s.txt"; exit 1; }
     grep -E "^kiln: .*total" "$work/log-$s.txt" || true
     rss=$(sed -n 's/.*Maximum resident set size (kbytes): //p' "$work/log-$s.txt")
-    jq -r --arg s "$s" --arg rss "$rss" '
-        "| \($s)x\($s) | " + ([.stages[] | select(.name != "InputValidation" and .name != "TimestepPreparation")
-          | "\(.name) \((.duration_ms / 1000 * 100 | round) / 100) s"] | join(" | ")) +
-        " | total \((.total_duration_ms / 1000 * 10 | round) / 10) s | step \([.denoise_steps_ms[].duration_ms]
-          | add / length / 1000 * 10 | round / 10) s | peak RSS \(($rss | tonumber) / 1048576 * 100 | round / 100) GB |"' \
+    # DiT FLOPs per step (klein 4B: D 3072, F 9216, 25 blocks, 512 text tokens): 2*(4D^2 + 3FD) per token per
+    # block for the linears, 4*T^2*D per block for attention, plus img_in and the final projection.
+    jq -r --arg s "$s" --arg rss "$rss" --arg peak "${peak:-0}" --arg th "$threads" '
+        def r2: (. * 100 | round) / 100;
+        ($s | tonumber / 16 | . * .) as $n | (512 + $n) as $t |
+        (25 * 2 * (4 * 3072 * 3072 + 3 * 9216 * 3072) * $t + 25 * 4 * $t * $t * 3072 + 2 * 2 * $n * 128 * 3072) as $fl |
+        (.stages[] | select(.name == "Denoising")) as $dn |
+        ($dn.cpu_ms / 1000 / ($th | tonumber)) as $busy |
+        "| \($s)x\($s) | " + ([.stages[] | select(.cpu_ms != null and .name != "InputValidation" and .name != "TimestepPreparation" and .name != "LatentPreparation")
+          | "\(.name) \(.duration_ms / 1000 | r2) s (cpu \(.cpu_ms / 1000 | r2) s)"] | join(" | ")) +
+        " | total \(.total_duration_ms / 1000 | r2) s | peak RSS \(($rss | tonumber) / 1048576 | r2) GB" +
+        " | DiT \($fl / 1e12 | r2) TFLOP/step, \($fl * (.denoise_steps_ms | length) / $busy / 1e9 | round) GFLOP/s per busy second" +
+        " = \(if ($peak | tonumber) > 0 then ($fl * (.denoise_steps_ms | length) / $busy / 1e9 / ($peak | tonumber) * 100 | round) else "?" end)% of peak |"' \
         "$work/perf-$s.json"
 done
 echo "== perf dumps in $work/perf-*.json"

@@ -25,12 +25,14 @@ static void usage(FILE *out) {
             "         --warmup N         warm-up submits per graph (default 1)   --timed N  timed submits (default 4)\n"
             "         --seed N           seed base (default 910100)   --save DIR  keep the fetched images\n"
             "         --gpu N            NVML device index   --period S  telemetry period (default 0.5)\n"
+            "         --idle-samples N   idle baseline readings, 0.5 s apart (default 6)\n"
             "         --gate PCT,WINDOW_S,SAMPLES,ATTEMPTS,RETRY_S   contention gate (default 5,10,20,3,30)\n"
             "         --disclose PID     a GPU process that belongs to the target (repeatable)\n"
             "         --service UNIT     check a competing server's systemd unit   --service-is-target\n"
             "         --ups NAME         read the UPS load with upsc   --ups-stop PCT (default 80)\n"
             "         --model FILE       digest a model file (repeatable; cached)   --digest-cache FILE\n"
             "         --force            time even when preflight refuses (refusals stay in the report)\n"
+            "         exit status 9 when preflight refused the run (the report, with its refusals, is written)\n"
             "       kiln bench compare --a TARGET --b TARGET --graph FILE --bank PROMPT_BANK [options]\n"
             "         -o REPORT  --md SUMMARY.md  --cell ID  --rounds N (default 2)  --warmup N (default 1)\n"
             "         --seed N (default 42)  --label-a NAME --label-b NAME  --scope TEXT\n"
@@ -175,6 +177,7 @@ static int cmd_run(int argc, char **argv) {
         else if (!strcmp(a, "--warmup") && parse_int(v, 0, 1000, &n)) cfg.warmup = (int)n;
         else if (!strcmp(a, "--timed") && parse_int(v, 1, 100000, &n)) cfg.timed = (int)n;
         else if (!strcmp(a, "--gpu") && parse_int(v, 0, 255, &n)) cfg.gpu_index = (int)n;
+        else if (!strcmp(a, "--idle-samples") && parse_int(v, 0, 10000, &n)) cfg.idle_samples = (int)n;
         else if (!strcmp(a, "--seed") && parse_int(v, 0, 1L << 52, &n)) cfg.seed_base = n;
         else if (!strcmp(a, "--disclose") && parse_int(v, 1, 0x7fffffff, &n)) pids[np++] = (unsigned)n;
         else if (!strcmp(a, "--period") && (cfg.sample_period_s = strtod(v, NULL)) > 0) {}
@@ -213,7 +216,11 @@ static int cmd_run(int argc, char **argv) {
             }
             if (!out_path) putchar('\n');
             size_t nref = json_array_size(json_object_get(report, "refusals"));
-            if (nref) fprintf(stderr, "kiln bench run: %zu refusal(s) in the report\n", nref);
+            if (nref) {
+                fprintf(stderr, "kiln bench run: %zu refusal(s) in the report%s\n", nref,
+                        cfg.force ? " (timed anyway: --force)" : "; nothing was timed");
+                if (!cfg.force && st == KILN_OK) rc = kiln_status_exit_code(KILN_E_CANCELLED);
+            }
         }
         if (st != KILN_OK) rc = fail(&err);
     }

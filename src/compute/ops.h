@@ -73,8 +73,9 @@ typedef struct kiln_ops {
                                        const kiln_tensor *shift, const kiln_tensor *scale, float eps,
                                        kiln_err *err);
 
-    /* RoPE in place on x [S, H*Dh] with per-token angle tables cos/sin f32 [S, Dh/2] (same for every head).
-     * interleaved: pairs (2i, 2i+1) (FLUX DiT). half-split: pairs (i, i+Dh/2) (Qwen3). */
+    /* RoPE in place on x [S, H*Dh] with per-token angle tables cos/sin f32 [T, Dh/2] (same for every head).
+     * interleaved: pairs (2i, 2i+1) (FLUX DiT). half-split: pairs (i, i+Dh/2) (Qwen3).
+     * S may be a multiple of T: row r uses table row r % T (a batch of sequences stacked as [B*T, H*Dh]). */
     kiln_status (*rope)(kiln_backend *be, kiln_tensor *x, const kiln_tensor *cos, const kiln_tensor *sin,
                         int n_heads, bool interleaved, kiln_err *err);
 
@@ -133,7 +134,10 @@ struct kiln_backend {
 };
 
 /* CPU backend: n_threads 0 = KILN_THREADS or all cores. Picks the best kernels for this CPU at run time
- * (AVX-512 BF16 / AMX, AVX2+FMA, portable C); KILN_CPU=generic|avx2|avx512 forces a lower tier. */
+ * (AMX-BF16, AVX-512 BF16, AVX2+FMA, portable C); KILN_CPU=generic|avx2|avx512|amx forces a lower tier
+ * (KILN_E_UNSUPPORTED if above what the CPU has). FAST applies to bf16 weights (f32 weights always run EXACT).
+ * A backend serves one caller at a time (like a CUDA stream): it owns grow-only scratch that ops reuse.
+ * Decisions and measurements: docs/cpu-backend.md. */
 kiln_status kiln_backend_open_cpu(int n_threads, kiln_backend **out, kiln_err *err);
 /* CUDA backend on GPU `device`; KILN_E_DEVICE when kiln was built without CUDA or no GPU is present. */
 kiln_status kiln_backend_open_cuda(int device, kiln_backend **out, kiln_err *err);

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/alloc.h"
 #include "base/clock.h"
@@ -30,7 +31,7 @@ typedef struct run {
     kiln_engine *e;
     const kiln_request *req;
     kiln_result *res;
-    double t0, stage_t0;
+    double t0, stage_t0, stage_cpu0;
     kiln_stage stage;
     bool base;
     int B, Bd;            /* images, and DiT batch (2B with CFG) */
@@ -57,15 +58,25 @@ static bool report(run *r, int step, int n_steps, double eta) {
     return r->req->progress(r->req->progress_ctx, &p);
 }
 
+static double cpu_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
 static kiln_status stage_begin(run *r, kiln_stage s, kiln_err *err) {
     r->stage = s;
     r->stage_t0 = kiln_clock_s();
+    r->stage_cpu0 = cpu_s();
     if (!report(r, 0, s == KILN_STAGE_DENOISING ? r->steps : 0, -1.0))
         return KILN_FAIL(err, KILN_E_CANCELLED, "cancelled during %s", kiln_stage_name(s));
     return KILN_OK;
 }
 
-static void stage_end(run *r) { r->res->stage_ms[r->stage] += (kiln_clock_s() - r->stage_t0) * 1e3; }
+static void stage_end(run *r) {
+    r->res->stage_ms[r->stage] += (kiln_clock_s() - r->stage_t0) * 1e3;
+    r->res->stage_cpu_ms[r->stage] += (cpu_s() - r->stage_cpu0) * 1e3;
+}
 
 /* Bytes the request needs if every model stays resident (*keep) and if the text encoder is released before
  * the DiT runs (*release). */

@@ -45,6 +45,7 @@ char *kiln_result_perf_json(const kiln_result *res, const char *meta_json) {
         json_t *o = json_object();
         json_object_set_new(o, "name", json_string(kiln_stage_name((kiln_stage)s)));
         json_object_set_new(o, "duration_ms", json_real(res->stage_ms[s]));
+        if (s != KILN_STAGE_OUTPUT) json_object_set_new(o, "cpu_ms", json_real(res->stage_cpu_ms[s]));
         json_array_append_new(stages, o);
     }
     for (int i = 0; i < res->n_steps; i++) {

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <utf8proc.h>
 
 #include "base/alloc.h"
@@ -361,21 +362,29 @@ kiln_status kiln_tokenizer_load(const char *path, kiln_tokenizer **out, kiln_err
     FILE *f = fopen(path, "rb");
     if (!f)
         return KILN_FAIL(err, errno == ENOENT ? KILN_E_NOT_FOUND : KILN_E_IO, "%s: %s", path, strerror(errno));
-    /* one read, then parse from memory: jansson's FILE reader goes through getc() per byte, 3x slower */
-    char *buf = NULL;
-    size_t len = 0;
-    if (fseek(f, 0, SEEK_END) == 0) {
-        long end = ftell(f);
-        if (end >= 0 && fseek(f, 0, SEEK_SET) == 0 && (buf = kiln_malloc((size_t)end + 1)) != NULL)
-            len = fread(buf, 1, (size_t)end, f);
-        if (buf && (end < 0 || len != (size_t)end)) {
-            kiln_free(buf);
-            fclose(f);
-            return KILN_FAIL(err, KILN_E_IO, "%s: read failed", path);
-        }
+    /* one read, then parse from memory: jansson's FILE reader goes through getc() per byte */
+    struct stat sb;
+    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        fclose(f);
+        return KILN_FAIL(err, KILN_E_IO, "%s: not a regular file", path);
     }
+    if (sb.st_size > (off_t)1 << 30) {
+        fclose(f);
+        return KILN_FAIL(err, KILN_E_LIMIT, "%s: %lld bytes is over the 1 GiB limit for a tokenizer file", path,
+                         (long long)sb.st_size);
+    }
+    long end = (long)sb.st_size;
+    char *buf = kiln_malloc((size_t)end + 1);
+    if (!buf) {
+        fclose(f);
+        return KILN_FAIL(err, KILN_E_NOMEM, "%s: out of memory for %ld bytes", path, end);
+    }
+    size_t len = fread(buf, 1, (size_t)end, f);
     fclose(f);
-    if (!buf) return KILN_FAIL(err, KILN_E_IO, "%s: not a readable regular file, or out of memory", path);
+    if (len != (size_t)end) {
+        kiln_free(buf);
+        return KILN_FAIL(err, KILN_E_IO, "%s: read failed", path);
+    }
     json_error_t jerr;
     json_t *root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
     kiln_free(buf);

@@ -47,8 +47,9 @@ typedef struct kiln_tokenizer kiln_tokenizer;
 /* Qwen3 facts used as defaults (spec 2.5-2.6). */
 #define KILN_QWEN3_PAD_ID 151643   /* <|endoftext|>: pad (and eos of the base model) */
 #define KILN_TOK_DEFAULT_MAX_LEN 512
-/* Inputs longer than this many bytes are refused with KILN_E_LIMIT (callers normally cap far lower). */
-#define KILN_TOK_MAX_INPUT_BYTES ((size_t)64 << 20)
+/* Inputs longer than this many bytes (4 MiB, about a million tokens) are refused with KILN_E_LIMIT: no prompt is
+ * near it, and one 4 MiB word already needs ~220 MiB of BPE work space. Servers cap prompts far lower. */
+#define KILN_TOK_MAX_INPUT_BYTES ((size_t)4 << 20)
 
 /* ---- loading ------------------------------------------------------------------------------------------- */
 

@@ -9,6 +9,7 @@
  * The values are NVML's units (mW, bytes, MHz, ns, mJ). A value set to FAKE_NOT_SUPPORTED answers
  * NVML_ERROR_NOT_SUPPORTED (3); "init_rc" makes nvmlInit fail with that code. */
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #define FAKE_NOT_SUPPORTED (-1LL)
@@ -28,7 +29,23 @@ static slot slots[] = {
 static int saved;
 static slot defaults[NSLOTS];
 
+#include <stdlib.h>
+
+/* Environment overrides, read once: FAKE_NVML_<key>=<integer> (so a test driving the kiln binary can script
+ * the double too, e.g. FAKE_NVML_util=50 for a busy card). */
+static int env_read;
+static void read_env(void) {
+    env_read = 1;
+    for (size_t i = 0; i < sizeof slots / sizeof slots[0]; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "FAKE_NVML_%s", slots[i].key);
+        const char *v = getenv(name);
+        if (v) slots[i].value = strtoll(v, NULL, 0);
+    }
+}
+
 static long long *find(const char *key) {
+    if (!env_read) read_env();
     for (size_t i = 0; i < NSLOTS; i++)
         if (!strcmp(slots[i].key, key)) return &slots[i].value;
     return NULL;

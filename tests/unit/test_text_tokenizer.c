@@ -441,6 +441,8 @@ static void test_refusals(void) {
     kiln_tokenizer *t;
     kiln_err err = {0};
     CHECK_EQ_INT(kiln_tokenizer_load("/nonexistent/tokenizer.json", &t, &err), KILN_E_NOT_FOUND);
+    CHECK_EQ_INT(kiln_tokenizer_load(tmp_dir, &t, &err), KILN_E_IO); /* a directory */
+    CHECK_ERR_CONTAINS(&err, "not a regular file");
     json_t *empty = json_object();
     FILE *f = fopen(write_json(empty, "bad.json"), "w");
     json_decref(empty);

@@ -28,31 +28,6 @@ bool cpu_gemm_amx_ok(const cpu_gemm *g) {
 
 size_t cpu_gemm_amx_packed_bytes(int64_t rows, int64_t K) { return (size_t)((rows + 31) & ~(int64_t)31) * (size_t)K * 2; }
 
-TARGET void cpu_gemm_pack_amx(uint16_t *dst, const float *x, int64_t ldx, int64_t M, int64_t K, int64_t r0, int64_t r1) {
-    for (int64_t grp = r0 / 16; grp * 16 < r1; grp++) {
-        uint16_t *base = dst + grp * 16 * K;
-        for (int r = 0; r < 16; r++) {
-            int64_t row = grp * 16 + r;
-            uint32_t *out = (uint32_t *)(base + r * 2); /* one k pair per 32-bit word, 16 words apart */
-            if (row >= M) {
-                for (int64_t kp = 0; kp < K / 2; kp++) out[kp * 16] = 0;
-                continue;
-            }
-            const float *xr = x + row * ldx;
-            int64_t kp = 0;
-            for (; kp + 16 <= K / 2; kp += 16) {
-                __m512 lo = _mm512_loadu_ps(xr + 2 * kp), hi = _mm512_loadu_ps(xr + 2 * kp + 16);
-                __m512i pairs = (__m512i)_mm512_cvtne2ps_pbh(hi, lo); /* 32 bf16 = 16 (even, odd) pairs */
-                uint32_t tmp[16];
-                _mm512_storeu_si512(tmp, pairs);
-                for (int t = 0; t < 16; t++) out[(kp + t) * 16] = tmp[t];
-            }
-            for (; kp < K / 2; kp++)
-                out[kp * 16] = (uint32_t)f32_to_bf16(xr[2 * kp]) | (uint32_t)f32_to_bf16(xr[2 * kp + 1]) << 16;
-        }
-    }
-}
-
 /* Transposes the 16 x 16 f32 tile t (row stride 16) in registers: r[i] = column i of t. */
 TARGET static inline void transpose16(const float *t, __m512 r[16]) {
     __m512 a[16], b[16];
@@ -75,6 +50,34 @@ TARGET static inline void transpose16(const float *t, __m512 r[16]) {
         r[8 + i] = _mm512_shuffle_f32x4(x0, y0, 0xdd);
         r[4 + i] = _mm512_shuffle_f32x4(x1, y1, 0x88);
         r[12 + i] = _mm512_shuffle_f32x4(x1, y1, 0xdd);
+    }
+}
+
+TARGET void cpu_gemm_pack_amx(uint16_t *dst, const float *x, int64_t ldx, int64_t M, int64_t K, int64_t r0, int64_t r1) {
+    const float zero[32] __attribute__((aligned(64))) = {0};
+    float t[16][16] __attribute__((aligned(64)));
+    for (int64_t grp = r0 / 16; grp * 16 < r1; grp++) {
+        uint16_t *base = dst + grp * 16 * K;
+        const float *rows[16];
+        for (int r = 0; r < 16; r++) rows[r] = grp * 16 + r < M ? x + (grp * 16 + r) * ldx : NULL;
+        int64_t k = 0;
+        /* 32 k of 16 rows: each row -> 16 bf16 pairs (one 32-bit word per pair); transposing the 16 x 16 words
+         * gives the 16 tile rows "pair p of the 16 rows" */
+        for (; k + 32 <= K; k += 32) {
+            for (int r = 0; r < 16; r++) {
+                const float *src = rows[r] ? rows[r] + k : zero;
+                __m512i pr = (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(src + 16), _mm512_loadu_ps(src));
+                _mm512_store_si512(t[r], pr);
+            }
+            __m512 c[16];
+            transpose16(&t[0][0], c);
+            for (int p = 0; p < 16; p++) _mm512_storeu_si512(base + (k / 2 + p) * 32, (__m512i)c[p]);
+        }
+        for (; k < K; k += 2) /* K % 32 == 0 on the AMX path; kept for completeness */
+            for (int r = 0; r < 16; r++) {
+                uint32_t *out = (uint32_t *)(base + r * 2);
+                out[(k / 2) * 16] = rows[r] ? (uint32_t)f32_to_bf16(rows[r][k]) | (uint32_t)f32_to_bf16(rows[r][k + 1]) << 16 : 0;
+            }
     }
 }
 

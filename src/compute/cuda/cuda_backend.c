@@ -21,50 +21,89 @@ static bool in_arena(const kiln_cuda_backend *cb, const void *p) {
     return b && (const char *)p >= b && (const char *)p < b + cb->arena.capacity;
 }
 
+bool kcu_owns(const kiln_cuda_backend *cb, const void *p) { return in_arena(cb, p) || kcu_ranges_contains(&cb->devmem, p); }
+
+static void release_weight(void *ctx, void *dev) { kcu_free(dev); }
+
+kiln_status kcu_weight_resident(kiln_cuda_backend *cb, const void *host, size_t bytes, void **dev, kiln_err *err) {
+    *dev = kcu_wcache_find(&cb->weights, host, bytes);
+    if (*dev) return KILN_OK;
+    if (cb->capturing)
+        return KILN_FAIL(err, KILN_E_INVALID, "host weight of %zu bytes first used during CUDA-graph capture", bytes);
+    void *d = kcu_malloc(bytes);
+    if (!d)
+        return KILN_FAIL(err, KILN_E_NOMEM, "CUDA device out of memory uploading a %zu MiB weight (%zu MiB of weights "
+                         "already resident)", bytes >> 20, cb->weights.bytes >> 20);
+    kiln_status s = kcu_memcpy_h2d(cb, d, host, bytes, err);
+    if (s == KILN_OK) s = kcu_wcache_put(&cb->weights, host, bytes, d, err);
+    if (s != KILN_OK) {
+        kcu_free(d);
+        return s;
+    }
+    *dev = d;
+    return KILN_OK;
+}
+
 static void *cuda_alloc(kiln_backend *be, size_t bytes) {
     kiln_cuda_backend *cb = cuda_be(be);
+    if (kcu_use(cb, NULL) != KILN_OK) return NULL;
     uint64_t off;
     if (cb->arena_base && kcu_arena_alloc(&cb->arena, bytes, &off)) return (char *)cb->arena_base + off;
     if (cb->capturing) {
         log_error("cuda: allocation of %zu bytes during CUDA-graph capture does not fit the arena", bytes);
         return NULL;
     }
-    return kcu_malloc(bytes);
+    void *p = kcu_malloc(bytes);
+    if (p && kcu_ranges_add(&cb->devmem, p, bytes ? bytes : 1, NULL) != KILN_OK) {
+        kcu_free(p);
+        return NULL;
+    }
+    return p;
 }
 
 static void cuda_free(kiln_backend *be, void *p) {
     kiln_cuda_backend *cb = cuda_be(be);
     if (!p) return;
+    kcu_use(cb, NULL);
     if (in_arena(cb, p)) {
         if (!kcu_arena_free(&cb->arena, (uint64_t)((char *)p - (char *)cb->arena_base)))
             log_error("cuda: free of %p: not the start of a live arena block (double free?)", p);
         return;
     }
+    if (!kcu_ranges_remove(&cb->devmem, p)) log_error("cuda: free of %p: not allocated by this backend", p);
     kcu_free(p);
 }
 
 static kiln_status cuda_upload(kiln_backend *be, void *dst, const void *src, size_t bytes, kiln_err *err) {
     if (bytes && (!dst || !src)) return KILN_FAIL(err, KILN_E_INVALID, "upload of %zu bytes with a NULL pointer", bytes);
+    KILN_TRY(kcu_use(cuda_be(be), err));
     return kcu_memcpy_h2d(cuda_be(be), dst, src, bytes, err);
 }
 
 static kiln_status cuda_download(kiln_backend *be, void *dst, const void *src, size_t bytes, kiln_err *err) {
     if (bytes && (!dst || !src))
         return KILN_FAIL(err, KILN_E_INVALID, "download of %zu bytes with a NULL pointer", bytes);
+    KILN_TRY(kcu_use(cuda_be(be), err));
     return kcu_memcpy_d2h(cuda_be(be), dst, src, bytes, err);
 }
 
-static kiln_status cuda_sync(kiln_backend *be, kiln_err *err) { return kcu_sync(cuda_be(be), err); }
+static kiln_status cuda_sync(kiln_backend *be, kiln_err *err) {
+    KILN_TRY(kcu_use(cuda_be(be), err));
+    return kcu_sync(cuda_be(be), err);
+}
 
 static void cuda_close(kiln_backend *be) {
     kiln_cuda_backend *cb = cuda_be(be);
     if (!cb) return;
+    if (cb->stream) kcu_use(cb, NULL);
     log_debug("cuda: closing %s: arena peak %llu MiB, %llu GEMM shapes (%llu hits), %llu graphs captured, %llu "
               "replays", cb->name, (unsigned long long)(cb->arena.peak >> 20), (unsigned long long)cb->algos.count,
               (unsigned long long)cb->algos.hits, (unsigned long long)cb->graphs.n_captures,
               (unsigned long long)cb->graphs.n_replays);
     kcu_graph_cache_clear(&cb->graphs, kcu_graph_destroy, cb);
     kcu_algo_cache_free(&cb->algos);
+    kcu_wcache_free(&cb->weights, release_weight, NULL);
+    kcu_ranges_free(&cb->devmem);
     kcu_arena_destroy(&cb->arena);
     kcu_close(cb);
     kiln_free(cb);
@@ -114,6 +153,8 @@ kiln_status kiln_backend_open_cuda(int device, kiln_backend **out, kiln_err *err
     cb->base.device = device;
     cb->base.precision = KILN_PREC_FAST;
     kcu_algo_cache_init(&cb->algos);
+    kcu_ranges_init(&cb->devmem);
+    kcu_wcache_init(&cb->weights);
     kcu_graph_cache_init(&cb->graphs, 8);
     const char *det = getenv("KILN_DETERMINISTIC"), *att = getenv("KILN_CUDA_ATTENTION");
     cb->deterministic = det && *det && strcmp(det, "0") != 0;
@@ -160,6 +201,7 @@ kiln_status kiln_backend_open_cuda(int device, kiln_backend **out, kiln_err *err
 static kiln_status graph_run(kiln_cuda_backend *cb, uint64_t key, kiln_graph_body body, void *ctx, kiln_err *err) {
     const char *env = getenv("KILN_CUDA_GRAPHS");
     if (env && strcmp(env, "0") == 0) return body(&cb->base, ctx, err);
+    KILN_TRY(kcu_use(cb, err));
     void *exec = NULL, *stale = NULL;
     kcu_graph_action act = kcu_graph_cache_begin(&cb->graphs, key, cb->arena_gen, &exec, &stale);
     if (stale) {

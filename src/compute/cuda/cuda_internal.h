@@ -30,6 +30,7 @@
 #include "compute/cuda/cuda_arena.h"
 #include "compute/cuda/cuda_check.h"
 #include "compute/cuda/cuda_graph_cache.h"
+#include "compute/cuda/cuda_residency.h"
 #include "compute/ops.h"
 #include "tensor/tensor.h"
 
@@ -46,6 +47,8 @@ typedef struct kiln_cuda_backend {
     uint64_t arena_gen; /* bumps when arena_base moves: captured graphs hold its pointers */
     kcu_algo_cache algos;
     kcu_graph_cache graphs;
+    kcu_ranges devmem;  /* cudaMalloc'd allocations outside the arena (ops->alloc fallback) */
+    kcu_wcache weights; /* host weight -> device copy */
     bool deterministic; /* KILN_DETERMINISTIC=1: no split-K GEMMs, fixed reduction orders everywhere */
     bool capturing;     /* inside a CUDA-graph capture: no allocation, no synchronisation allowed */
     int attention;      /* KILN_CUDA_ATTENTION: 1 = simple f32 kernel (default), 2 = tensor cores ("tc") */
@@ -57,6 +60,13 @@ typedef struct kiln_cuda_backend {
 
 static inline kiln_cuda_backend *cuda_be(kiln_backend *be) { return (kiln_cuda_backend *)be; }
 
+/* ---- host C in cuda_backend.c ---- */
+/* true when p points into device memory this backend allocated (the arena or a tracked cudaMalloc). */
+bool kcu_owns(const kiln_cuda_backend *cb, const void *p);
+/* The device copy of the host weight bytes [host, host+bytes), uploaded on first use (cuda_residency.h).
+ * KILN_E_NOMEM when the device is full; KILN_E_INVALID during graph capture (run the shape eagerly first). */
+kiln_status kcu_weight_resident(kiln_cuda_backend *cb, const void *host, size_t bytes, void **dev, kiln_err *err);
+
 /* ---- runtime wrappers (cuda_rt.cu) ---- */
 /* Number of usable devices; KILN_E_DEVICE with the driver's reason when there is none (no driver, no GPU). */
 kiln_status kcu_device_count(int *n, kiln_err *err);
@@ -64,6 +74,9 @@ kiln_status kcu_device_count(int *n, kiln_err *err);
 kiln_status kcu_open(kiln_cuda_backend *cb, int device, kiln_err *err);
 /* Destroys what kcu_open and the scratch/workspace/arena functions created. Safe on a half-opened cb. */
 void kcu_close(kiln_cuda_backend *cb);
+/* Makes cb's GPU the calling thread's current device (CUDA's current device is per host thread: a request may
+ * run on another thread than the one that opened the backend). Every entry point calls it first. */
+kiln_status kcu_use(kiln_cuda_backend *cb, kiln_err *err);
 void *kcu_malloc(size_t bytes);          /* cudaMalloc; NULL on failure */
 void kcu_free(void *p);                  /* cudaFree; NULL is a no-op */
 kiln_status kcu_memcpy_h2d(kiln_cuda_backend *cb, void *dst, const void *src, size_t bytes, kiln_err *err);

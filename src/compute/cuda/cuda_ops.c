@@ -12,6 +12,36 @@
 
 static size_t align_up(size_t n) { return (n + SCRATCH_ALIGN - 1) / SCRATCH_ALIGN * SCRATCH_ALIGN; }
 
+/* Where a tensor argument's bytes live on this GPU (cuda_residency.h): a CUDA tensor as it is; a tensor tagged
+ * CPU whose bytes this backend allocated (a model that forgot to retag its views), retagged; a host weight
+ * (weight: matmul/conv w and bias, norm gains), replaced by its device copy, uploaded on first use. Anything
+ * else is returned unchanged and fails the op's check with "lives in host memory". */
+static const kiln_tensor *resident(kiln_cuda_backend *cb, const kiln_tensor *t, bool weight, kiln_tensor *buf,
+                                   kiln_status *st, kiln_err *err) {
+    if (!t || t->backend == KILN_BACKEND_CUDA || !t->data) return t;
+    if (kcu_owns(cb, t->data)) {
+        *buf = *t;
+        buf->backend = KILN_BACKEND_CUDA;
+        buf->device = cb->base.device;
+        return buf;
+    }
+    if (!weight || !kiln_tensor_is_contiguous(t)) return t;
+    void *dev = NULL;
+    *st = kcu_weight_resident(cb, t->data, kiln_tensor_nbytes(t), &dev, err);
+    if (*st != KILN_OK) return t;
+    *buf = *t;
+    buf->data = dev;
+    buf->backend = KILN_BACKEND_CUDA;
+    buf->device = cb->base.device;
+    return buf;
+}
+
+/* Rebinds tensor argument T to its resident version (declares T##_buf_; needs kiln_status st_ in scope). */
+#define RESIDE(T, WEIGHT)                                                                                     \
+    kiln_tensor T##_buf_;                                                                                     \
+    T = (void *)resident(cuda_be(be), (T), (WEIGHT), &T##_buf_, &st_, err);                                   \
+    if (st_ != KILN_OK) return st_
+
 /* ---- GEMM with a pinned algorithm per shape ---- */
 
 static kiln_status gemm(kiln_cuda_backend *cb, kcu_gemm_key *key, void *y, const void *x, const void *w,
@@ -29,6 +59,20 @@ static kiln_status gemm(kiln_cuda_backend *cb, kcu_gemm_key *key, void *y, const
 
 kiln_status cuda_matmul(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt, const kiln_tensor *wt,
                         const kiln_tensor *bt, const kiln_epilogue *epi, kiln_err *err) {
+    KILN_TRY(kcu_use(cuda_be(be), err));
+    kiln_status st_ = KILN_OK;
+    RESIDE(yt, false);
+    RESIDE(xt, false);
+    RESIDE(wt, true);
+    RESIDE(bt, true);
+    kiln_epilogue epi_local;
+    kiln_tensor gate_buf;
+    if (epi && epi->gate) { /* the gate is an activation too */
+        epi_local = *epi;
+        epi_local.gate = resident(cuda_be(be), epi->gate, false, &gate_buf, &st_, err);
+        if (st_ != KILN_OK) return st_;
+        epi = &epi_local;
+    }
     kiln_cuda_backend *cb = cuda_be(be);
     kcu_mat y, x, w, bias, gate = {0};
     KILN_TRY(kcu_as_mat(yt, KILN_DT_F32, "matmul", "y", &y, err));
@@ -104,6 +148,13 @@ kiln_status cuda_matmul(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt
 kiln_status cuda_attention(kiln_backend *be, kiln_tensor *ot, const kiln_tensor *qt, const kiln_tensor *kt,
                            const kiln_tensor *vt, int n_q_heads, int n_kv_heads, float scale, bool causal,
                            const kiln_tensor *mt, kiln_err *err) {
+    KILN_TRY(kcu_use(cuda_be(be), err));
+    kiln_status st_ = KILN_OK;
+    RESIDE(ot, false);
+    RESIDE(qt, false);
+    RESIDE(kt, false);
+    RESIDE(vt, false);
+    RESIDE(mt, false);
     kcu_mat o, q, k, v, mask = {0};
     KILN_TRY(kcu_as_mat(ot, -1, "attention", "out", &o, err));
     KILN_TRY(kcu_as_mat(qt, -1, "attention", "q", &q, err));
@@ -136,6 +187,11 @@ kiln_status cuda_attention(kiln_backend *be, kiln_tensor *ot, const kiln_tensor 
 
 kiln_status cuda_rms_norm(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt, const kiln_tensor *gt, float eps,
                           kiln_err *err) {
+    KILN_TRY(kcu_use(cuda_be(be), err));
+    kiln_status st_ = KILN_OK;
+    RESIDE(yt, false);
+    RESIDE(xt, false);
+    RESIDE(gt, true);
     kcu_mat y, x, g;
     KILN_TRY(kcu_as_mat(yt, -1, "rms_norm", "y", &y, err));
     KILN_TRY(kcu_as_mat(xt, -1, "rms_norm", "x", &x, err));
@@ -151,6 +207,12 @@ kiln_status cuda_rms_norm(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *
 
 kiln_status cuda_layer_norm_modulate(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt, const kiln_tensor *sht,
                                      const kiln_tensor *sct, float eps, kiln_err *err) {
+    KILN_TRY(kcu_use(cuda_be(be), err));
+    kiln_status st_ = KILN_OK;
+    RESIDE(yt, false);
+    RESIDE(xt, false);
+    RESIDE(sht, false);
+    RESIDE(sct, false);
     kcu_mat y, x, sh, sc;
     KILN_TRY(kcu_as_mat(yt, -1, "layer_norm_modulate", "y", &y, err));
     KILN_TRY(kcu_as_mat(xt, -1, "layer_norm_modulate", "x", &x, err));
@@ -162,6 +224,11 @@ kiln_status cuda_layer_norm_modulate(kiln_backend *be, kiln_tensor *yt, const ki
 
 kiln_status cuda_rope(kiln_backend *be, kiln_tensor *xt, const kiln_tensor *ct, const kiln_tensor *st, int n_heads,
                       bool interleaved, kiln_err *err) {
+    KILN_TRY(kcu_use(cuda_be(be), err));
+    kiln_status st_ = KILN_OK;
+    RESIDE(xt, false);
+    RESIDE(ct, false);
+    RESIDE(st, false);
     kcu_mat x, c, s;
     KILN_TRY(kcu_as_mat(xt, -1, "rope", "x", &x, err));
     KILN_TRY(kcu_as_mat(ct, KILN_DT_F32, "rope", "cos", &c, err));
@@ -181,6 +248,10 @@ kiln_status cuda_rope(kiln_backend *be, kiln_tensor *xt, const kiln_tensor *ct, 
 }
 
 kiln_status cuda_softmax(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt, kiln_err *err) {
+    KILN_TRY(kcu_use(cuda_be(be), err));
+    kiln_status st_ = KILN_OK;
+    RESIDE(yt, false);
+    RESIDE(xt, false);
     kcu_mat y, x;
     KILN_TRY(kcu_as_mat(yt, -1, "softmax", "y", &y, err));
     KILN_TRY(kcu_as_mat(xt, -1, "softmax", "x", &x, err));
@@ -191,6 +262,10 @@ kiln_status cuda_softmax(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *x
 /* ---- elementwise ---- */
 
 kiln_status cuda_swiglu(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *abt, kiln_err *err) {
+    KILN_TRY(kcu_use(cuda_be(be), err));
+    kiln_status st_ = KILN_OK;
+    RESIDE(yt, false);
+    RESIDE(abt, false);
     kcu_mat y, ab;
     KILN_TRY(kcu_as_mat(yt, -1, "swiglu", "y", &y, err));
     KILN_TRY(kcu_as_mat(abt, -1, "swiglu", "ab", &ab, err));
@@ -201,6 +276,11 @@ kiln_status cuda_swiglu(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *ab
 }
 
 kiln_status cuda_silu_mul(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *at, const kiln_tensor *bt, kiln_err *err) {
+    KILN_TRY(kcu_use(cuda_be(be), err));
+    kiln_status st_ = KILN_OK;
+    RESIDE(yt, false);
+    RESIDE(at, false);
+    RESIDE(bt, false);
     kcu_mat y, a, b;
     KILN_TRY(kcu_as_mat(yt, -1, "silu_mul", "y", &y, err));
     KILN_TRY(kcu_as_mat(at, -1, "silu_mul", "a", &a, err));
@@ -212,6 +292,9 @@ kiln_status cuda_silu_mul(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *
 
 static kiln_status unary(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt, int act, const char *op,
                          kiln_err *err) {
+    kiln_status st_ = KILN_OK;
+    RESIDE(yt, false);
+    RESIDE(xt, false);
     kcu_mat y, x;
     KILN_TRY(kcu_as_mat(yt, -1, op, "y", &y, err));
     KILN_TRY(kcu_as_mat(xt, -1, op, "x", &x, err));
@@ -220,14 +303,21 @@ static kiln_status unary(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *x
 }
 
 kiln_status cuda_silu(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, kiln_err *err) {
+    KILN_TRY(kcu_use(cuda_be(be), err));
     return unary(be, y, x, 0, "silu", err);
 }
 
 kiln_status cuda_gelu_tanh(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, kiln_err *err) {
+    KILN_TRY(kcu_use(cuda_be(be), err));
     return unary(be, y, x, 1, "gelu_tanh", err);
 }
 
 kiln_status cuda_add(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *at, const kiln_tensor *bt, kiln_err *err) {
+    KILN_TRY(kcu_use(cuda_be(be), err));
+    kiln_status st_ = KILN_OK;
+    RESIDE(yt, false);
+    RESIDE(at, false);
+    RESIDE(bt, false);
     kcu_mat y, a, b;
     KILN_TRY(kcu_as_mat(yt, -1, "add", "y", &y, err));
     KILN_TRY(kcu_as_mat(at, -1, "add", "a", &a, err));
@@ -239,6 +329,11 @@ kiln_status cuda_add(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *at, c
 
 kiln_status cuda_gated_add(kiln_backend *be, kiln_tensor *xt, const kiln_tensor *gt, const kiln_tensor *yt,
                            kiln_err *err) {
+    KILN_TRY(kcu_use(cuda_be(be), err));
+    kiln_status st_ = KILN_OK;
+    RESIDE(xt, false);
+    RESIDE(gt, false);
+    RESIDE(yt, false);
     kcu_mat x, g, y;
     KILN_TRY(kcu_as_mat(xt, -1, "gated_add", "x", &x, err));
     KILN_TRY(kcu_as_mat(yt, -1, "gated_add", "y", &y, err));
@@ -248,6 +343,10 @@ kiln_status cuda_gated_add(kiln_backend *be, kiln_tensor *xt, const kiln_tensor 
 }
 
 kiln_status cuda_scale_shift(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt, float a, float b, kiln_err *err) {
+    KILN_TRY(kcu_use(cuda_be(be), err));
+    kiln_status st_ = KILN_OK;
+    RESIDE(yt, false);
+    RESIDE(xt, false);
     kcu_mat y, x;
     KILN_TRY(kcu_as_mat(yt, -1, "scale_shift", "y", &y, err));
     KILN_TRY(kcu_as_mat(xt, -1, "scale_shift", "x", &x, err));
@@ -262,6 +361,10 @@ static bool convertible(kiln_dtype a, kiln_dtype b) {
 }
 
 kiln_status cuda_copy(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt, kiln_err *err) {
+    KILN_TRY(kcu_use(cuda_be(be), err));
+    kiln_status st_ = KILN_OK;
+    RESIDE(yt, false);
+    RESIDE(xt, false);
     kcu_view4 y, x;
     KILN_TRY(kcu_as_view4(yt, "copy", "y", &y, err));
     KILN_TRY(kcu_as_view4(xt, "copy", "x", &x, err));
@@ -280,6 +383,12 @@ kiln_status cuda_copy(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt, 
  * the left operand. Chunks cap the scratch at ~256 MiB (a 1024x1024 128-channel 3x3 layer would need 2.4 GB). */
 kiln_status cuda_conv2d(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt, const kiln_tensor *wt,
                         const kiln_tensor *bt, int stride, int pad_begin, int pad_end, kiln_err *err) {
+    KILN_TRY(kcu_use(cuda_be(be), err));
+    kiln_status st_ = KILN_OK;
+    RESIDE(yt, false);
+    RESIDE(xt, false);
+    RESIDE(wt, true);
+    RESIDE(bt, true);
     kiln_cuda_backend *cb = cuda_be(be);
     int64_t xd[4], yd[4];
     KILN_TRY(kcu_as_nchw(xt, "conv2d", "x", xd, err));
@@ -338,6 +447,12 @@ kiln_status cuda_conv2d(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt
 
 kiln_status cuda_group_norm(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt, int groups,
                             const kiln_tensor *gt, const kiln_tensor *bt, float eps, bool silu, kiln_err *err) {
+    KILN_TRY(kcu_use(cuda_be(be), err));
+    kiln_status st_ = KILN_OK;
+    RESIDE(yt, false);
+    RESIDE(xt, false);
+    RESIDE(gt, true);
+    RESIDE(bt, true);
     int64_t xd[4], yd[4];
     KILN_TRY(kcu_as_nchw(xt, "group_norm", "x", xd, err));
     KILN_TRY(kcu_as_nchw(yt, "group_norm", "y", yd, err));
@@ -355,6 +470,10 @@ kiln_status cuda_group_norm(kiln_backend *be, kiln_tensor *yt, const kiln_tensor
 }
 
 kiln_status cuda_upsample2x(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt, kiln_err *err) {
+    KILN_TRY(kcu_use(cuda_be(be), err));
+    kiln_status st_ = KILN_OK;
+    RESIDE(yt, false);
+    RESIDE(xt, false);
     int64_t xd[4], yd[4];
     KILN_TRY(kcu_as_nchw(xt, "upsample2x", "x", xd, err));
     KILN_TRY(kcu_as_nchw(yt, "upsample2x", "y", yd, err));

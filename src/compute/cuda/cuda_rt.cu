@@ -56,6 +56,13 @@ void kcu_close(kiln_cuda_backend *cb) {
     cb->lt = cb->stream = cb->workspace = cb->scratch = cb->arena_base = NULL;
 }
 
+kiln_status kcu_use(kiln_cuda_backend *cb, kiln_err *err) {
+    int cur = -1;
+    if (cudaGetDevice(&cur) == cudaSuccess && cur == cb->base.device) return KILN_OK;
+    KCU_CALL(err, cudaSetDevice(cb->base.device));
+    return KILN_OK;
+}
+
 void *kcu_malloc(size_t bytes) {
     void *p = NULL;
     if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) {
