@@ -56,6 +56,13 @@ typedef enum kiln_variant {
 
 typedef enum kiln_device_kind { KILN_DEVICE_CPU = 0, KILN_DEVICE_CUDA = 1 } kiln_device_kind;
 
+/* What happens to the text encoder (~6 GB of the 4B's weights) once a request's prompt is encoded. */
+typedef enum kiln_te_policy {
+    KILN_TE_AUTO = 0, /* keep it mapped, unless the request would not fit in memory with it (servers) */
+    KILN_TE_RELEASE,  /* unmap it before the DiT runs, reopen on the next request: lowest peak RSS (the CLI) */
+    KILN_TE_KEEP,     /* never release (a request that only fits with release is refused) */
+} kiln_te_policy;
+
 typedef struct kiln_engine_config {
     /* Either a diffusers folder (model_index.json, transformer/, text_encoder/, vae/, tokenizer/) ... */
     const char *model_dir;
@@ -70,6 +77,7 @@ typedef struct kiln_engine_config {
     int n_threads;            /* CPU threads; 0 = KILN_THREADS or all cores */
     bool exact;               /* f32 matmuls (match fp32 references) instead of bf16 (fast) */
     size_t memory_limit;      /* bytes a request may use; 0 = available physical memory */
+    kiln_te_policy te_policy;
     const char *commit;       /* recorded in perf dumps; NULL = KILN_COMMIT from the environment or "unknown" */
 } kiln_engine_config;
 

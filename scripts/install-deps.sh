@@ -15,6 +15,7 @@ packages=(
   libcurl4-openssl-dev                     # HTTP client (kiln bench against a ComfyUI-API server)
   libopenblas-dev                          # comparison baseline for the CPU matmul
   curl
+  chromium                                 # headless browser for the web page test (tests/cli/serve_webpage.sh)
 )
 
 missing=()

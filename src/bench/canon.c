@@ -163,7 +163,7 @@ static kiln_status put_value(sbuf *b, const json_t *v, kiln_err *err) {
         json_object_foreach((json_t *)v, key, val) {
             if (k < n) keys[k++] = key;
         }
-        qsort(keys, k, sizeof *keys, cmp_key);
+        if (k > 1) qsort(keys, k, sizeof *keys, cmp_key); /* keys is NULL for an empty object */
         sb_put(b, "{", 1);
         kiln_status st = KILN_OK;
         for (size_t i = 0; i < k && st == KILN_OK; i++) {

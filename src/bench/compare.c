@@ -96,7 +96,7 @@ kiln_status kiln_bench_compare(const kiln_compare_cfg *cfg, kiln_target *a, kiln
             char prefix[128];
             snprintf(prefix, sizeof prefix, "kiln-compare/warm-%d-%c", i, "ab"[s]);
             json_t *g = kiln_workflow_instantiate(&w, cell->prompt, cfg->seed, prefix);
-            kiln_submit_result r;
+            kiln_submit_result r = {0};
             st = g ? kiln_target_submit(side[s], g, &r, err) : KILN_FAIL(err, KILN_E_NOMEM, "out of memory");
             json_decref(g);
             kiln_submit_result_clear(&r);
@@ -114,7 +114,7 @@ kiln_status kiln_bench_compare(const kiln_compare_cfg *cfg, kiln_target *a, kiln
             snprintf(cellname, sizeof cellname, "r%d-%d-%c", rd, k + 1, "ab"[s]);
             snprintf(prefix, sizeof prefix, "kiln-compare/%s", cellname);
             json_t *g = kiln_workflow_instantiate(&w, cell->prompt, cfg->seed, prefix);
-            kiln_submit_result r;
+            kiln_submit_result r = {0};
             st = g ? kiln_target_submit(side[s], g, &r, err) : KILN_FAIL(err, KILN_E_NOMEM, "out of memory");
             json_decref(g);
             if (st == KILN_OK) {

@@ -54,6 +54,18 @@ typedef struct nv_field_value {
         unsigned short us;
     } value;
 } nv_field_value;
+typedef struct nv_sample {
+    unsigned long long timestamp;
+    union {
+        double d;
+        unsigned ui;
+        unsigned long ul;
+        unsigned long long ull;
+        long long sll;
+        int si;
+        unsigned short us;
+    } value;
+} nv_sample;
 typedef struct nv_violation_time {
     unsigned long long reference_time, violation_time;
 } nv_violation_time;
@@ -65,6 +77,7 @@ _Static_assert(sizeof(nv_temperature_v1) == 12, "nvmlTemperature_v1_t");
 _Static_assert(sizeof(nv_process_info) == 24, "nvmlProcessInfo_v2_t");
 _Static_assert(sizeof(nv_field_value) == 40, "nvmlFieldValue_t");
 _Static_assert(sizeof(nv_violation_time) == 16, "nvmlViolationTime_t");
+_Static_assert(sizeof(nv_sample) == 16, "nvmlSample_t");
 
 #define NV_MEMORY_V2_VERSION 0x02000028u
 #define NV_TEMPERATURE_V1_VERSION 0x0100000Cu
@@ -78,6 +91,7 @@ _Static_assert(sizeof(nv_violation_time) == 16, "nvmlViolationTime_t");
 #define NV_VALUE_SLLONG 4
 #define NV_VALUE_SINT 5
 #define NV_VALUE_USHORT 6
+#define NV_GPU_UTILIZATION_SAMPLES 1
 #define NV_PERF_POLICY_POWER 0
 #define NV_PERF_POLICY_THERMAL 1
 
@@ -111,6 +125,7 @@ typedef struct nv_fns {
     int (*violation_status)(nv_device, int, nv_violation_time *);
     int (*energy)(nv_device, unsigned long long *);
     int (*processes)(nv_device, unsigned *, nv_process_info *);
+    int (*samples)(nv_device, int, unsigned long long, int *, unsigned *, nv_sample *);
 } nv_fns;
 
 struct kiln_nvml {
@@ -185,6 +200,7 @@ kiln_status kiln_nvml_open(const char *lib_path, kiln_nvml **out, kiln_err *err)
     RESOLVE(violation_status, "nvmlDeviceGetViolationStatus");
     RESOLVE(energy, "nvmlDeviceGetTotalEnergyConsumption");
     RESOLVE(processes, "nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v2");
+    RESOLVE(samples, "nvmlDeviceGetSamples");
     if (!nv->f.init || !nv->f.get_count || !nv->f.handle_by_index) {
         kiln_status st = KILN_FAIL(err, KILN_E_DEVICE, "nvml: unavailable (%s lacks nvmlInit/DeviceGetCount/"
                                                         "GetHandleByIndex)", lib_path);
@@ -281,6 +297,38 @@ bool kiln_nvml_sample(void *ctx, kiln_tsample *out) {
     for (int i = 0; i < KILN_TF_COUNT; i++)
         if (!isnan(out->v[i])) return true;
     return out->mask_ok;
+}
+
+size_t kiln_nvml_util_history(void *ctx, uint64_t since_us, double *out, size_t cap) {
+    const kiln_nvml_dev *dev = ctx;
+    const nv_fns *f = &dev->nv->f;
+    if (!f->samples || cap == 0) return 0;
+    int type = 0;
+    unsigned count = 0;
+    /* Sized call first (NULL buffer), then the read; the driver keeps a bounded ring, cap what we take. */
+    if (f->samples(dev->handle, NV_GPU_UTILIZATION_SAMPLES, since_us, &type, &count, NULL) != NV_SUCCESS || count == 0)
+        return 0;
+    if (count > 4096) count = 4096;
+    nv_sample *buf = kiln_calloc(count, sizeof *buf);
+    if (!buf) return 0;
+    size_t n = 0;
+    if (f->samples(dev->handle, NV_GPU_UTILIZATION_SAMPLES, since_us, &type, &count, buf) == NV_SUCCESS) {
+        for (unsigned i = 0; i < count && n < cap; i++) {
+            double v;
+            switch (type) {
+            case NV_VALUE_DOUBLE: v = buf[i].value.d; break;
+            case NV_VALUE_UINT: v = buf[i].value.ui; break;
+            case NV_VALUE_ULONG: v = (double)buf[i].value.ul; break;
+            case NV_VALUE_ULLONG: v = (double)buf[i].value.ull; break;
+            case NV_VALUE_SLLONG: v = (double)buf[i].value.sll; break;
+            case NV_VALUE_SINT: v = buf[i].value.si; break;
+            default: v = NAN;
+            }
+            if (!isnan(v) && buf[i].timestamp > since_us) out[n++] = v;
+        }
+    }
+    kiln_free(buf);
+    return n;
 }
 
 static double field_as_double(const nv_field_value *v) {

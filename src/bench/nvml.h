@@ -58,6 +58,11 @@ kiln_status kiln_nvml_device(kiln_nvml *nv, unsigned index, kiln_nvml_dev *dev, 
 
 /* A kiln_sample_fn over a kiln_nvml_dev (ctx). False only when not a single field could be read. */
 bool kiln_nvml_sample(void *ctx, kiln_tsample *out);
+/* The driver's own buffered GPU-utilization samples (nvmlDeviceGetSamples, type GPU_UTIL) taken after since_us
+ * (Unix microseconds), in %: they do not alias with the poll period the way point reads do (nvml.md 1.6).
+ * ctx is a kiln_nvml_dev. Returns how many were written to out (0 when unsupported or none). */
+size_t kiln_nvml_util_history(void *ctx, uint64_t since_us, double *out, size_t cap);
+
 /* Energy and throttle-time counters (field values 74/76/269/270/271 where the driver has them, else
  * nvmlDeviceGetViolationStatus for power and thermal). */
 void kiln_nvml_counters(const kiln_nvml_dev *dev, kiln_tcounters *out);

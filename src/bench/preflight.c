@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "base/alloc.h"
+#include "base/clock.h"
 #include "bench/stats.h"
 
 kiln_gate_cfg kiln_gate_cfg_default(void) {
@@ -51,6 +52,7 @@ json_t *kiln_gate_run(kiln_sample_fn fn, void *ctx, const kiln_gate_cfg *cfg, ki
             struct timespec ts = {(time_t)cfg->retry_wait_s, (long)(fmod(cfg->retry_wait_s, 1.0) * 1e9)};
             nanosleep(&ts, NULL);
         }
+        uint64_t since_us = (uint64_t)(kiln_clock_wall_s() * 1e6);
         kiln_tsample *s;
         size_t n = kiln_sample_window(fn, ctx, (size_t)samples, cfg->window_s / samples, &s);
         double *x = kiln_calloc(n ? n : 1, sizeof *x);
@@ -73,7 +75,15 @@ json_t *kiln_gate_run(kiln_sample_fn fn, void *ctx, const kiln_gate_cfg *cfg, ki
             json_object_set_new(att, cols[c].key, kiln_reduction_json(x, n));
         }
         for (size_t i = 0; i < n; i++) x[i] = s[i].v[KILN_TF_UTIL_GPU];
-        quiet = kiln_gate_judge(x, n, cfg->max_util_pct, text, sizeof text);
+        double hist[1024];
+        size_t nh = cfg->history ? cfg->history(cfg->history_ctx, since_us, hist, 1024) : 0;
+        if (nh) {
+            json_object_set_new(att, "driver_samples", kiln_reduction_json(hist, nh));
+            quiet = kiln_gate_judge(hist, nh, cfg->max_util_pct, text, sizeof text);
+        } else {
+            quiet = kiln_gate_judge(x, n, cfg->max_util_pct, text, sizeof text);
+        }
+        json_object_set_new(att, "judged_on", json_string(nh ? "driver samples" : "polled readings"));
         json_object_set_new(att, "attempt", json_integer(a));
         json_object_set_new(att, "verdict", json_string(text));
         json_object_set_new(att, "quiet", json_boolean(quiet));

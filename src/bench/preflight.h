@@ -14,6 +14,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "bench/nvml.h"
 #include "bench/telemetry.h"
@@ -30,6 +31,11 @@ typedef struct kiln_gate_cfg {
     int samples;         /* readings per attempt */
     int attempts;        /* tries before the gate refuses */
     double retry_wait_s; /* pause between attempts */
+    /* Optional: the driver's buffered utilization samples since a Unix-microsecond time (kiln_nvml_util_history).
+     * When it returns samples for an attempt's window, the attempt is judged on them (they do not alias with
+     * the poll period); otherwise on the polled readings. */
+    size_t (*history)(void *ctx, uint64_t since_us, double *out, size_t cap);
+    void *history_ctx;
 } kiln_gate_cfg;
 
 kiln_gate_cfg kiln_gate_cfg_default(void); /* 5 %, 10 s, 20 samples, 3 attempts, 30 s apart */

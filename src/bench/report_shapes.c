@@ -95,6 +95,8 @@ static const kiln_field attempt_f[] = {
     {"attempt", &integer, true},
     {"verdict", &str, true},
     {"quiet", &boolean, false}, /* kiln */
+    {"driver_samples", &reduction, false}, /* kiln: nvmlDeviceGetSamples utilization over the window */
+    {"judged_on", &str, false},            /* kiln: "driver samples" | "polled readings" */
     {0},
 };
 static const kiln_shape attempt = {KILN_T_OBJ, attempt_f, 0, 0};

@@ -140,21 +140,34 @@ static json_t *preflight(const kiln_run_cfg *cfg, telem *t, json_t *report, doub
         add_check(checks, "service", &v);
         if (!v.passed) refuse(report, "service", v.text);
     }
+    /* The target's own server process (its unit's MainPID) is disclosed, not unexpected. */
+    long main_pid = 0;
+    const char *mp = json_string_value(json_object_get(service, "MainPID"));
+    if (cfg->service_is_target && mp) main_pid = strtol(mp, NULL, 10);
     json_object_set_new(ca, "service", service);
-    json_object_set_new(ca, "service_main_pid", json_null());
+    json_object_set_new(ca, "service_main_pid", main_pid > 0 ? json_integer(main_pid) : json_null());
+    unsigned disclosed[257];
+    size_t nd = 0;
+    for (size_t i = 0; i < cfg->n_disclosed && nd < 256; i++) disclosed[nd++] = cfg->disclosed_pids[i];
+    if (main_pid > 0) disclosed[nd++] = (unsigned)main_pid;
     /* GPU processes. */
     kiln_gpu_process procs[256];
     size_t np = 0;
     kiln_err err = {0};
     if (t->ok && kiln_nvml_processes(&t->dev, procs, 256, &np, &err) != KILN_OK) np = 0;
-    json_t *pc = kiln_processes_check(procs, np, cfg->disclosed_pids, cfg->n_disclosed, &v);
+    json_t *pc = kiln_processes_check(procs, np, disclosed, nd, &v);
     if (!t->ok) snprintf(v.text, sizeof v.text, "no GPU telemetry: GPU processes not listed (%s)", t->why);
     add_check(checks, "gpu_processes", &v);
     if (!v.passed) refuse(report, "gpu_processes", v.text);
     json_object_update(ca, pc);
     json_decref(pc);
     /* Contention gate. */
-    json_t *gate = kiln_gate_run(t->ok ? kiln_nvml_sample : NULL, t->ok ? &t->dev : NULL, &cfg->gate, &v);
+    kiln_gate_cfg gc = cfg->gate;
+    if (t->ok && !gc.history) {
+        gc.history = kiln_nvml_util_history;
+        gc.history_ctx = &t->dev;
+    }
+    json_t *gate = kiln_gate_run(t->ok ? kiln_nvml_sample : NULL, t->ok ? &t->dev : NULL, &gc, &v);
     json_object_set_new(ca, "contention_gate", gate);
     add_check(checks, "contention_gate", &v);
     if (t->ok && !v.passed) refuse(report, "contention_gate", v.text);
@@ -247,7 +260,7 @@ static kiln_status run_graph(const kiln_run_cfg *cfg, kiln_target *target, const
         char prefix[300];
         snprintf(prefix, sizeof prefix, "kiln-bench/%s-%d", tag, i);
         json_t *g = kiln_workflow_instantiate(w, cell->prompt, seed, prefix);
-        kiln_submit_result r;
+        kiln_submit_result r = {0};
         st = g ? kiln_target_submit(target, g, &r, err) : KILN_FAIL(err, KILN_E_NOMEM, "out of memory");
         json_decref(g);
         if (st == KILN_OK) json_array_append_new(json_object_get(b, "warmup"), submit_json(&r, tag, i, cell, seed, batch));
@@ -256,7 +269,8 @@ static kiln_status run_graph(const kiln_run_cfg *cfg, kiln_target *target, const
     json_t *w0 = json_object_get(json_array_get(json_object_get(b, "warmup"), 0), "exec_seconds");
     json_object_set_new(b, "cold_first_submit_exec_seconds", w0 ? json_incref(w0) : json_null());
     json_object_set_new(b, "cold_measured", json_boolean(w0 != NULL));
-    if (st != KILN_OK) return st;
+    /* On a failed warm-up the timed loop does not run, but the batch is still completed (empty reductions), so
+     * the partial report stays valid and says what happened. */
     /* Timed window: counters and the sampler bracket exactly the timed submits. */
     kiln_tcounters c0, c1;
     kiln_sampler *sampler = NULL;
@@ -267,7 +281,7 @@ static kiln_status run_graph(const kiln_run_cfg *cfg, kiln_target *target, const
     snprintf(tag, sizeof tag, "%s-%s-b%d-timed", cfg->arm, w->name, batch);
     double *per_submit = kiln_calloc((size_t)cfg->timed, sizeof *per_submit);
     double *per_image = kiln_calloc((size_t)cfg->timed, sizeof *per_image);
-    if (!per_submit || !per_image) st = KILN_FAIL(err, KILN_E_NOMEM, "out of memory");
+    if ((!per_submit || !per_image) && st == KILN_OK) st = KILN_FAIL(err, KILN_E_NOMEM, "out of memory");
     int done = 0, images = 0;
     double first_t0 = NAN, last_t1 = NAN;
     ci = 0; /* timed submits rotate through the cells from the first, as warm-up did */
@@ -277,7 +291,7 @@ static kiln_status run_graph(const kiln_run_cfg *cfg, kiln_target *target, const
         char prefix[300];
         snprintf(prefix, sizeof prefix, "kiln-bench/%s-%d", tag, i);
         json_t *g = kiln_workflow_instantiate(w, cell->prompt, seed, prefix);
-        kiln_submit_result r;
+        kiln_submit_result r = {0};
         st = g ? kiln_target_submit(target, g, &r, err) : KILN_FAIL(err, KILN_E_NOMEM, "out of memory");
         json_decref(g);
         if (st == KILN_OK) {
@@ -439,6 +453,10 @@ kiln_status kiln_bench_run(const kiln_run_cfg *cfg, kiln_target *target, json_t 
                               wf[i].graph_digest, "file", wf[i].file_digest, "knobs", wf[i].knobs, "prompt_cells",
                               cells, "reference", graph_reference(m, &ga[i]), "cards", t.ok ? "0" : "cpu", card,
                               "partial", 0);
+        const kiln_workflow *all[64];
+        size_t nall = 0;
+        for (size_t k = 0; k < cfg->n_graphs && nall < 64; k++) all[nall++] = &wf[k];
+        kiln_workflow_receipts(&wf[i], all, nall, json_object_get(g, "receipt"));
         json_object_set_new(json_object_get(r, "graphs"), wf[i].name, g);
         /* The harness does not start the target process (seed 000's did): its start time is not ours to know. */
         json_object_set_new(card, "process_start_seconds_wall", json_null());

@@ -134,3 +134,32 @@ json_t *kiln_workflow_instantiate(const kiln_workflow *w, const char *prompt, lo
     }
     return g;
 }
+
+/* A copy of w's graph with every steps input set to steps. */
+static json_t *with_steps(const json_t *graph, json_int_t steps) {
+    json_t *g = json_deep_copy(graph);
+    const char *id;
+    json_t *n;
+    json_object_foreach(g, id, n) {
+        json_t *in = json_object_get(n, "inputs");
+        if (json_is_integer(json_object_get(in, "steps"))) json_object_set_new(in, "steps", json_integer(steps));
+    }
+    return g;
+}
+
+void kiln_workflow_receipts(const kiln_workflow *a, const kiln_workflow *const *others, size_t n, json_t *receipt) {
+    json_int_t sa = json_integer_value(json_object_get(a->knobs, "steps"));
+    for (size_t i = 0; i < n; i++) {
+        const kiln_workflow *b = others[i];
+        json_int_t sb = json_integer_value(json_object_get(b->knobs, "steps"));
+        if (b == a || sb == sa) continue;
+        json_t *g = with_steps(a->graph, sb);
+        char hex[65];
+        if (g && kiln_graph_digest(g, hex, NULL) == KILN_OK && !strcmp(hex, b->graph_digest)) {
+            char key[64];
+            snprintf(key, sizeof key, "graph-at-%lld-steps", (long long)sb);
+            json_object_set_new(receipt, key, json_string(b->graph_digest));
+        }
+        json_decref(g);
+    }
+}

@@ -34,4 +34,9 @@ void kiln_workflow_free(kiln_workflow *w);
  * RandomNoise.noise_seed / KSampler.seed, and filename_prefix on every SaveImage. NULL when out of memory. */
 json_t *kiln_workflow_instantiate(const kiln_workflow *w, const char *prompt, long long seed, const char *prefix);
 
+/* Receipts (seed 000): when graph b is graph a with only its step count changed, a's receipt names b:
+ * "graph-at-<b's steps>-steps" -> b's graph digest (so a 32-step graph points at the 8-step graph it was derived
+ * from, and back). Compares canonical digests, so formatting never matters. Adds to receipt (an object). */
+void kiln_workflow_receipts(const kiln_workflow *a, const kiln_workflow *const *others, size_t n, json_t *receipt);
+
 #endif

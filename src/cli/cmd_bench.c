@@ -24,6 +24,7 @@ static void usage(FILE *out) {
             "         --arm NAME         run name; a <N>w token claims a cap that is checked (default kiln-bench)\n"
             "         --warmup N         warm-up submits per graph (default 1)   --timed N  timed submits (default 4)\n"
             "         --seed N           seed base (default 910100)   --save DIR  keep the fetched images\n"
+            "         --timeout S        one submit, submit to last image (default 600)\n"
             "         --gpu N            NVML device index   --period S  telemetry period (default 0.5)\n"
             "         --idle-samples N   idle baseline readings, 0.5 s apart (default 6)\n"
             "         --gate PCT,WINDOW_S,SAMPLES,ATTEMPTS,RETRY_S   contention gate (default 5,10,20,3,30)\n"
@@ -146,6 +147,7 @@ static bool parse_int(const char *s, long lo, long hi, long *out) {
 static int cmd_run(int argc, char **argv) {
     kiln_run_cfg cfg = kiln_run_cfg_default();
     const char *url = NULL, *out_path = NULL, *save = NULL;
+    double timeout_s = 600;
     const char **graphs = kiln_calloc((size_t)argc, sizeof *graphs);
     const char **models = kiln_calloc((size_t)argc, sizeof *models);
     unsigned *pids = kiln_calloc((size_t)argc, sizeof *pids);
@@ -181,6 +183,7 @@ static int cmd_run(int argc, char **argv) {
         else if (!strcmp(a, "--seed") && parse_int(v, 0, 1L << 52, &n)) cfg.seed_base = n;
         else if (!strcmp(a, "--disclose") && parse_int(v, 1, 0x7fffffff, &n)) pids[np++] = (unsigned)n;
         else if (!strcmp(a, "--period") && (cfg.sample_period_s = strtod(v, NULL)) > 0) {}
+        else if (!strcmp(a, "--timeout") && (timeout_s = strtod(v, NULL)) > 0) {}
         else if (!strcmp(a, "--ups-stop") && (cfg.ups_stop_pct = strtod(v, NULL)) > 0) {}
         else if (!strcmp(a, "--gate") &&
                  sscanf(v, "%lf,%lf,%d,%d,%lf", &cfg.gate.max_util_pct, &cfg.gate.window_s, &cfg.gate.samples,
@@ -203,7 +206,7 @@ static int cmd_run(int argc, char **argv) {
         cfg.n_models = nm;
         cfg.disclosed_pids = pids;
         cfg.n_disclosed = np;
-        kiln_http_opts ho = {.save_dir = save};
+        kiln_http_opts ho = {.save_dir = save, .timeout_s = timeout_s};
         if (kiln_target_open_spec(url, &ho, &t, &err) != KILN_OK) rc = fail(&err);
     }
     if (!rc) {

@@ -439,7 +439,7 @@ int kiln_cmd_bench_ops(int argc, char **argv) {
     printf("# kiln bench-ops: backend %s, %d threads, precision %s\n", be->ops->name, nthreads, exact ? "exact" : "fast");
     double pk[KILN_PEAK_COUNT];
     for (int k = 0; k < KILN_PEAK_COUNT; k++) {
-        pk[k] = kiln_cpu_peak_gflops((kiln_peak_kind)k, nthreads, 0.25);
+        pk[k] = kiln_cpu_peak_gflops((kiln_peak_kind)k, nthreads, 0.7);
         printf("# peak %-16s %9.1f GFLOP/s%s\n", kiln_peak_name((kiln_peak_kind)k), pk[k], pk[k] ? "" : " (not on this CPU)");
     }
     if (peak_only) {

@@ -46,6 +46,8 @@ static void usage(FILE *out) {
             "  --threads N           CPU threads (default KILN_THREADS or all cores)\n"
             "  --exact               f32 matmuls (matches fp32 references; slower)\n"
             "  --memory-limit GB     refuse requests that need more (default: available memory)\n"
+            "  --keep-text-encoder   keep Qwen3 mapped while the DiT runs (default: release it; one request\n"
+            "                        per process, so releasing only lowers the peak)\n"
             "  --tag TEXT            recorded in the perf dump\n"
             "  -q, --quiet           no progress output\n");
 }
@@ -93,7 +95,7 @@ int kiln_cmd_generate(int argc, char **argv) {
     kiln_engine_config cfg = kiln_engine_config_default();
     kiln_request req = kiln_request_default();
     const char *prompt = NULL, *output = "out.png", *perf = NULL, *noise_path = NULL;
-    bool have_seed = false, quiet = false;
+    bool have_seed = false, quiet = false, keep_te = false;
     long v;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -190,6 +192,9 @@ int kiln_cmd_generate(int argc, char **argv) {
                 return 2;
             }
             cfg.memory_limit = (size_t)(gb * 1e9);
+        } else if (!strcmp(a, "--keep-text-encoder")) {
+            cfg.te_policy = KILN_TE_AUTO;
+            keep_te = true;
         } else if (!strcmp(a, "--tag")) {
             TAKES_VALUE;
             req.tag = val;
@@ -214,6 +219,7 @@ int kiln_cmd_generate(int argc, char **argv) {
         return 2;
     }
     if (!have_seed) req.seed = random_seed();
+    if (!keep_te) cfg.te_policy = KILN_TE_RELEASE;
     req.prompt = prompt;
 
     kiln_err err = {0};

@@ -74,8 +74,8 @@ static bool gather(const char *dir, int depth, path_list *out) {
     }
     closedir(d);
     path_list *mine = idx.n ? &idx : &single;
-    qsort(mine->v, mine->n, sizeof *mine->v, cmp_str);
-    qsort(sub.v, sub.n, sizeof *sub.v, cmp_str);
+    if (mine->n) qsort(mine->v, mine->n, sizeof *mine->v, cmp_str); /* (qsort of NULL is undefined) */
+    if (sub.n) qsort(sub.v, sub.n, sizeof *sub.v, cmp_str);
     for (size_t i = 0; ok && i < mine->n; i++) ok = list_add(out, mine->v[i]);
     for (size_t i = 0; ok && i < sub.n; i++) ok = gather(sub.v[i], depth + 1, out);
     list_free(&idx);

@@ -18,7 +18,7 @@ static void usage(FILE *out) {
             "usage: kiln serve [--listen ADDR] [--port N] --models DIR --output DIR [--token T]\n"
             "                  [--db FILE] [--input DIR] [--unet NAME] [--clip NAME] [--vae NAME]\n"
             "                  [--max-queue N] [--max-body BYTES] [--max-side N] [--max-batch N] [--max-steps N]\n"
-            "                  [--timeout S] [--port-file FILE]\n\n"
+            "                  [--timeout S] [--port-file FILE] [--device cpu|cuda|cuda:N]\n\n"
             "Serves the ComfyUI API (/prompt, /history, /view, /ws, ... also under /api) and the OpenAI images API\n"
             "(/v1/images/generations, /v1/models) from one durable job queue (SQLite, <output>/kiln-jobs.sqlite).\n"
             "Binds 127.0.0.1:8188 by default; --port 0 picks a free port (written to --port-file if given).\n"
@@ -35,7 +35,7 @@ static bool int_arg(const char *s, long lo, long hi, long *out) {
 
 int kiln_cmd_serve(int argc, char **argv) {
     kiln_server_config cfg = kiln_server_config_default();
-    const char *port_file = NULL;
+    const char *port_file = NULL, *device = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -60,6 +60,7 @@ int kiln_cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--clip")) cfg.default_clip = v;
         else if (!strcmp(a, "--vae")) cfg.default_vae = v;
         else if (!strcmp(a, "--port-file")) port_file = v;
+        else if (!strcmp(a, "--device")) device = v;
         else if (!strcmp(a, "--max-queue") && int_arg(v, 1, 1000000, &n)) cfg.max_queue = (int)n;
         else if (!strcmp(a, "--max-body") && int_arg(v, 1024, 1L << 30, &n)) cfg.max_body = (size_t)n;
         else if (!strcmp(a, "--max-side") && int_arg(v, 64, 2048, &n)) cfg.limits.max_side = (int)n;
@@ -82,7 +83,11 @@ int kiln_cmd_serve(int argc, char **argv) {
         return 2;
     }
     kiln_err err = {0};
-    kiln_gen_engine *engine = kiln_server_engine_new();
+    kiln_gen_engine *engine = kiln_server_engine_new(device);
+    if (!engine) {
+        fprintf(stderr, "kiln serve: --device must be cpu, cuda or cuda:N (or out of memory)\n");
+        return 2;
+    }
     cfg.engine = engine;
     kiln_server *srv;
     if (kiln_server_start(&cfg, &srv, &err) != KILN_OK) {
@@ -91,8 +96,8 @@ int kiln_cmd_serve(int argc, char **argv) {
         return kiln_status_exit_code(err.code);
     }
     int port = kiln_server_port(srv);
-    fprintf(stderr, "kiln serve: listening on http://%s:%d (models %s, output %s%s)\n", cfg.listen, port,
-            cfg.models_dir ? cfg.models_dir : "(none)", cfg.output_dir, engine ? "" : ", NO image engine");
+    fprintf(stderr, "kiln serve: listening on http://%s:%d (models %s, output %s, device %s)\n", cfg.listen, port,
+            cfg.models_dir ? cfg.models_dir : "(none)", cfg.output_dir, device ? device : "cpu");
     if (port_file) {
         FILE *f = fopen(port_file, "w");
         if (f) {

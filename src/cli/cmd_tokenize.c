@@ -241,7 +241,8 @@ int kiln_cmd_tokenize(int argc, char **argv) {
 
     kiln_err err = {0};
     kiln_tokenizer *tok;
-    kiln_status st = tok_path ? kiln_tokenizer_load(tok_path, &tok, &err) : kiln_tokenizer_load_default(model_dir, &tok, &err);
+    kiln_status st = tok_path ? kiln_tokenizer_load(tok_path, &tok, &err)
+                              : kiln_tokenizer_load_default(model_dir, &tok, &err);
     if (st != KILN_OK) {
         fprintf(stderr, "kiln tokenize: %s\n", err.msg);
         return kiln_status_exit_code(st);

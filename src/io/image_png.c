@@ -137,11 +137,14 @@ kiln_status kiln_png_write(const char *path, const uint8_t *rgb, int width, int 
 
 kiln_status kiln_png_read(const char *path, uint8_t **rgb, int *width, int *height, kiln_png_text **text,
                           size_t *n_text, kiln_err *err) {
+    FILE *probe = fopen(path, "rb");
+    if (!probe) return KILN_FAIL(err, errno == ENOENT ? KILN_E_NOT_FOUND : KILN_E_IO, "%s: %s", path, strerror(errno));
+    fclose(probe);
     png_image im;
     memset(&im, 0, sizeof im);
     im.version = PNG_IMAGE_VERSION;
     if (!png_image_begin_read_from_file(&im, path))
-        return KILN_FAIL(err, errno == ENOENT ? KILN_E_NOT_FOUND : KILN_E_FORMAT, "%s: %s", path, im.message);
+        return KILN_FAIL(err, KILN_E_FORMAT, "%s: not a readable PNG: %s", path, im.message);
     im.format = PNG_FORMAT_RGB;
     size_t n = PNG_IMAGE_SIZE(im);
     uint8_t *buf = kiln_malloc(n);

@@ -6,7 +6,8 @@
  *     if (kiln_mkweights(m, "/tmp/klein", &o, &st, &err) != KILN_OK) ...
  *
  * Files are streamed (64 MiB at a time through kiln_st_writer: never a whole file in memory) and each lands
- * atomically (tmp + fsync + rename). Values are a pure function of (seed, tensor name, element index), so
+ * atomically (tmp + fsync + rename). Tensor data is ordered by decreasing dtype size (manifest order within a
+ * size), as the reference safetensors writer does, so every tensor is aligned to its element size. Values are a pure function of (seed, tensor name, element index), so
  * generation splits freely across threads, the output is byte-identical for any thread count, and a tensor
  * has the same values whichever file or layout it is written in. Distributions, chosen by name so a
  * full-size random model runs without overflow:
@@ -33,6 +34,7 @@ typedef struct kiln_mkweights_opts {
     kiln_pool *pool;           /* NULL: one thread */
     const char *tokenizer_dir; /* source for copy_tokenizer; NULL: $KILN_SOURCE_DIR/data/tokenizer/qwen3 */
     bool sparse; /* write headers only and leave the data as holes (zeros): layout checks in seconds */
+    size_t buffer_bytes; /* per buffer (two are used); 0 = 64 MiB. Tests set it small to cross many buffers */
     /* Called after each buffer is written (may be NULL). */
     void (*progress)(void *ctx, uint64_t done_bytes, uint64_t total_bytes);
     void *progress_ctx;

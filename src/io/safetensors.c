@@ -263,7 +263,7 @@ static kiln_status parse_image(kiln_st_file *f, int shard, const uint8_t *buf, s
     }
     /* Overlap: sort this shard's tensors by offset; each must start at or after the previous one's end.
      * Empty tensors occupy no bytes and cannot overlap anything. */
-    qsort(f->tensors + first, f->n - first, sizeof *f->tensors, cmp_tensor_pos);
+    if (f->n > first) qsort(f->tensors + first, f->n - first, sizeof *f->tensors, cmp_tensor_pos);
     const kiln_st_tensor *prev = NULL;
     for (size_t i = first; i < f->n; i++) {
         const kiln_st_tensor *t = &f->tensors[i];
@@ -314,7 +314,7 @@ static void detect_prefix(kiln_st_file *f) {
 }
 
 static kiln_status finish_open(kiln_st_file *f, kiln_err *err) {
-    qsort(f->tensors, f->n, sizeof *f->tensors, cmp_tensor_pos);
+    if (f->n) qsort(f->tensors, f->n, sizeof *f->tensors, cmp_tensor_pos); /* (qsort of NULL is undefined) */
     KILN_TRY(build_index(f, err));
     detect_prefix(f);
     return KILN_OK;
@@ -407,7 +407,14 @@ static bool safe_relative(const char *p) {
     return true;
 }
 
+/* Real indexes are tens of KB (one line per tensor); a bigger file is not an index. */
+#define KILN_ST_MAX_INDEX (64u * 1024 * 1024)
+
 static kiln_status open_index(const char *path, kiln_st_file **out, kiln_err *err) {
+    struct stat st;
+    if (stat(path, &st) == 0 && st.st_size > (off_t)KILN_ST_MAX_INDEX)
+        return KILN_FAIL(err, KILN_E_FORMAT, "%s: %lld bytes is too big for a shard index (limit %u)", path,
+                         (long long)st.st_size, KILN_ST_MAX_INDEX);
     json_error_t jerr;
     json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
     if (!root) {

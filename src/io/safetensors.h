@@ -17,6 +17,11 @@
  * end - begin != numel x dtype size; a range past the end of the file; overlapping ranges; `__metadata__` not a
  * string-to-string object. Shards: every file named in the index exists and holds the tensors the index says.
  *
+ * Alignment: a tensor's data is aligned to its element size only if the file was laid out that way (the
+ * reference writer and `kiln mkweights` order tensors by decreasing dtype size after an 8-byte-padded header;
+ * kiln_st_writer keeps the caller's order). The format does not promise it: check (uintptr_t)t->data % size
+ * before loading elements in place from files of unknown origin.
+ *
  * Key prefixes: kiln_st_find tries the name as given, then with the prefix detected at open (for example
  * `model.diffusion_model.` in ComfyUI files), so callers use canonical names. A prefix is detected when EVERY
  * tensor name starts with one of: `model.diffusion_model.`, `diffusion_model.`, `first_stage_model.`,

@@ -154,16 +154,17 @@ static kiln_status validate(run *r, kiln_err *err) {
     size_t keep, release;
     estimate(e, r, &keep, &release);
     size_t limit = e->cfg.memory_limit ? e->cfg.memory_limit : kiln_mem_usable();
-    e->te_released = false;
-    if (limit && keep > limit) {
-        if (release > limit)
+    bool rel = e->cfg.te_policy == KILN_TE_RELEASE;
+    if (limit && (rel ? release : keep) > limit) {
+        if (release > limit || e->cfg.te_policy == KILN_TE_KEEP)
             return KILN_FAIL(err, KILN_E_LIMIT, "not enough memory: %dx%d x %d image(s) needs about %.2f GB (%.2f GB "
                              "with the text encoder released before the DiT), %.2f GB is available; try a smaller "
                              "size or batch", q->width, q->height, r->B, keep / 1e9, release / 1e9, limit / 1e9);
-        e->te_released = true;
+        rel = true;
         log_info("memory is tight (%.2f GB needed, %.2f GB usable): releasing the text encoder after encoding",
                  keep / 1e9, limit / 1e9);
     }
+    e->te_released = rel;
     return KILN_OK;
 }
 

@@ -1,6 +1,7 @@
 /* engine_kiln.c - graph/engine.h implemented on include/kiln.h (see engine_select.h). */
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
@@ -12,6 +13,8 @@ typedef struct kiln_adapter {
     kiln_gen_engine iface;
     pthread_mutex_t mu;
     kiln_engine *eng;
+    kiln_device_kind device;
+    int device_index;
     char unet[4096], clip[4096], vae[4096];
 } kiln_adapter;
 
@@ -46,6 +49,8 @@ static kiln_status generate(void *self, const kiln_gen_params *p, kiln_gen_progr
         cfg.unet_path = p->unet_path;
         cfg.clip_path = p->clip_path;
         cfg.vae_path = p->vae_path;
+        cfg.device = a->device;
+        cfg.device_index = a->device_index;
         s = kiln_engine_open(&cfg, &a->eng, err);
         if (s == KILN_OK) {
             snprintf(a->unet, sizeof a->unet, "%s", p->unet_path);
@@ -91,9 +96,24 @@ static void unload(void *self) {
     pthread_mutex_unlock(&a->mu);
 }
 
-kiln_gen_engine *kiln_server_engine_new(void) {
+kiln_gen_engine *kiln_server_engine_new(const char *device) {
+    kiln_device_kind kind = KILN_DEVICE_CPU;
+    int index = 0;
+    if (device && strcmp(device, "cpu") != 0) {
+        char *end = NULL;
+        if (!strcmp(device, "cuda")) kind = KILN_DEVICE_CUDA;
+        else if (!strncmp(device, "cuda:", 5) && device[5] >= '0' && device[5] <= '9') {
+            kind = KILN_DEVICE_CUDA;
+            index = (int)strtol(device + 5, &end, 10);
+            if (*end || index > 64) return NULL;
+        } else {
+            return NULL;
+        }
+    }
     kiln_adapter *a = kiln_calloc(1, sizeof *a);
     if (!a) return NULL;
+    a->device = kind;
+    a->device_index = index;
     pthread_mutex_init(&a->mu, NULL);
     a->iface.self = a;
     a->iface.generate = generate;

@@ -6,8 +6,9 @@
 
 #include "graph/engine.h"
 
-/* A new engine adapter (nothing is loaded until the first job). NULL when out of memory. */
-kiln_gen_engine *kiln_server_engine_new(void);
+/* A new engine adapter (nothing is loaded until the first job). device: "cpu" (default when NULL), "cuda" or
+ * "cuda:N". NULL when out of memory or the device name is not one of those. */
+kiln_gen_engine *kiln_server_engine_new(const char *device);
 void kiln_server_engine_free(kiln_gen_engine *e); /* NULL allowed */
 
 #endif

@@ -164,6 +164,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         r->conn = conn;
         r->method = method;
         r->url = url;
+        r->started_s = kiln_clock_s();
         if (!strncmp(url, "/api/", 5) || !strcmp(url, "/api")) r->url = url[4] ? url + 4 : "/";
         *con_cls = r;
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
@@ -178,6 +179,19 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     }
     r->conn = conn;
     if (*upload_data_size) {
+        /* A body that trickles in never trips the idle time-out; bound the whole upload instead. */
+        double limit = 4.0 * srv->cfg.conn_timeout_s;
+        if (!r->replied && kiln_clock_s() - r->started_s > limit) {
+            *upload_data_size = 0;
+            char msg[128];
+            snprintf(msg, sizeof msg, "Request body took longer than %.0f s", limit);
+            return is_openai_url(r->url) ? kiln_reply_openai_error(r, 408, msg, "invalid_request_error", NULL, "timeout")
+                                         : kiln_reply_comfy_error(r, 408, "request_timeout", msg, "");
+        }
+        if (r->replied) {
+            *upload_data_size = 0;
+            return MHD_YES;
+        }
         if (!r->too_big) {
             size_t need;
             if (!kiln_add_size(r->body_len, *upload_data_size, &need) || need > srv->cfg.max_body) {
@@ -276,18 +290,20 @@ kiln_status kiln_server_start(const kiln_server_config *cfg, kiln_server **out, 
     }
     struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)cfg->port)};
     if (inet_pton(AF_INET, srv->listen, &addr.sin_addr) != 1) {
+        s = KILN_FAIL(err, KILN_E_INVALID, "serve: --listen %s is not an IPv4 address", srv->listen);
         kiln_server_stop(srv);
-        return KILN_FAIL(err, KILN_E_INVALID, "serve: --listen %s is not an IPv4 address", srv->listen);
+        return s;
     }
     srv->daemon = MHD_start_daemon(
         MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_ALLOW_UPGRADE | MHD_USE_ERROR_LOG,
         0, NULL, NULL, on_request, srv, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)srv->cfg.conn_timeout_s, MHD_OPTION_CONNECTION_LIMIT, 1024u,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, srv,
-        MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u, MHD_OPTION_END);
+        MHD_OPTION_END); /* no LISTENING_ADDRESS_REUSE: it means SO_REUSEPORT, two servers on one port */
     if (!srv->daemon) {
+        s = KILN_FAIL(err, KILN_E_IO, "serve: cannot listen on %s:%d (in use or not allowed)", srv->listen, cfg->port);
         kiln_server_stop(srv);
-        return KILN_FAIL(err, KILN_E_IO, "serve: cannot listen on %s:%d (in use or not allowed)", cfg->listen ? cfg->listen : "127.0.0.1", cfg->port);
+        return s;
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(srv->daemon, MHD_DAEMON_INFO_BIND_PORT);
     srv->port = info ? info->port : cfg->port;
@@ -303,11 +319,16 @@ int kiln_server_port(const kiln_server *srv) { return srv->port; }
 
 void kiln_server_stop(kiln_server *srv) {
     if (!srv) return;
+    /* Order matters: no new connections; the worker stops (its running job stays RUNNING in the store, so the
+     * next start runs it again) and is joined, so nothing sends to the hub any more; the hub closes the
+     * WebSockets so their connection threads return; then libmicrohttpd joins every connection thread (a
+     * handler waiting for a job sees the worker stopping and answers); only then go the worker and the store. */
     if (srv->daemon) MHD_quiesce_daemon(srv->daemon);
-    kiln_worker_stop(srv->worker); /* the running job ends interrupted-by-shutdown: it stays queued */
-    kiln_ws_hub_free(srv->hub);    /* closes upgraded sockets so their threads return */
+    if (srv->worker) kiln_worker_stop(srv->worker);
+    kiln_ws_hub_free(srv->hub);
     srv->hub = NULL;
     if (srv->daemon) MHD_stop_daemon(srv->daemon);
+    kiln_worker_free(srv->worker);
     kiln_store_close(srv->store);
     kiln_free(srv);
 }

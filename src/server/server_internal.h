@@ -28,7 +28,10 @@ bool kiln_ws_accept_key(const char *key, char out[29]);
 
 typedef struct kiln_worker kiln_worker;
 kiln_status kiln_worker_start(struct kiln_server *srv, kiln_worker **out, kiln_err *err);
+/* Stops the thread (the running job is left for the next start) and joins it; waiters return. The struct stays
+ * valid for threads still inside kiln_worker_wait until kiln_worker_free. */
 void kiln_worker_stop(kiln_worker *w);
+void kiln_worker_free(kiln_worker *w);
 void kiln_worker_wake(kiln_worker *w);           /* a job was queued */
 /* Interrupts the running job (only if its id matches, when id is not NULL). true if one was running. */
 bool kiln_worker_interrupt(kiln_worker *w, const char *id);
@@ -62,6 +65,8 @@ typedef struct kiln_req {
     size_t body_len, body_cap;
     bool too_big;
     bool replied;
+    double started_s;       /* first byte of the request seen (monotonic): bounds slow-drip bodies */
+    char ws_client_id[128]; /* /ws: the clientId the upgrade handler registers */
 } kiln_req;
 
 /* Replies (each returns the MHD result to hand back). Steal body. */

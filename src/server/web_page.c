@@ -29,7 +29,7 @@ const char kiln_web_index_html[] =
     "ws.onmessage=e=>{if(typeof e.data!='string')return;const m=JSON.parse(e.data),d=m.data;\n"
     " if(m.type=='status')st.textContent='queue: '+d.status.exec_info.queue_remaining;\n"
     " if(m.type=='progress'){fill.style.width=(100*d.value/d.max)+'%';st.textContent='step '+d.value+'/'+d.max;}\n"
-    " if(m.type=='executed'&&d.output.images)d.output.images.forEach(show);\n"
+    " if(m.type=='executed'&&d.output.images){d.output.images.forEach(show);document.body.dataset.state='shown';}\n"
     " if(m.type=='execution_success'){fill.style.width='100%';st.textContent='done';}\n"
     " if(m.type=='execution_error')st.textContent='error: '+d.exception_message;\n"
     " if(m.type=='execution_interrupted')st.textContent='interrupted';};\n"
@@ -48,4 +48,8 @@ const char kiln_web_index_html[] =
     "  '9':{class_type:'SaveImage',inputs:{images:['8',0],filename_prefix:'web/kiln'}}};\n"
     " const r=await fetch('/prompt',{method:'POST',headers:hdr,body:JSON.stringify({prompt:g,client_id:cid})});\n"
     " const j=await r.json();st.textContent=r.ok?'queued '+j.prompt_id:'error: '+JSON.stringify(j.error||j);};\n"
+    "const q=new URLSearchParams(location.search);if(q.get('prompt'))document.getElementById('prompt').value=q.get('prompt');\n"
+    "for(const k of ['w','h','steps','seed'])if(q.get(k))document.getElementById(k).value=q.get(k);\n"
+    "if(q.get('auto')){const go=()=>document.getElementById('f').requestSubmit();"
+    "if(ws.readyState==1)go();else ws.addEventListener('open',go);}\n"
     "</script></body></html>\n";

@@ -216,7 +216,7 @@ kiln_status kiln_worker_start(kiln_server *srv, kiln_worker **out, kiln_err *err
     pthread_cond_init(&w->wake, NULL);
     pthread_cond_init(&w->done, NULL);
     if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
-        kiln_worker_stop(w);
+        kiln_worker_free(w);
         return KILN_FAIL(err, KILN_E_INTERNAL, "cannot start the worker thread");
     }
     w->started = true;
@@ -233,6 +233,12 @@ void kiln_worker_stop(kiln_worker *w) {
     pthread_cond_broadcast(&w->done);
     pthread_mutex_unlock(&w->mu);
     if (w->started) pthread_join(w->thread, NULL);
+    w->started = false;
+}
+
+void kiln_worker_free(kiln_worker *w) {
+    if (!w) return;
+    kiln_worker_stop(w);
     pthread_mutex_destroy(&w->mu);
     pthread_cond_destroy(&w->wake);
     pthread_cond_destroy(&w->done);

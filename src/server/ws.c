@@ -191,21 +191,19 @@ static void client_loop(ws_client *c, reader *rd) {
     kiln_free(payload);
 }
 
-typedef struct upgrade_ctx {
-    kiln_server *srv;
-    char client_id[128];
-} upgrade_ctx;
-
 static void on_upgrade(void *cls, struct MHD_Connection *conn, void *con_cls, const char *extra_in,
                        size_t extra_in_size, MHD_socket sock, struct MHD_UpgradeResponseHandle *urh) {
-    upgrade_ctx *uc = cls;
-    kiln_ws_hub *h = uc->srv->hub;
+    /* cls is the server; con_cls the request, alive during this call (a context allocated for the upgrade
+     * would leak whenever libmicrohttpd declines to upgrade, e.g. for HTTP/1.0) */
+    kiln_server *srv = cls;
+    const kiln_req *req = con_cls;
+    kiln_ws_hub *h = srv->hub;
     ws_client *c = kiln_calloc(1, sizeof *c);
     bool added = false;
     if (c && h) {
         c->sock = sock;
         c->urh = urh;
-        snprintf(c->client_id, sizeof c->client_id, "%s", uc->client_id);
+        snprintf(c->client_id, sizeof c->client_id, "%s", req ? req->ws_client_id : "");
         pthread_mutex_init(&c->send_mu, NULL);
         /* libmicrohttpd hands the socket over non-blocking; the reader loop and the senders want it blocking,
          * with a send time-out so a client that stops reading cannot stall the worker */
@@ -222,8 +220,7 @@ static void on_upgrade(void *cls, struct MHD_Connection *conn, void *con_cls, co
     }
     if (added) {
         /* the first message, as ComfyUI sends it: the queue status and the session id */
-        int pending = kiln_store_count(uc->srv->store, KILN_JOB_QUEUED) +
-                      kiln_store_count(uc->srv->store, KILN_JOB_RUNNING);
+        int pending = kiln_store_count(srv->store, KILN_JOB_QUEUED) + kiln_store_count(srv->store, KILN_JOB_RUNNING);
         json_t *msg = json_pack("{s:s, s:{s:{s:{s:i}}, s:s}}", "type", "status", "data", "status", "exec_info",
                                 "queue_remaining", pending, "sid", c->client_id);
         char *txt = json_dumps(msg, JSON_COMPACT);
@@ -247,7 +244,6 @@ static void on_upgrade(void *cls, struct MHD_Connection *conn, void *con_cls, co
         if (added) pthread_mutex_destroy(&c->send_mu);
         kiln_free(c);
     }
-    kiln_free(uc);
     MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
 }
 
@@ -263,20 +259,13 @@ bool kiln_routes_ws(kiln_req *r, enum MHD_Result *res) {
                                       "/ws needs a WebSocket upgrade (GET, Upgrade: websocket, version 13)", "");
         return true;
     }
-    upgrade_ctx *uc = kiln_calloc(1, sizeof *uc);
-    if (!uc) {
-        *res = MHD_NO;
-        return true;
-    }
-    uc->srv = r->srv;
     const char *cid = kiln_req_arg(r, "clientId");
-    if (cid && *cid && strlen(cid) < sizeof uc->client_id)
-        snprintf(uc->client_id, sizeof uc->client_id, "%s", cid);
+    if (cid && *cid && strlen(cid) < sizeof r->ws_client_id)
+        snprintf(r->ws_client_id, sizeof r->ws_client_id, "%s", cid);
     else
-        kiln_uuid4(uc->client_id);
-    struct MHD_Response *resp = MHD_create_response_for_upgrade(on_upgrade, uc);
+        kiln_uuid4(r->ws_client_id);
+    struct MHD_Response *resp = MHD_create_response_for_upgrade(on_upgrade, r->srv);
     if (!resp) {
-        kiln_free(uc);
         *res = MHD_NO;
         return true;
     }

@@ -30,7 +30,8 @@ kiln_status kiln_idbuf_append(kiln_idbuf *b, const int32_t *ids, size_t n, kiln_
         size_t cap = b->cap ? b->cap : 64;
         while (cap < need) cap *= 2;
         size_t bytes;
-        if (!kiln_mul_size(cap, sizeof *b->v, &bytes)) return KILN_FAIL(err, KILN_E_NOMEM, "token buffer size overflow");
+        if (!kiln_mul_size(cap, sizeof *b->v, &bytes))
+            return KILN_FAIL(err, KILN_E_NOMEM, "token buffer size overflow");
         int32_t *v = kiln_realloc(b->v, bytes);
         if (!v) return KILN_FAIL(err, KILN_E_NOMEM, "out of memory for %zu token ids", cap);
         b->v = v;

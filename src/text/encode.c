@@ -157,17 +157,24 @@ kiln_status kiln_tokenizer_encode_prompt(const kiln_tokenizer *tok, const char *
     kiln_tok_options o = opt ? *opt : kiln_tok_options_klein();
     if ((unsigned)o.template_kind >= sizeof templates / sizeof templates[0])
         return KILN_FAIL(err, KILN_E_INVALID, "unknown prompt template %d", (int)o.template_kind);
-    if ((unsigned)o.padding > KILN_PAD_COMFY) return KILN_FAIL(err, KILN_E_INVALID, "unknown padding mode %d", (int)o.padding);
+    if ((unsigned)o.padding > KILN_PAD_COMFY)
+        return KILN_FAIL(err, KILN_E_INVALID, "unknown padding mode %d", (int)o.padding);
     if (o.max_length == 0) o.max_length = KILN_TOK_DEFAULT_MAX_LEN;
     if (o.max_length > ((size_t)1 << 20))
         return KILN_FAIL(err, KILN_E_INVALID, "max_length %zu is over 1048576", o.max_length);
     if (o.pad_id < 0) o.pad_id = KILN_QWEN3_PAD_ID;
     if (!tok) return KILN_FAIL(err, KILN_E_INVALID, "no tokenizer");
-    if ((size_t)o.pad_id >= tok->n_ids) return KILN_FAIL(err, KILN_E_INVALID, "pad id %d is not in the vocabulary", o.pad_id);
+    if ((size_t)o.pad_id >= tok->n_ids)
+        return KILN_FAIL(err, KILN_E_INVALID, "pad id %d is not in the vocabulary", o.pad_id);
     if (!prompt && len) return KILN_FAIL(err, KILN_E_INVALID, "NULL prompt with length %zu", len);
     if (len > KILN_TOK_MAX_INPUT_BYTES)
         return KILN_FAIL(err, KILN_E_LIMIT, "prompt of %zu bytes is over the tokenizer's limit of %zu", len,
                          KILN_TOK_MAX_INPUT_BYTES);
+
+    size_t bad = kiln_utf8_invalid_at(prompt, len); /* checked here so the offset is the prompt's own */
+    if (bad != len)
+        return KILN_FAIL(err, KILN_E_INVALID, "prompt is not valid UTF-8: byte 0x%02x at offset %zu",
+                         (unsigned char)prompt[bad], bad);
 
     /* the template is applied to the text and the whole string encoded at once, as transformers does */
     const tmpl *t = &templates[o.template_kind];
@@ -229,8 +236,9 @@ static size_t invalid_run(const unsigned char *s, size_t len) {
 }
 
 kiln_status kiln_tokenizer_decode(const kiln_tokenizer *tok, const int32_t *ids, size_t n, char **out,
-                                  kiln_err *err) {
+                                  size_t *out_len, kiln_err *err) {
     *out = NULL;
+    if (out_len) *out_len = 0;
     if (!tok || (!ids && n)) return KILN_FAIL(err, KILN_E_INVALID, "no tokenizer or ids");
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {
@@ -272,5 +280,6 @@ kiln_status kiln_tokenizer_decode(const kiln_tokenizer *tok, const int32_t *ids,
     res[o] = '\0';
     kiln_free(raw);
     *out = res;
+    if (out_len) *out_len = o;
     return KILN_OK;
 }

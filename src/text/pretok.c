@@ -95,8 +95,8 @@ kiln_status kiln_pretok_translate(const char *in, char **out, kiln_err *err) {
             else sb_ranges(&b, kiln_onig_number_extra, kiln_onig_number_extra_count);
             if (!in_class) sb_add(&b, "]", 1);
             i += 1 + (rest[0] == '{' ? 3 : 1);
-        } else if (strchr("wWdDhHvVbBQS", e) || (e == 'P' && (*rest == 'L' || *rest == 'N' || !strncmp(rest, "{L}", 3) ||
-                                                              !strncmp(rest, "{N}", 3)))) {
+        } else if (strchr("wWdDhHvVbBQS", e) ||
+                   (e == 'P' && (*rest == 'L' || *rest == 'N' || !strncmp(rest, "{L}", 3) || !strncmp(rest, "{N}", 3)))) {
             kiln_free(b.p);
             return KILN_FAIL(err, KILN_E_UNSUPPORTED,
                              "pre-tokenizer regex uses \\%c%s, which Oniguruma (HF) and PCRE2 define differently",

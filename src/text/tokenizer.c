@@ -129,7 +129,8 @@ static kiln_status load_pre_tokenizer(kiln_tokenizer *tok, const json_t *p, kiln
     if (!json_is_string(beh) || strcmp(json_string_value(beh), "Isolated") || jbool(split, "invert", false))
         return KILN_FAIL(err, KILN_E_UNSUPPORTED, "Split pre-tokenizer: only behavior Isolated, invert false");
     if (jbool(bl, "add_prefix_space", false) || jbool(bl, "use_regex", true))
-        return KILN_FAIL(err, KILN_E_UNSUPPORTED, "ByteLevel pre-tokenizer: add_prefix_space and use_regex must be false");
+        return KILN_FAIL(err, KILN_E_UNSUPPORTED,
+                         "ByteLevel pre-tokenizer: add_prefix_space and use_regex must be false");
     if (strlen(json_string_value(re)) != json_string_length(re))
         return KILN_FAIL(err, KILN_E_UNSUPPORTED, "pre-tokenizer regex contains a NUL character");
     return kiln_pretok_compile(tok, json_string_value(re), err);
@@ -303,12 +304,14 @@ static kiln_status load_json(kiln_tokenizer *tok, const json_t *root, kiln_err *
     const json_t *model = json_object_get(root, "model");
     if (!json_is_object(model)) return KILN_FAIL(err, KILN_E_FORMAT, "no \"model\" object");
     const char *mt = jtype(model);
-    if (mt && strcmp(mt, "BPE")) return KILN_FAIL(err, KILN_E_UNSUPPORTED, "model type %s is not supported (only BPE)", mt);
+    if (mt && strcmp(mt, "BPE"))
+        return KILN_FAIL(err, KILN_E_UNSUPPORTED, "model type %s is not supported (only BPE)", mt);
     const json_t *dropout = json_object_get(model, "dropout");
     if (dropout && !json_is_null(dropout) && json_number_value(dropout) != 0.0)
         return KILN_FAIL(err, KILN_E_UNSUPPORTED, "BPE dropout is not supported");
     if (!jempty(model, "continuing_subword_prefix") || !jempty(model, "end_of_word_suffix"))
-        return KILN_FAIL(err, KILN_E_UNSUPPORTED, "BPE continuing_subword_prefix / end_of_word_suffix are not supported");
+        return KILN_FAIL(err, KILN_E_UNSUPPORTED,
+                         "BPE continuing_subword_prefix / end_of_word_suffix are not supported");
     if (jbool(model, "byte_fallback", false))
         return KILN_FAIL(err, KILN_E_UNSUPPORTED, "BPE byte_fallback is not supported");
     tok->ignore_merges = jbool(model, "ignore_merges", false);

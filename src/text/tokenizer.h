@@ -18,8 +18,9 @@
  *     kiln_tokenizer_free(tok);
  *
  * What it does, in HF's order: added/special tokens (e.g. "<|im_end|>") are found in the RAW text first
- * (leftmost-longest, honouring each token's lstrip/rstrip/single_word/normalized flags from the file); each
- * stretch between them is NFC-normalised (utf8proc), split by the pre-tokenizer regex (PCRE2, UTF+UCP+JIT),
+ * (leftmost-longest, honouring each token's lstrip/rstrip/normalized flags from the file; single_word is
+ * refused); each stretch between them is NFC-normalised (utf8proc), split by the pre-tokenizer regex (PCRE2,
+ * UTF+UCP+JIT),
  * mapped to bytes and merged by rank-ordered BPE. Everything is read from tokenizer.json; a file that asks for
  * something this code does not implement (another model type, normaliser, pre-tokenizer, dropout, ...) is
  * refused at load with KILN_E_UNSUPPORTED rather than tokenized differently from HF.
@@ -28,6 +29,10 @@
  * (bad sequences, overlongs, surrogates, code points > U+10FFFF) is refused with KILN_E_INVALID and a message
  * giving the byte offset: HF's Python API cannot receive such text at all (a Python str is always valid), so
  * there is no HF behaviour to copy, and silently replacing bytes would change the prompt.
+ *
+ * Known limits: NFC, \p{L}, \p{N} and \s follow tables measured from HF tokenizers 0.23 (Oniguruma with Unicode
+ * 16 classes, NFC with Unicode 9 data); tools/reference/tokenizer/check_codepoints.py re-checks every code point
+ * and test_text_unicode checks the classes against this machine's PCRE2.
  *
  * Thread-safety: a loaded tokenizer is immutable apart from its BPE cache, which has its own lock; any number
  * of threads may call the encode/decode/lookup functions on one tokenizer at once. load and free are not
@@ -93,7 +98,9 @@ typedef enum kiln_tok_padding {
     KILN_PAD_NONE = 0,  /* no padding, no truncation: t.n == t.n_real */
     KILN_PAD_DIFFUSERS, /* transformers padding="max_length", truncation=True: exactly max_length tokens;
                            longer sequences lose their TAIL (template end included), right padding */
-    KILN_PAD_COMFY,     /* ComfyUI: right-pad to at least max_length, never truncate */
+    KILN_PAD_COMFY,     /* ComfyUI: right-pad to at least max_length, never truncate. (ComfyUI's tokenizer also
+                           parses "(text:1.2)" emphasis syntax before tokenizing; kiln does not: the prompt is
+                           tokenized literally, as diffusers does.) */
 } kiln_tok_padding;
 
 typedef struct kiln_tok_options {
@@ -134,11 +141,12 @@ void kiln_tokens_free(kiln_tokens *t);
  * vocabulary. The pointer lives as long as tok. len may be NULL. */
 const char *kiln_tokenizer_piece(const kiln_tokenizer *tok, int32_t id, size_t *len);
 
-/* Concatenates the pieces of ids into a NUL-terminated string, replacing invalid UTF-8 with U+FFFD as HF's
- * ByteLevel decoder does (skip_special_tokens = false). *out is kiln_malloc'd: free with kiln_free.
- * Errors: KILN_E_INVALID (an id not in the vocabulary), KILN_E_NOMEM. */
+/* Concatenates the pieces of ids into a string, replacing invalid UTF-8 with U+FFFD as HF's ByteLevel decoder
+ * does (decode with skip_special_tokens = false). *out is kiln_malloc'd and NUL-terminated (free with kiln_free);
+ * *out_len (may be NULL) is its length, which counts NUL characters the text itself contains.
+ * Errors: KILN_E_INVALID (an id not in the vocabulary), KILN_E_NOMEM; then *out = NULL. */
 kiln_status kiln_tokenizer_decode(const kiln_tokenizer *tok, const int32_t *ids, size_t n, char **out,
-                                  kiln_err *err);
+                                  size_t *out_len, kiln_err *err);
 
 /* Id of an exact token string (vocab entry in its GPT-2 form, e.g. "Ġfox", or an added token's content), or
  * -1 if there is none. */

@@ -17,7 +17,7 @@ start_double() {
   rm -f "$tmp/port"
   python3 "$KILN_SOURCE_DIR/tests/py/comfy_double.py" --port-file "$tmp/port" "$@" &
   pid=$!
-  for _ in $(seq 100); do [ -s "$tmp/port" ] && break; sleep 0.05; done
+  for _ in $(seq 600); do [ -s "$tmp/port" ] && break; sleep 0.05; done
   [ -s "$tmp/port" ] || fail "test double did not start"
   url="http://127.0.0.1:$(cat "$tmp/port")"
 }

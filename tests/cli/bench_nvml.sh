@@ -14,7 +14,7 @@ trap cleanup EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 python3 "$KILN_SOURCE_DIR/tests/py/comfy_double.py" --port-file "$tmp/port" --exec-ms 150 &
 pid=$!
-for _ in $(seq 200); do [ -s "$tmp/port" ] && break; sleep 0.05; done
+for _ in $(seq 600); do [ -s "$tmp/port" ] && break; sleep 0.05; done
 url="http://127.0.0.1:$(cat "$tmp/port")"
 export KILN_NVML_LIB=$KILN_FAKE_NVML
 run() { # out-name, extra args...
@@ -36,6 +36,7 @@ need(r["telemetry"]["available"] is True and r["telemetry"]["driver"] == "999.1.
 need(r["refusals"] == [], "no refusal on a quiet card")
 gate = r["preflight"]["card_available"]["contention_gate"]
 need(gate["passed"] is True and gate["attempts"][0]["verdict"] == "quiet: mean 0.0% <= 5.0%", "gate")
+need(gate["attempts"][0]["judged_on"] == "driver samples" and gate["attempts"][0]["driver_samples"]["n"] == 10, "gate on nvmlDeviceGetSamples")
 need(gate["attempts"][0]["readings"] == 4, "gate readings")
 cap = r["preflight"]["cap"]
 need(cap["w"] == 95.0 and cap["field"] == "enforced.power.limit" and cap["per_card_field"][uuid] == "enforced.power.limit", "cap field")
@@ -66,6 +67,10 @@ import json,sys; r=json.load(open('$tmp/busy.json'))
 ok = r['refusals'][0]['check']=='contention_gate' and 'refused after 2 attempt(s): busy: mean 50.0% > 5.0%' == r['refusals'][0]['verdict'] and r['graphs']=={}
 sys.exit(0 if ok else 'FAIL: busy refusal %s' % r['refusals'])"
 "$KILN_BIN" bench check "$tmp/busy.json" | grep -q "valid (0 problem" || fail "refused report invalid"
+
+# Utilization NOT_SUPPORTED in the driver's samples (as on MIG): the gate falls back to the polled readings.
+FAKE_NVML_util_hist=-1 run fallback --arm r1-95w || fail "fallback run"
+grep -q '"judged_on": "polled readings"' "$tmp/fallback.json" || fail "gate did not fall back to polled readings"
 
 set +e
 FAKE_NVML_nproc=1 run proc --arm r1-95w 2>/dev/null; rc=$?

@@ -160,6 +160,20 @@ t = time.time()
 data = s.recv(100)  # the server closes (b'') or answers with an error, within the 3 s time-out (+ slack)
 assert time.time() - t < 12, "not cut off"
 EOF
+# a body that drips one byte a second never trips the 3 s idle time-out, but the 4 x 3 s body limit cuts it
+python3 - "$PORT" <<'EOF' && ok "dripping body cut off (408 or close)" || fail "dripping body"
+import socket, sys, time
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.sendall(b"POST /prompt HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n")
+t = time.time()
+try:
+    while time.time() - t < 40:
+        s.sendall(b"{")
+        time.sleep(1)
+except OSError:
+    pass  # closed by the server
+assert time.time() - t < 30, "never cut off"
+EOF
 expect_status 200 "still serving after the bad-input suite" "$(url /health)"
 expect_status 200 "queue still answers" "$(url /queue)"
 finish

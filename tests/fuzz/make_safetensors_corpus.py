@@ -33,6 +33,8 @@ cases = {
                                               t("F16", [1, 2], 8, 12)}), bytes(12)),
     "good_fp8.safetensors": image(hdr({"a": t("F8_E4M3", [4], 0, 4), "b": t("F8_E5M2", [2, 2], 4, 8),
                                        "c": t("BOOL", [1], 8, 9), "d": t("F64", [1], 9, 17)}), bytes(17)),
+    "good_empty.safetensors": image("{}"),
+    "good_meta_only.safetensors": image(hdr({"__metadata__": {"format": "pt"}})),
     "bad_truncated.safetensors": image(good, bytes(range(20))),
     "bad_short.safetensors": b"\x05\x00\x00",
     "bad_json.safetensors": image('{"w":{"dtype":"F32","shape":[1],'),

@@ -128,7 +128,8 @@ if [ $BUILT = 1 ] && [ -x "$BUILD/test_compute_cuda_ops" ]; then
        timeout 150 "$BUILD/test_compute_cuda_ops" >"$log" 2>&1; then
       row ops PASS "$mode: $(grep -c ' ok$' "$log") comparisons within tolerance, run-to-run bit-identical"
     else
-      row ops FAIL "$mode: $(grep -E 'FAIL' "$log" | head -3 | tr '\n' ' ' | cut -c1-200) (ops.log)"
+      why=$(grep -E 'FAIL|KILN_REQUIRE_GPU|error' "$log" | head -3 | tr '\n' ' ')
+      row ops FAIL "$mode: $(printf '%s' "${why:-$(tail -1 "$log")}" | cut -c1-200) (ops.log)"
     fi
     grep -E '^  time ' "$log" | sed "s/^  time /  [$mode] /" >>"$OUT/summary.txt"
     { echo "== test_compute_cuda_ops ($mode) =="; cat "$log"; } >>"$OUT/ops.log"
@@ -150,7 +151,10 @@ fi
 # ---- kiln generate: discover the flags the CLI has -------------------------------------------------------------------
 HELP=""
 [ $BUILT = 1 ] && [ -x "$KILN" ] && HELP=$("$KILN" generate --help 2>&1) && HAVE_GEN=1 || HAVE_GEN=0
-flag() { for f in "$@"; do printf '%s\n' "$HELP" | grep -q -e "$f\b" && { echo "$f"; return 0; }; done; return 1; }
+flag() { # the first of the given flags that `kiln generate --help` lists (as a whole word: --perf is not --perf-dump)
+  for f in "$@"; do printf '%s\n' "$HELP" | grep -q -E -- "(^|[[:space:],])$f([[:space:],=]|\$)" && { echo "$f"; return 0; }; done
+  return 1
+}
 F_MODEL=$(flag --model --model-dir --models) F_DEV=$(flag --device) F_STEPS=$(flag --steps) F_SEED=$(flag --seed)
 F_OUT=$(flag --out --output -o) F_PERF=$(flag --perf-json --perf --perf-dump) F_BATCH=$(flag --batch --batch-size -n)
 F_W=$(flag --width -W) F_H=$(flag --height -H) F_SIZE=$(flag --size) F_PROMPT=$(flag --prompt -p) F_EXACT=$(flag --exact)

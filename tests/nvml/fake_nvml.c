@@ -23,7 +23,7 @@ static slot slots[] = {
     {"min_mw", 80000}, {"max_mw", 175000}, {"util", 0}, {"reasons", 0x4}, {"energy_mj", 1000000},
     {"ctr_74", 0}, {"ctr_76", 0}, {"ctr_269", 0}, {"ctr_270", 0}, {"ctr_271", FAKE_NOT_SUPPORTED},
     {"viol_power", 0}, {"viol_thermal", 0}, {"nproc", 0}, {"proc_pid0", 4242}, {"proc_mem0", 512LL << 20},
-    {"calls_power", 0},
+    {"calls_power", 0}, {"util_hist", -2}, /* -2: the driver's samples follow "util"; -1: NOT_SUPPORTED */
 };
 #define NSLOTS (sizeof slots / sizeof slots[0])
 static int saved;
@@ -192,6 +192,29 @@ static int processes(unsigned *count, void *infos) {
 int nvmlDeviceGetComputeRunningProcesses_v2(dev_t_ d, unsigned *count, void *infos) { return processes(count, infos); }
 
 #ifndef FAKE_NVML_MINIMAL
+EXPORT int nvmlDeviceGetSamples(dev_t_ d, int type, unsigned long long last, int *vtype, unsigned *count, void *out);
+/* Ten buffered utilization samples after lastSeen, 100 ms apart (an nvmlSample_t is {u64 timestamp, 8-byte value}). */
+int nvmlDeviceGetSamples(dev_t_ d, int type, unsigned long long last, int *vtype, unsigned *count, void *out) {
+    long long h = get("util_hist");
+    if (h == -1 || type != 1) return 3;
+    if (h == -2) h = get("util");
+    *vtype = 1; /* UINT */
+    if (!out) {
+        *count = 10;
+        return 0;
+    }
+    unsigned n = *count < 10 ? *count : 10;
+    for (unsigned i = 0; i < n; i++) {
+        unsigned long long ts = last + 100000ULL * (i + 1);
+        unsigned v = (unsigned)h;
+        memcpy((char *)out + 16 * i, &ts, 8);
+        memset((char *)out + 16 * i + 8, 0, 8);
+        memcpy((char *)out + 16 * i + 8, &v, 4);
+    }
+    *count = n;
+    return 0;
+}
+
 EXPORT int nvmlDeviceGetMemoryInfo_v2(dev_t_ d, void *m);
 EXPORT int nvmlDeviceGetFanSpeed(dev_t_ d, unsigned *pct);
 EXPORT int nvmlDeviceGetCurrentClocksEventReasons(dev_t_ d, unsigned long long *m);

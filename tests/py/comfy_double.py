@@ -96,6 +96,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.answer(400, {"error": {"type": "value_not_in_list", "message": "scripted failure",
                                                "details": "", "extra_info": {}}, "node_errors": {}})
         pid = str(uuid.uuid4())
+        if ARGS.evil == "no-prompt-id":
+            return self.answer(200, {"number": 1, "node_errors": {}})
+        if ARGS.evil == "not-json":
+            return self.answer(200, raw=b"<html>hello</html>", ctype="text/html")
+        if ARGS.evil == "huge-json":
+            return self.answer(200, raw=b'{"prompt_id": "' + b"x" * (17 << 20) + b'"}')
         WORK.put((pid, graph))
         self.answer(200, {"prompt_id": pid, "number": WORK.qsize(), "node_errors": {}})
 
@@ -105,11 +111,20 @@ class Handler(http.server.BaseHTTPRequestHandler):
         path = url.path[4:] if url.path.startswith("/api/") else url.path
         if path.startswith("/history/"):
             pid = path[len("/history/"):]
-            return self.answer(200, {pid: HISTORY[pid]} if pid in HISTORY else {})
+            if ARGS.evil == "never-done" or pid not in HISTORY:
+                return self.answer(200, {})
+            entry = json.loads(json.dumps(HISTORY[pid]))
+            if ARGS.evil == "no-images":
+                entry["outputs"] = {}
+            if ARGS.evil == "exec-error":
+                entry["status"]["status_str"] = "error"
+            return self.answer(200, {pid: entry})
         if path == "/view":
             key = (q.get("subfolder", [""])[0], q.get("filename", [""])[0])
-            if key not in IMAGES:
+            if key not in IMAGES or ARGS.evil == "view-404":
                 return self.answer(404, {"error": {"message": "not found"}})
+            if ARGS.evil == "bad-png":
+                return self.answer(200, raw=b"\x89PNG\r\n\x1a\nthis is not a png at all", ctype="image/png")
             return self.answer(200, raw=IMAGES[key], ctype="image/png")
         if path == "/debug/pixels":
             fn = q.get("filename", [""])[0]
@@ -128,6 +143,9 @@ def main():
     ap.add_argument("--exec-ms", type=float, default=30)
     ap.add_argument("--fail-prompts", type=int, default=0)
     ap.add_argument("--pixel-salt", default="", help="changes every image (a lossy build in an A/B test)")
+    ap.add_argument("--evil", default="", choices=["", "no-prompt-id", "not-json", "no-images", "bad-png", "view-404",
+                                                   "exec-error", "never-done", "huge-json"],
+                    help="answer one route wrongly, to test that the harness reports it cleanly")
     ARGS = ap.parse_args()
     srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=worker, daemon=True).start()

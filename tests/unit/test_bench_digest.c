@@ -45,6 +45,12 @@ static void test_canonical_json_and_graph_digest(void) {
     CHECK_EQ_STR(hex, hex2);
     json_decref(v);
     json_decref(w);
+    /* Empty containers (an empty inputs object) are canonical too. */
+    json_t *e = json_loads("{\"b\":{},\"a\":[]}", 0, &je);
+    CHECK_EQ_INT(kiln_json_canonical(e, &s, &n, NULL), KILN_OK);
+    CHECK_EQ_STR(s, "{\"a\":[],\"b\":{}}");
+    kiln_free(s);
+    json_decref(e);
 }
 
 static void test_sha256_bytes_and_file(void) {

@@ -94,6 +94,14 @@ static void test_full_driver_sample_limits_processes(void) {
     CHECK(isnan(s.v[KILN_TF_POWER_LIMIT_W]));              /* a board that answers only enforced */
     CHECK_NEAR(s.v[KILN_TF_ENFORCED_LIMIT_W], 95.0, 1e-9);
     CHECK(s.mask_ok && s.mask == 0x4);
+    double hist[16];
+    CHECK_EQ_INT(kiln_nvml_util_history(&dev, 1000, hist, 16), 10); /* the double's ring: ten samples */
+    CHECK_NEAR(hist[0], 0, 0);
+    fake_set("util_hist", 30);
+    CHECK_EQ_INT(kiln_nvml_util_history(&dev, 1000, hist, 4), 4); /* capped at the caller's room */
+    CHECK_NEAR(hist[3], 30, 0);
+    fake_set("util_hist", -1); /* NOT_SUPPORTED (MIG): no samples, not zeros */
+    CHECK_EQ_INT(kiln_nvml_util_history(&dev, 1000, hist, 16), 0);
     kiln_power_limits lim;
     kiln_nvml_limits(&dev, &lim);
     CHECK(isnan(lim.limit));
@@ -157,8 +165,11 @@ static void test_minimal_driver_falls_back(void) {
     CHECK(strstr(missing, "nvmlDeviceGetTotalEnergyConsumption") != NULL);
     CHECK(strstr(missing, "nvmlDeviceGetFanSpeed") != NULL);
     CHECK(strstr(missing, "nvmlDeviceGetCurrentClocksEventReasons") == NULL); /* the old name was found */
+    CHECK(strstr(missing, "nvmlDeviceGetSamples") != NULL);
     kiln_nvml_dev dev;
     CHECK_EQ_INT(kiln_nvml_device(nv, 0, &dev, &err), KILN_OK);
+    double hist[4];
+    CHECK_EQ_INT(kiln_nvml_util_history(&dev, 0, hist, 4), 0); /* no GetSamples symbol */
     fake_set("fan", 40); /* the value exists, but the symbol does not: still no reading */
     fake_set("reasons", 0x20);
     kiln_tsample s;
@@ -213,11 +224,12 @@ static void test_sampler_thread(void) {
     kiln_err err = {0};
     kiln_sampler *s = kiln_sampler_start(scripted, &sc, 0.01, &err);
     CHECK(s != NULL);
-    struct timespec ts = {0, 120 * 1000000L};
+    struct timespec ts = {0, 200 * 1000000L};
     nanosleep(&ts, NULL);
     kiln_tsample *v;
     size_t n = kiln_sampler_stop(s, &v);
-    CHECK_MSG(n >= 3 && n <= 20, "%zu samples in 120 ms at 10 ms", n); /* loaded CI machines are slow */
+    /* About 21 at 10 ms in 200 ms; loaded CI machines (sanitizers, shared cores) wake the thread late. */
+    CHECK_MSG(n >= 2 && n <= 30, "%zu samples in 200 ms at 10 ms", n);
     for (size_t i = 1; i < n; i++) CHECK(v[i].t >= v[i - 1].t);
     kiln_free(v);
     CHECK(kiln_sampler_start(scripted, &sc, 0, &err) == NULL);

@@ -76,6 +76,46 @@ static void test_gate_attempts(void) {
     json_decref(gate);
 }
 
+/* A scripted driver history: `n` samples of value `v`. */
+typedef struct hist_script {
+    size_t n;
+    double v;
+    uint64_t since;
+} hist_script;
+static size_t hist_source(void *ctx, uint64_t since_us, double *out, size_t cap) {
+    hist_script *h = ctx;
+    h->since = since_us;
+    size_t n = h->n < cap ? h->n : cap;
+    for (size_t i = 0; i < n; i++) out[i] = h->v;
+    return n;
+}
+
+static void test_gate_prefers_driver_samples(void) {
+    double busy[] = {50};
+    util_script s = {busy, 1, 0};
+    hist_script h = {8, 1.0, 0};
+    kiln_gate_cfg g = fast_gate(1);
+    g.history = hist_source;
+    g.history_ctx = &h;
+    kiln_verdict v;
+    json_t *gate = kiln_gate_run(util_source, &s, &g, &v);
+    CHECK(v.passed); /* polled reads said 50 %, the driver's own samples 1 %: the samples decide */
+    CHECK_EQ_STR(v.text, "quiet: mean 1.0% <= 5.0%");
+    CHECK(h.since > 1000000000ULL * 1000000ULL); /* asked from the attempt's start, Unix microseconds */
+    json_t *a0 = json_array_get(json_object_get(gate, "attempts"), 0);
+    CHECK_EQ_STR(json_string_value(json_object_get(a0, "judged_on")), "driver samples");
+    CHECK_EQ_INT(json_integer_value(json_object_get(json_object_get(a0, "driver_samples"), "n")), 8);
+    CHECK_NEAR(json_real_value(json_object_get(json_object_get(a0, "utilization_pct"), "mean")), 50, 0);
+    json_decref(gate);
+    h.n = 0; /* no driver samples: back to the polled readings */
+    s.next = 0;
+    gate = kiln_gate_run(util_source, &s, &g, &v);
+    CHECK(!v.passed);
+    CHECK_EQ_STR(json_string_value(json_object_get(json_array_get(json_object_get(gate, "attempts"), 0), "judged_on")),
+                 "polled readings");
+    json_decref(gate);
+}
+
 static void test_processes(void) {
     kiln_gpu_process p[] = {{100, 512}, {200, NAN}, {300, 1024}};
     unsigned disclosed[] = {100, 300};
@@ -171,6 +211,7 @@ static void test_service_and_ups_parsers(void) {
 int main(void) {
     RUN(test_gate_judge_by_hand);
     RUN(test_gate_attempts);
+    RUN(test_gate_prefers_driver_samples);
     RUN(test_processes);
     RUN(test_cap_and_field);
     RUN(test_cap_name);

@@ -184,6 +184,15 @@ static void test_matmul(void) {
     BOTH(ref->ops->matmul(ref, &yv.h, &xv.h, &w->h, NULL, NULL, &e_),
          dut->ops->matmul(dut, &yv.d, &xv.d, &w->d, NULL, NULL, &e_));
     compare("matmul strided x and y views", yb, 1e-4);
+    /* residency: the weight still in host memory (uploaded once by the backend, reused the second time), and an
+     * activation over device memory whose tensor still says CPU (a model that did not retag its views) */
+    pair *x2 = mk2(KILN_DT_F32, 37, 96, FILL_RAND), *y2 = mk2(KILN_DT_F32, 37, 64, FILL_NAN);
+    kiln_tensor xd_cpu_tag = x2->d;
+    xd_cpu_tag.backend = KILN_BACKEND_CPU;
+    for (int rep = 0; rep < 2; rep++)
+        BOTH(ref->ops->matmul(ref, &y2->h, &x2->h, &w->h, NULL, NULL, &e_),
+             dut->ops->matmul(dut, &y2->d, &xd_cpu_tag, &w->h, NULL, NULL, &e_));
+    compare("matmul host weight, CPU-tagged activation", y2, 1e-4);
     /* shape errors are errors on both */
     kiln_err e = {0};
     CHECK_EQ_INT(dut->ops->matmul(dut, &yv.d, &xv.d, &xb->d, NULL, NULL, &e), KILN_E_INVALID);

@@ -189,6 +189,7 @@ static void test_attention(void) {
         check_attention(513, 513, 2, 1, 128, false, 0, (kiln_precision)prec);
         check_attention(100, 100, 4, 1, 64, true, 2, (kiln_precision)prec); /* queries 0,1 see no key: zeros */
         check_attention(70, 33, 2, 2, 128, false, 0, (kiln_precision)prec);
+        check_attention(40, 40, 1, 1, 512, false, 0, (kiln_precision)prec); /* the VAE's single 512-wide head */
     }
     float buf[64] = {0};
     kiln_tensor q = t2(buf, KILN_DT_F32, 2, 8), k = t2(buf, KILN_DT_F32, 2, 8);

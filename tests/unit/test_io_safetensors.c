@@ -87,6 +87,24 @@ static void test_valid_file_opens(void) {
     free(im.buf);
 }
 
+/* A header with no tensors (only metadata, or nothing) is a valid, empty checkpoint. */
+static void test_empty_checkpoint(void) {
+    const char *headers[] = {"{}", "{\"__metadata__\":{\"format\":\"pt\"}}"};
+    for (int i = 0; i < 2; i++) {
+        image im = make_image(headers[i], 0);
+        kiln_err err = {0};
+        kiln_st_file *f;
+        CHECK_EQ_INT(kiln_st_open_memory(im.buf, im.len, "empty", &f, &err), KILN_OK);
+        if (f) {
+            CHECK_EQ_INT(kiln_st_count(f), 0);
+            CHECK(kiln_st_find(f, "x") == NULL);
+            CHECK_EQ_STR(kiln_st_prefix(f), "");
+            kiln_st_close(f);
+        }
+        free(im.buf);
+    }
+}
+
 static void test_truncated(void) {
     kiln_err err = {0};
     kiln_st_file *f;
@@ -464,6 +482,7 @@ int main(void) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/kiln-test-st-XXXXXX");
     if (!mkdtemp(tmpdir)) return 1;
     RUN(test_valid_file_opens);
+    RUN(test_empty_checkpoint);
     RUN(test_truncated);
     RUN(test_header_length_2_63);
     RUN(test_bad_json);

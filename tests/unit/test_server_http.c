@@ -510,15 +510,19 @@ static void test_queue_limit_cancel_and_restart(void) {
     char ids[4][64] = {{0}};
     int statuses[4];
     for (int i = 0; i < 4; i++) {
-        char *body = graph_text(20, "q");
+        char *body = graph_text(100, "q");
         reply r = http(port, "POST", "/prompt", body, NULL);
         free(body);
         statuses[i] = r.status;
         const char *id = json_string_value(json_object_get(r.json, "prompt_id"));
         snprintf(ids[i], sizeof ids[i], "%s", id ? id : "");
         reply_free(&r);
-        if (i == 0) { /* let the worker take the first so the next two wait */
-            struct timespec ts = {0, 300 * 1000000L};
+        for (int k = 0; i == 0 && k < 400; k++) { /* let the worker take the first so the next two wait */
+            reply q = http(port, "GET", "/queue", NULL, NULL);
+            bool running = json_array_size(json_object_get(q.json, "queue_running")) == 1;
+            reply_free(&q);
+            if (running) break;
+            struct timespec ts = {0, 25 * 1000000L};
             nanosleep(&ts, NULL);
         }
     }

@@ -1,7 +1,7 @@
 /* test_text_corpus.c - kiln's ids against HuggingFace tokenizers' on the committed corpus
  * (tests/data/tokenizer/qwen3_corpus.jsonl, made by tools/reference/tokenizer/gen_corpus.py): every string
- * plain, templated (klein, unpadded), diffusers-padded/truncated to 512 and ComfyUI-padded. Any mismatch fails
- * and prints the string and the first differing position. */
+ * plain, templated (klein, unpadded), diffusers-padded/truncated to 512 and ComfyUI-padded, and the ids decoded
+ * back to text as HF's decode() does. Any mismatch fails and prints the string and the first differing position. */
 #include <jansson.h>
 
 #include "base/alloc.h"
@@ -61,7 +61,7 @@ static void test_corpus_header(void) {
 }
 
 static void test_corpus_plain(void) {
-    size_t bad = 0;
+    size_t bad = 0, bad_decode = 0;
     for (size_t i = 1; i < n_lines; i++) {
         const json_t *jt = json_object_get(lines[i], "text"), *want = json_object_get(lines[i], "ids");
         int32_t *ids;
@@ -71,9 +71,21 @@ static void test_corpus_plain(void) {
         CHECK_MSG(st == KILN_OK, "%s", err.msg);
         if (st != KILN_OK) continue;
         if (!same_ids(ids, n, want, json_array_size(want), json_array_size(want), json_string_value(jt), "plain")) bad++;
+        /* decode: the text itself, or HF's decode where NFC changed it */
+        const json_t *jd = json_object_get(lines[i], "decoded");
+        if (!jd) jd = jt;
+        char *back;
+        size_t blen;
+        CHECK(kiln_tokenizer_decode(tok, ids, n, &back, &blen, &err) == KILN_OK);
+        if (blen != json_string_length(jd) || memcmp(back, json_string_value(jd), blen)) {
+            fprintf(stderr, "  decode mismatch for \"%.60s\"\n", json_string_value(jt));
+            bad_decode++;
+        }
+        kiln_free(back);
         kiln_free(ids);
     }
     CHECK_MSG(bad == 0, "%zu of %zu strings differ from HF (plain)", bad, n_lines - 1);
+    CHECK_MSG(bad_decode == 0, "%zu of %zu decodings differ from HF", bad_decode, n_lines - 1);
 }
 
 static void test_corpus_templated(void) {

@@ -218,6 +218,7 @@ static void test_invalid_utf8(void) {
         CHECK_ERR_CONTAINS(&err, "UTF-8");
         kiln_tokens t;
         CHECK_EQ_INT(kiln_tokenizer_encode_prompt(qwen, bad[i].s, bad[i].len, NULL, &t, &err), KILN_E_INVALID);
+        CHECK_ERR_CONTAINS(&err, want); /* the prompt's offset, not the templated text's */
     }
     /* valid edge cases: U+10FFFF, U+FFFF, U+E000 right after the surrogates, NUL bytes */
     int32_t ids[32];
@@ -240,8 +241,10 @@ static void test_decode(void) {
         char *back;
         kiln_err err = {0};
         CHECK(kiln_tokenizer_encode(qwen, texts[i], strlen(texts[i]), &ids, &n, &err) == KILN_OK);
-        CHECK(kiln_tokenizer_decode(qwen, ids, n, &back, &err) == KILN_OK);
+        size_t blen;
+        CHECK(kiln_tokenizer_decode(qwen, ids, n, &back, &blen, &err) == KILN_OK);
         CHECK_EQ_STR(back, texts[i]);
+        CHECK_EQ_INT(blen, strlen(texts[i]));
         kiln_free(back);
         kiln_free(ids);
     }
@@ -251,11 +254,11 @@ static void test_decode(void) {
     CHECK(n >= 2);
     char *s;
     kiln_err err = {0};
-    CHECK(kiln_tokenizer_decode(qwen, ids, 1, &s, &err) == KILN_OK);
+    CHECK(kiln_tokenizer_decode(qwen, ids, 1, &s, NULL, &err) == KILN_OK);
     CHECK(strstr(s, "\xef\xbf\xbd") != NULL);
     kiln_free(s);
     int32_t badid = 151669;
-    CHECK_EQ_INT(kiln_tokenizer_decode(qwen, &badid, 1, &s, &err), KILN_E_INVALID);
+    CHECK_EQ_INT(kiln_tokenizer_decode(qwen, &badid, 1, &s, NULL, &err), KILN_E_INVALID);
     CHECK(s == NULL);
 }
 

@@ -85,9 +85,10 @@ TARGET void att_amx_pack(const att_job *j, int64_t hk, int64_t k0, int64_t k1) {
 }
 
 /* S[32][BK] = Q . K^T for the keys [k0, k0 + BK): 2 query halves x 2 key groups of 16 per pass */
-TARGET static inline void scores(const uint16_t *qb, const uint16_t *kp, int64_t nc, int64_t dh, int64_t k0, float *S) {
+TARGET static inline void scores(const uint16_t *qb, const uint16_t *kp, int64_t nc, int64_t dh, int64_t k0, int nch,
+                                 float *S) {
     const int64_t qstride = dh * 2;
-        for (int64_t g = 0; g < BK / 16; g += 2) {
+        for (int64_t g = 0; g < 2 * nch; g += 2) { /* only the 32-key chunks the block uses */
         const uint16_t *kt0 = kp + ((k0 / 16 + g) * nc) * 512, *kt1 = kt0 + nc * 512;
         _tile_zero(0);
         _tile_zero(1);
@@ -139,11 +140,14 @@ TARGET void att_task_amx(const att_job *j, int64_t h, int64_t q0, float *scratch
     const int64_t kend = j->causal ? (q0 + nq < sk ? q0 + nq : sk) : sk;
     const int64_t ostride = dh * 4, nc = dh / 32;
     const __m512 ninf = _mm512_set1_ps(-INFINITY);
-    if (kend > 0) scores(qb, kp, nc, dh, 0, Sb);
+    /* 32-key chunks a block needs: the last block (and the diagonal block when causal) may be short */
+#define CHUNKS(k0) ((int)(((kend - (k0) < BK ? kend - (k0) : BK) + 31) / 32))
+    if (kend > 0) scores(qb, kp, nc, dh, 0, CHUNKS(0), Sb);
     for (int64_t k0 = 0; k0 < kend; k0 += BK) {
+        const int nch = CHUNKS(k0);
         /* scores of the next block go to the other buffer now, so that when the softmax reads them one
          * iteration later the tile stores have long reached L1 (vector loads cannot forward from them) */
-        if (k0 + BK < kend) scores(qb, kp, nc, dh, k0 + BK, Sb + ((k0 / BK + 1) & 1) * ATT_BQ * BK);
+        if (k0 + BK < kend) scores(qb, kp, nc, dh, k0 + BK, CHUNKS(k0 + BK), Sb + ((k0 / BK + 1) & 1) * ATT_BQ * BK);
         float *S = Sb + ((k0 / BK) & 1) * ATT_BQ * BK;
         /* which keys of the block exist and are not masked out: a 0 / -inf bias per key */
         float bias[BK] __attribute__((aligned(64)));
@@ -157,6 +161,10 @@ TARGET void att_task_amx(const att_job *j, int64_t h, int64_t q0, float *scratch
             __m512 mx = ninf;
             int64_t lim = j->causal ? q0 + i - k0 : BK; /* keys at column > lim are in the future */
             for (int b = 0; b < BK / 16; b++) {
+                if (b >= 2 * nch) {
+                    s[b] = ninf;
+                    continue;
+                }
                 __m512 v = _mm512_add_ps(_mm512_loadu_ps(S + i * BK + 16 * b), _mm512_load_ps(bias + 16 * b));
                 if (lim < 16 * b + 15) {
                     int64_t keep = lim - 16 * b + 1; /* columns 16b .. 16b+keep-1 are visible */
@@ -175,7 +183,7 @@ TARGET void att_task_amx(const att_job *j, int64_t h, int64_t q0, float *scratch
             float mnew = bmax > m[i] ? bmax : m[i];
             corr[i] = exp2f(m[i] - mnew);
             __m512 mn = _mm512_set1_ps(mnew), sum = _mm512_setzero_ps();
-            for (int b = 0; b < BK / 16; b++) {
+            for (int b = 0; b < 2 * nch; b++) {
                 __m512 e = exp2_512(_mm512_sub_ps(s[b], mn));
                 sum = _mm512_add_ps(sum, e);
                 _mm256_storeu_si256((__m256i *)(P + i * BK + 16 * b), (__m256i)_mm512_cvtneps_pbh(e));
@@ -195,7 +203,7 @@ TARGET void att_task_amx(const att_job *j, int64_t h, int64_t q0, float *scratch
             _tile_loadd(1, O + sl * 16 + 16, ostride);
             _tile_loadd(2, O + 16 * dh + sl * 16, ostride);
             _tile_loadd(3, O + 16 * dh + sl * 16 + 16, ostride);
-            for (int64_t kc = 0; kc < BK / 32; kc++) {
+            for (int64_t kc = 0; kc < nch; kc++) {
                 const uint16_t *v0 = vblk + (kc * (dh / 16) + sl) * 512;
                 _tile_loadd(4, P + kc * 32, BK * 2);
                 _tile_loadd(6, v0, 64);
@@ -212,6 +220,7 @@ TARGET void att_task_amx(const att_job *j, int64_t h, int64_t q0, float *scratch
             _tile_stored(3, O + 16 * dh + sl * 16 + 16, ostride);
         }
     }
+#undef CHUNKS
     _tile_release();
     for (int64_t i = 0; i < nq; i++) {
         float *dst = mat_f32_row(&j->out, q0 + i) + h * dh;

@@ -16,8 +16,8 @@ typedef enum kiln_peak_kind {
 
 const char *kiln_peak_name(kiln_peak_kind k);
 /* GFLOP/s of back-to-back independent instructions of that kind on n_threads threads for about `seconds`
- * (the best of five runs), counted per CPU-second of the process times n_threads, so that other processes
- * sharing the cores do not lower it. 0 when the CPU does not have the instructions. */
+ * in all (the median of seven runs), counted per CPU-second of the process times n_threads, so that other
+ * processes sharing the cores do not lower it. 0 when the CPU does not have the instructions. */
 double kiln_cpu_peak_gflops(kiln_peak_kind k, int n_threads, double seconds);
 
 #endif

@@ -27,6 +27,7 @@ TARGET void cpu_gemm_tile_avx2(const cpu_gemm *g, int64_t m0, int mr, int64_t n0
     bool xbf = g->fast, wbf = g->w_bf16;
     size_t xsz = xbf ? 2 : 4, wsz = wbf ? 2 : 4;
     const char *x[4], *w[4];
+    #pragma GCC unroll 4
     for (int i = 0; i < 4; i++) {
         x[i] = xbf ? (const char *)(g->xb + (m0 + (i < mr ? i : 0)) * g->ldxb)
                    : (const char *)(g->x + (m0 + (i < mr ? i : 0)) * g->ldx);
@@ -35,16 +36,20 @@ TARGET void cpu_gemm_tile_avx2(const cpu_gemm *g, int64_t m0, int mr, int64_t n0
     int64_t K = g->K, K8 = K & ~(int64_t)7;
     for (int jh = 0; jh < 4; jh += 2) {
         __m256 c[4][2];
+        #pragma GCC unroll 4
         for (int i = 0; i < 4; i++) c[i][0] = c[i][1] = _mm256_setzero_ps();
         for (int64_t k = 0; k < K8; k += 8) {
             __m256 w0 = load8(w[jh] + k * wsz, wbf), w1 = load8(w[jh + 1] + k * wsz, wbf);
+            #pragma GCC unroll 4
             for (int i = 0; i < 4; i++) {
                 __m256 a = load8(x[i] + k * xsz, xbf);
                 c[i][0] = _mm256_fmadd_ps(a, w0, c[i][0]);
                 c[i][1] = _mm256_fmadd_ps(a, w1, c[i][1]);
             }
         }
+        #pragma GCC unroll 4
         for (int i = 0; i < 4; i++)
+            #pragma GCC unroll 4
             for (int j = 0; j < 2; j++) {
                 float s = hsum8(c[i][j]);
                 for (int64_t k = K8; k < K; k++) s += ld(x[i], k, xbf) * ld(w[jh + j], k, wbf);

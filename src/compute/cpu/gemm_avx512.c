@@ -12,6 +12,7 @@ TARGET static inline __m512 widen_bf16(__m256i h) { return _mm512_castsi512_ps(_
 
 TARGET static void tile_fast(const cpu_gemm *g, int64_t m0, int mr, int64_t n0, int nr, float *acc) {
     const uint16_t *x[4], *w[4];
+    #pragma GCC unroll 4
     for (int i = 0; i < 4; i++) {
         x[i] = g->xb + (m0 + (i < mr ? i : 0)) * g->ldxb;
         w[i] = (const uint16_t *)g->w + (n0 + (i < nr ? i : 0)) * g->ldw;
@@ -60,26 +61,34 @@ TARGET static void tile_exact(const cpu_gemm *g, int64_t m0, int mr, int64_t n0,
     const float *x[4];
     const char *w[4];
     size_t wsz = g->w_bf16 ? 2 : 4;
+    #pragma GCC unroll 4
     for (int i = 0; i < 4; i++) {
         x[i] = g->x + (m0 + (i < mr ? i : 0)) * g->ldx;
         w[i] = (const char *)g->w + (size_t)((n0 + (i < nr ? i : 0)) * g->ldw) * wsz;
     }
     __m512 c[4][4];
+    #pragma GCC unroll 4
     for (int i = 0; i < 4; i++)
+        #pragma GCC unroll 4
         for (int j = 0; j < 4; j++) c[i][j] = _mm512_setzero_ps();
     int64_t K = g->K;
     for (int64_t k = 0; k < K; k += 16) {
         __mmask16 m = K - k >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (K - k)) - 1);
         __m512 wv[4];
+        #pragma GCC unroll 4
         for (int j = 0; j < 4; j++)
             wv[j] = g->w_bf16 ? widen_bf16(_mm256_maskz_loadu_epi16(m, (const uint16_t *)w[j] + k))
                               : _mm512_maskz_loadu_ps(m, (const float *)w[j] + k);
+        #pragma GCC unroll 4
         for (int i = 0; i < 4; i++) {
             __m512 a = _mm512_maskz_loadu_ps(m, x[i] + k);
+            #pragma GCC unroll 4
             for (int j = 0; j < 4; j++) c[i][j] = _mm512_fmadd_ps(a, wv[j], c[i][j]);
         }
     }
+    #pragma GCC unroll 4
     for (int i = 0; i < 4; i++)
+        #pragma GCC unroll 4
         for (int j = 0; j < 4; j++) acc[i * GEMM_NR + j] = _mm512_reduce_add_ps(c[i][j]);
 }
 

@@ -5,9 +5,9 @@
     /opt/kiln-ref/bin/python tools/reference/tokenizer/gen_corpus.py --check    # regenerates, compares, no write
 
 Output: tests/data/tokenizer/qwen3_corpus.jsonl, one JSON object per line:
-    {"text": "...", "ids": [plain ids], "klein": [templated ids, untruncated, unpadded]}
+    {"text": "...", "ids": [plain ids], "klein": [templated ids, untruncated, unpadded], "decoded": "..."}
 "ids" is tokenizers' Tokenizer.encode(text).ids; "klein" is the same encoding of the klein prompt template
-(spec 2.4) around the text. The first line is a header {"format": ..., "tokenizers": version, ...}.
+(spec 2.4) around the text; "decoded" (only where it differs from "text") is tokenizers' decode(ids). The first line is a header {"format": ..., "tokenizers": version, ...}.
 
 The strings are deterministic (random.Random(SEED), fixed lists), so rerunning gives the same file. With
 transformers installed, every templated string is also checked against transformers' own chat template and
@@ -228,10 +228,15 @@ def main():
     check_transformers(texts, klein)
     header = {"format": "kiln-tokenizer-corpus", "version": 1, "tokenizers": tokenizers.__version__,
               "seed": SEED, "count": len(texts), "template": "klein",
-              "note": "ids = Tokenizer.encode(text).ids; klein = encode(prefix + text + suffix).ids, unpadded"}
+              "note": "ids = Tokenizer.encode(text).ids; klein = encode(prefix + text + suffix).ids, unpadded; "
+                      "decoded = decode(ids) where it is not text"}
     lines = [json.dumps(header, ensure_ascii=False)]
     for t, p, k in zip(texts, plain, klein):
-        lines.append(json.dumps({"text": t, "ids": p, "klein": k}, ensure_ascii=False, separators=(",", ":")))
+        e = {"text": t, "ids": p, "klein": k}
+        dec = tok.decode(p, skip_special_tokens=False)
+        if dec != t:  # HF's decode(ids) when it is not the text itself (NFC changed it)
+            e["decoded"] = dec
+        lines.append(json.dumps(e, ensure_ascii=False, separators=(",", ":")))
     data = "\n".join(lines) + "\n"
     if a.check:
         old = open(a.out, encoding="utf-8").read()

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# serve_usage.sh - `kiln serve` refuses bad command lines with exit code 2 and a message, refuses a port that
+# is taken, and stops cleanly on SIGTERM (exit 0) with its database intact.
+source "$(dirname "$0")/lib/serve_common.bash"
+expect_exit() { # CODE DESCRIPTION args...
+  local want=$1 what=$2; shift 2
+  set +e; "$KILN_BIN" serve "$@" >"$SCRATCH/out.txt" 2>&1; local got=$?; set -e
+  if [ "$got" = "$want" ]; then ok "$what (exit $got)"; else fail "$what: exit $got, want $want: $(head -c 300 "$SCRATCH/out.txt")"; fi
+}
+expect_exit 0 "--help" --help
+grep -q -- "--models DIR" "$SCRATCH/out.txt" && ok "help names the options" || fail "help text"
+expect_exit 2 "no --output" --models "$SCRATCH"
+expect_exit 2 "bad port" --port 70000 --output "$SCRATCH/o"
+expect_exit 2 "port not a number" --port http --output "$SCRATCH/o"
+expect_exit 2 "unknown option" --frobnicate 1 --output "$SCRATCH/o"
+expect_exit 2 "missing value" --output
+expect_exit 2 "bad device" --device tpu --output "$SCRATCH/o"
+expect_exit 2 "empty token" --token "" --output "$SCRATCH/o"
+expect_exit 2 "listen not an address" --listen example.org --port 0 --output "$SCRATCH/o"
+make_models
+start_server
+expect_exit 5 "port already in use" --port "$PORT" --output "$SCRATCH/o2"
+grep -q "cannot listen" "$SCRATCH/out.txt" && ok "port-in-use message" || fail "port-in-use message"
+kill -TERM "$SERVER_PID"
+set +e; wait "$SERVER_PID"; rc=$?; set -e
+SERVER_PID=""
+[ "$rc" = 0 ] && ok "SIGTERM: clean exit" || fail "SIGTERM exit $rc"
+python3 -c "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute('select count(*) from jobs').fetchone()" "$OUT/kiln-jobs.sqlite" \
+  && ok "job database readable after the stop" || fail "job database"
+finish
