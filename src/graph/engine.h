@@ -12,6 +12,7 @@
 #define KILN_GRAPH_ENGINE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "base/status.h"
@@ -30,6 +31,9 @@ typedef struct kiln_gen_params {
 typedef struct kiln_gen_images {
     int n, width, height;
     uint8_t *pixels;
+    /* what the engine measured (0 when it does not say): engine end-to-end and peak resident memory */
+    double engine_ms;
+    size_t peak_memory_bytes;
 } kiln_gen_images;
 
 typedef bool (*kiln_gen_progress_fn)(void *ctx, int step, int n_steps);

@@ -84,6 +84,9 @@ typedef struct kiln_exec_env {
     kiln_gen_engine *engine;
     const char *prompt_id;
     json_t *extra_pnginfo;   /* borrowed, may be NULL: written as PNG text chunks beside the prompt */
+    /* filled by the run when not NULL: engine time summed over calls, peak memory the engine reported */
+    double *engine_ms;
+    size_t *peak_memory_bytes;
 } kiln_exec_env;
 
 /* Runs the validated outputs in dependency order; each node runs at most once (its outputs are cached for

@@ -83,6 +83,8 @@ static kiln_status generate(void *self, const kiln_gen_params *p, kiln_gen_progr
     }
     for (int i = 0; i < res->n_images; i++) memcpy(out->pixels + one * (size_t)i, res->images[i].pixels, one);
     out->n = res->n_images;
+    out->engine_ms = res->total_ms;
+    out->peak_memory_bytes = res->peak_memory_bytes;
     out->width = res->images[0].width;
     out->height = res->images[0].height;
     kiln_result_free(res);

@@ -228,6 +228,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     *con_cls = NULL;
 }
 
+static void mhd_log(void *cls, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 static void mhd_log(void *cls, const char *fmt, va_list ap) {
     if (!kiln_log_enabled(KILN_LOG_DEBUG)) return;
     char buf[512];
@@ -245,6 +246,11 @@ static kiln_status ensure_dir(const char *path, kiln_err *err) {
 kiln_status kiln_server_start(const kiln_server_config *cfg, kiln_server **out, kiln_err *err) {
     *out = NULL;
     if (!cfg->output_dir) return KILN_FAIL(err, KILN_E_INVALID, "serve: an output folder is required");
+    const char *paths[] = {cfg->output_dir, cfg->models_dir, cfg->input_dir, cfg->db_path};
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) /* never a silently truncated path */
+        if (paths[i] && strlen(paths[i]) > 1900) return KILN_FAIL(err, KILN_E_INVALID, "serve: path too long: %.80s...", paths[i]);
+    if ((cfg->token && strlen(cfg->token) >= 256) || (cfg->listen && strlen(cfg->listen) >= 64))
+        return KILN_FAIL(err, KILN_E_INVALID, "serve: --token must be under 256 bytes, --listen under 64");
     kiln_server *srv = kiln_calloc(1, sizeof *srv);
     if (!srv) return KILN_FAIL(err, KILN_E_NOMEM, "out of memory");
     srv->cfg = *cfg;

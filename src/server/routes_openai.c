@@ -224,17 +224,27 @@ static enum MHD_Result generations(kiln_req *r) {
         }
     }
     double secs = (double)(j.finished_ms - j.started_ms) / 1000.0;
+    json_t *peak = json_null();
+    json_t *msgs = j.messages ? json_loads(j.messages, 0, NULL) : NULL;
+    json_t *last = json_array_get(json_array_get(msgs, json_array_size(msgs) - 1), 1);
+    json_t *kx = json_object_get(last, "kiln");
+    if (json_integer_value(json_object_get(kx, "peak_memory_bytes")) > 0) {
+        json_decref(peak);
+        peak = json_real((double)json_integer_value(json_object_get(kx, "peak_memory_bytes")) / (1024.0 * 1024.0));
+    }
+    json_decref(msgs);
     json_decref(outputs);
     kiln_job_clear(&j);
     json_decref(body);
     if (!ok) {
+        json_decref(peak);
         json_decref(data);
         return kiln_reply_openai_error(r, 500, "could not read the saved image", "server_error", NULL, "io_error");
     }
     (void)t0;
-    return kiln_reply_json(r, 200, json_pack("{s:I, s:o, s:f, s:n, s:{s:i, s:i, s:i}}", "created",
+    return kiln_reply_json(r, 200, json_pack("{s:I, s:o, s:f, s:o, s:{s:i, s:i, s:i}}", "created",
                                              (json_int_t)time(NULL), "data", data, "inference_time_s", secs,
-                                             "peak_memory_mb", "usage", "total_tokens", 0, "input_tokens", 0,
+                                             "peak_memory_mb", peak, "usage", "total_tokens", 0, "input_tokens", 0,
                                              "output_tokens", 0));
 }
 

@@ -99,6 +99,8 @@ static void run_job(kiln_worker *w, kiln_job *job) {
     json_t *errors = NULL, *outputs = NULL;
     kiln_err err = {0};
     char failed[64] = "";
+    double engine_ms = 0;
+    size_t peak_bytes = 0;
     kiln_status s;
     if (!graph_json) {
         s = KILN_FAIL(&err, KILN_E_FORMAT, "stored job has no graph");
@@ -110,7 +112,8 @@ static void run_job(kiln_worker *w, kiln_job *job) {
         w->graph = g;
         kiln_exec_env env = {.models_root = srv->cfg.models_dir, .output_dir = srv->output_dir,
                              .engine = srv->cfg.engine, .prompt_id = job->id,
-                             .extra_pnginfo = json_object_get(json_object_get(req, "extra_data"), "extra_pnginfo")};
+                             .extra_pnginfo = json_object_get(json_object_get(req, "extra_data"), "extra_pnginfo"),
+                             .engine_ms = &engine_ms, .peak_memory_bytes = &peak_bytes};
         kiln_exec_hooks hooks = {.ctx = w, .executing = hook_executing, .progress = hook_progress,
                                  .executed = hook_executed, .should_stop = hook_should_stop};
         s = kiln_graph_execute(g, &env, &hooks, &outputs, failed, &err);
@@ -127,7 +130,10 @@ static void run_job(kiln_worker *w, kiln_job *job) {
         if (s == KILN_OK) {
             final = KILN_JOB_SUCCEEDED;
             emit(w, "executing", json_pack("{s:n, s:n, s:s}", "node", "display_node", "prompt_id", job->id), false);
-            emit(w, "execution_success", json_pack("{s:s, s:I}", "prompt_id", job->id, "timestamp", (json_int_t)t),
+            /* "kiln" is an extension ComfyUI clients ignore: what the engine measured for this prompt */
+            emit(w, "execution_success",
+                 json_pack("{s:s, s:I, s:{s:f, s:I}}", "prompt_id", job->id, "timestamp", (json_int_t)t, "kiln",
+                           "engine_ms", engine_ms, "peak_memory_bytes", (json_int_t)peak_bytes),
                  true);
         } else if (s == KILN_E_CANCELLED) {
             final = KILN_JOB_INTERRUPTED;

@@ -47,6 +47,8 @@ for name in ("klein-4b-8st", "klein-4b-32st", "klein-4b-8st-pixel4"):
     assert b["reduced"]["exec_seconds_per_image"]["n"] == 2 and b["reduced"]["images_per_minute_wall"] > 0
     assert b["trace"]["available"] is False and b["references_withheld"]
 assert r["graphs"]["klein-4b-8st-pixel4"]["knobs"]["pixelize"] == 4
+# the 32-step graph is the 8-step one with its steps changed: the receipt links them (as in seed 000)
+assert r["graphs"]["klein-4b-32st"]["receipt"]["graph-at-1-steps"] == r["graphs"]["klein-4b-8st"]["graph_digest"]
 assert len(r["model_digests"]) == 3 and all(len(v["sha256"]) == 64 for v in r["model_digests"].values())
 PY
 "$KILN_BIN" bench show "$SCRATCH/report.json" | grep -q "klein-4b-32st" && ok "show" || fail "show"

@@ -77,6 +77,15 @@ def test_openai_url():
     assert img.status_code == 200 and png_size(img.content) == (80, 64)
 
 
+def test_openai_extensions_and_timings():
+    r = requests.post(f"{URL}/v1/images/generations", headers=AUTH, timeout=120,
+                      json={"prompt": "x", "size": "64x64", "num_inference_steps": 1, "seed": 1})
+    assert r.status_code == 200, r.text
+    j = r.json()
+    assert j["inference_time_s"] > 0 and j["peak_memory_mb"] > 0
+    assert png_size(base64.b64decode(j["data"][0]["b64_json"])) == (64, 64)
+
+
 def test_openai_errors():
     with pytest.raises(openai.BadRequestError) as e:
         client().images.generate(prompt="x", size="64x64", n=0)

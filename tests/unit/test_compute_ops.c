@@ -323,9 +323,15 @@ static void test_elementwise(void) {
     ERR_OK(be->ops->silu(be, &yt, &at, err));
     for (int64_t i = 0; i < n; i++) want[i] = silu_d(a[i]);
     CHECK(worst(y, want, NULL, n, 1e-6, 1e-5) <= 1);
+    memcpy(y, a, sizeof(float) * (size_t)n); /* in place y == x */
+    ERR_OK(be->ops->silu(be, &yt, &yt, err));
+    CHECK(worst(y, want, NULL, n, 1e-6, 1e-5) <= 1);
     POISON();
     ERR_OK(be->ops->gelu_tanh(be, &yt, &at, err));
     for (int64_t i = 0; i < n; i++) want[i] = gelu_d(a[i]);
+    CHECK(worst(y, want, NULL, n, 1e-6, 1e-5) <= 1);
+    memcpy(y, a, sizeof(float) * (size_t)n);
+    ERR_OK(be->ops->gelu_tanh(be, &yt, &yt, err));
     CHECK(worst(y, want, NULL, n, 1e-6, 1e-5) <= 1);
     POISON();
     ERR_OK(be->ops->swiglu(be, &yt, &abt, err));

@@ -226,6 +226,35 @@ static void test_ksampler_pixel4_and_subfolder(void) {
     kiln_graph_free(g);
 }
 
+/* Two outputs share one decode (one plain, one pixelized): the shared nodes run once, the engine once. */
+static void test_shared_nodes_run_once(void) {
+    json_error_t e;
+    json_t *j = json_load_file(test_src_path("tests/data/graphs/flux2_klein_pixel4_api.json"), 0, &e);
+    json_object_set_new(j, "16", json_pack("{s:s, s:{s:[s,i], s:s}}", "class_type", "SaveImage", "inputs", "images",
+                                           "13", 0, "filename_prefix", "plain"));
+    json_t *errors = NULL;
+    kiln_graph *g = NULL;
+    CHECK_EQ_INT(kiln_graph_parse(j, NULL, models, &g, &errors), KILN_OK);
+    CHECK(g && g->n_outputs == 2);
+    fake_engine fe = {0};
+    kiln_gen_engine eng = {.self = &fe, .generate = fake_generate};
+    kiln_exec_env env = {.models_root = models, .output_dir = outdir, .engine = &eng, .prompt_id = "p4"};
+    hook_log hl = {0};
+    kiln_exec_hooks hooks = {.ctx = &hl, .executing = on_executing};
+    json_t *outputs = NULL;
+    char failed[64];
+    kiln_err err = {0};
+    CHECK_EQ_INT(kiln_graph_execute(g, &env, &hooks, &outputs, failed, &err), KILN_OK);
+    CHECK_EQ_INT(fe.calls, 1);
+    CHECK_EQ_INT(json_object_size(outputs), 2);
+    int commas = 0;
+    for (char *p = hl.order; *p; p++) commas += *p == ',';
+    CHECK_EQ_INT(commas, 15); /* the 14 nodes of the pixel4 graph and the second SaveImage, each once */
+    json_decref(outputs);
+    kiln_graph_free(g);
+    json_decref(j);
+}
+
 static void test_save_prefix_cannot_escape(void) {
     const char *bad[] = {"../evil", "/tmp/evil", "a/../../evil", "a\\b"};
     for (int i = 0; i < 4; i++) {
@@ -288,6 +317,7 @@ int main(void) {
     RUN(test_pixelize_arithmetic);
     RUN(test_template_runs_through_engine);
     RUN(test_ksampler_pixel4_and_subfolder);
+    RUN(test_shared_nodes_run_once);
     RUN(test_save_prefix_cannot_escape);
     teardown();
     return test_summary();

@@ -184,7 +184,62 @@ static void test_base_diffusers(void) {
 }
 static void test_base_comfy(void) { run_golden("cfg_base_f32", NULL, KILN_VARIANT_BASE, " (comfy, --base)"); }
 
+static bool cancel_at_step2(void *ctx, const kiln_progress *p) {
+    int *calls = ctx;
+    (*calls)++;
+    return !(p->stage == KILN_STAGE_DENOISING && p->step == 2);
+}
+
+/* The API's request checks and cancellation, on the tiny model (no golden needed). */
+static void test_requests(void) {
+    kiln_err err = {0};
+    kiln_engine_config cfg = kiln_engine_config_default();
+    char md[1024];
+    snprintf(md, sizeof md, "%s", test_src_path("tests/data/tiny/diffusers"));
+    cfg.model_dir = md;
+    kiln_engine *eng = NULL;
+    CHECK_MSG(kiln_engine_open(&cfg, &eng, &err) == KILN_OK, "%s", err.msg);
+    if (!eng) return;
+    CHECK_EQ_INT(kiln_engine_variant(eng), KILN_VARIANT_DISTILLED);
+    kiln_request req = kiln_request_default();
+    req.prompt = "a fox";
+    req.width = req.height = 32;
+    kiln_result *res = NULL;
+    size_t bytes = 0;
+    CHECK(kiln_estimate_memory(eng, &req, &bytes, &err) == KILN_OK && bytes > 0);
+    req.width = 40;
+    CHECK(kiln_generate(eng, &req, &res, &err) == KILN_E_INVALID && res == NULL);
+    CHECK_ERR_CONTAINS(&err, "multiples of 16");
+    req.width = 32;
+    req.batch = 0;
+    CHECK(kiln_generate(eng, &req, &res, &err) == KILN_E_INVALID);
+    req.batch = 1;
+    float noise[10] = {0};
+    req.noise = noise;
+    req.noise_count = 10;
+    CHECK(kiln_generate(eng, &req, &res, &err) == KILN_E_INVALID);
+    CHECK_ERR_CONTAINS(&err, "injected noise");
+    req.noise = NULL;
+    req.noise_count = 0;
+    req.prompt = NULL;
+    CHECK(kiln_generate(eng, &req, &res, &err) == KILN_E_INVALID);
+    req.prompt = "a fox";
+    int calls = 0;
+    req.progress = cancel_at_step2;
+    req.progress_ctx = &calls;
+    CHECK(kiln_generate(eng, &req, &res, &err) == KILN_E_CANCELLED && res == NULL);
+    CHECK_ERR_CONTAINS(&err, "cancelled");
+    CHECK(calls >= 6); /* 4 stage starts + the denoising start + steps 1, 2 */
+    /* the engine still works after a cancelled request; steps 0 = the variant's default (4) */
+    req.progress = NULL;
+    CHECK_MSG(kiln_generate(eng, &req, &res, &err) == KILN_OK, "%s", err.msg);
+    CHECK(res && res->n_steps == 4 && res->n_images == 1 && res->images[0].width == 32);
+    kiln_result_free(res);
+    kiln_engine_close(eng);
+}
+
 int main(void) {
+    RUN(test_requests);
     RUN(test_b1_diffusers);
     RUN(test_b1_comfy);
     RUN(test_b3_diffusers);

@@ -181,7 +181,8 @@ TARGET void att_task_amx(const att_job *j, int64_t h, int64_t q0, float *scratch
                 continue;
             }
             float mnew = bmax > m[i] ? bmax : m[i];
-            corr[i] = exp2f(m[i] - mnew);
+            /* exp2 through the vector routine (no libm call); the first block has m = -inf: corr 0, O is 0 */
+            corr[i] = _mm512_cvtss_f32(exp2_512(_mm512_set1_ps(m[i] - mnew)));
             __m512 mn = _mm512_set1_ps(mnew), sum = _mm512_setzero_ps();
             for (int b = 0; b < 2 * nch; b++) {
                 __m512 e = exp2_512(_mm512_sub_ps(s[b], mn));
@@ -189,12 +190,12 @@ TARGET void att_task_amx(const att_job *j, int64_t h, int64_t q0, float *scratch
                 _mm256_storeu_si256((__m256i *)(P + i * BK + 16 * b), (__m256i)_mm512_cvtneps_pbh(e));
             }
             l[i] = l[i] * corr[i] + _mm512_reduce_add_ps(sum);
-            m[i] = mnew;
-            if (corr[i] != 1.0f) {
+            if (corr[i] != 1.0f && m[i] != -INFINITY) {
                 __m512 cv = _mm512_set1_ps(corr[i]);
                 for (int64_t d = 0; d < dh; d += 16)
                     _mm512_storeu_ps(O + i * dh + d, _mm512_mul_ps(_mm512_loadu_ps(O + i * dh + d), cv));
             }
+            m[i] = mnew;
         }
         /* O += P V: output tiles (2 query halves x 2 dim slices of 16) accumulate in place */
         const uint16_t *vblk = vp + (k0 / 32) * (dh / 16) * 512;

@@ -127,9 +127,9 @@ TARGET void cpu_gemm_block_amx(const cpu_gemm *g, int64_t m0, int64_t m1, int64_
     amx_load_config(&cfg);
     const uint16_t *w = g->w;
     const int64_t K = g->K;
-    static _Thread_local uint16_t wpanel[AMX_KC / 32 * 32 * 32] __attribute__((aligned(64)));
+    uint16_t wpanel[AMX_KC / 32 * 32 * 32] __attribute__((aligned(64))); /* 16 KB; on the stack, not TLS */
     /* partial sums: [column pair of 16 / 32 columns][row tile of 16][2 halves of 16 columns][16 x 16] */
-    static _Thread_local float acc[AMX_NB / 32][AMX_MB / 16][2][256] __attribute__((aligned(64)));
+    float acc[AMX_NB / 32][AMX_MB / 16][2][256] __attribute__((aligned(64))); /* 128 KB on the stack */
     for (int64_t nb = n0; nb < n1; nb += AMX_NB) {
         const int64_t ne = nb + AMX_NB < n1 ? nb + AMX_NB : n1;
         for (int64_t mb = m0; mb < m1; mb += AMX_MB) {
