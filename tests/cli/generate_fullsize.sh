@@ -15,6 +15,7 @@ mk() { "$bin" mkweights --manifest "$man/$1" --out "$tmp/$2" --sparse >/dev/null
 mk flux2-klein-4b.folder.diffusers.json dif
 mk flux2-klein-base-4b.folder.diffusers.json base
 mk flux2-klein-4b.folder.comfy.json comfy
+mk flux2-vae.vae.bfl.json bflvae
 
 check() { # check LABEL WANT... -- ARGS
     local label=$1 out rc
@@ -37,5 +38,9 @@ check "klein base folder" "klein] base" "DiT diffusers 3072x(5 double + 20 singl
 check "comfy files" "DiT BFL 3072x(5 double + 20 single), 24 heads" "Qwen3 2560 hidden x 27 layers" -- \
     --unet "$tmp/comfy/diffusion_models/flux-2-klein-4b.safetensors" \
     --clip "$tmp/comfy/text_encoders/qwen_3_4b.safetensors" --vae "$tmp/comfy/vae/flux2-vae.safetensors"
+# the VAE under BFL/ldm names (ae.safetensors: up levels numbered finest first, attention as 1x1 convs)
+check "BFL-named VAE" "VAE 32 latent channels, 4 levels" -- \
+    --unet "$tmp/comfy/diffusion_models/flux-2-klein-4b.safetensors" \
+    --clip "$tmp/comfy/text_encoders/qwen_3_4b.safetensors" --vae "$tmp/bflvae/ae.safetensors"
 [ -e "$tmp/x.png" ] && { echo "FAIL a refused request wrote x.png"; fail=1; }
 exit $fail

@@ -50,13 +50,19 @@ bool kiln_cpu_amx_enable(void) {
     return amx_ok;
 }
 
+/* F16C from CPUID.1:ECX bit 29: clang's __builtin_cpu_supports does not know "f16c". */
+static bool has_f16c(void) {
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
+}
+
 static kiln_cpu_tier hw_tier(void) {
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
         __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("fma"))
         return kiln_cpu_amx_enable() ? KILN_CPU_AMX : KILN_CPU_AVX512;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c())
         return KILN_CPU_AVX2;
     return KILN_CPU_GENERIC;
 }
