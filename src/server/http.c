@@ -323,6 +323,13 @@ kiln_status kiln_server_start(const kiln_server_config *cfg, kiln_server **out, 
 
 int kiln_server_port(const kiln_server *srv) { return srv->port; }
 
+bool kiln_server_idle(kiln_server *srv) {
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(srv->daemon, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
+    char id[64];
+    return info && info->num_connections == 0 && !kiln_worker_current(srv->worker, id) &&
+           kiln_store_count(srv->store, KILN_JOB_QUEUED) == 0;
+}
+
 void kiln_server_stop(kiln_server *srv) {
     if (!srv) return;
     /* Order matters: no new connections; the worker stops (its running job stays RUNNING in the store, so the

@@ -15,6 +15,7 @@
 #ifndef KILN_SERVER_SERVER_H
 #define KILN_SERVER_SERVER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "base/status.h"
@@ -44,6 +45,8 @@ typedef struct kiln_server kiln_server;
 
 kiln_status kiln_server_start(const kiln_server_config *cfg, kiln_server **out, kiln_err *err);
 int kiln_server_port(const kiln_server *srv);
+/* true when no HTTP connection is open and no job is queued or running (tests and fuzzing wait for it). */
+bool kiln_server_idle(kiln_server *srv);
 void kiln_server_stop(kiln_server *srv); /* NULL allowed */
 
 #endif
