@@ -18,6 +18,7 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "cli/commands.h"
+#include "compute/cuda/cuda_device.h"
 #include "io/image_png.h"
 #include "kiln.h"
 #include "pipeline/noise.h"
@@ -43,6 +44,7 @@ static void usage(FILE *out) {
             "  --base                single files are klein base (true CFG, 50 steps); folders say it themselves\n"
             "  --distilled           force the distilled variant\n"
             "  --tokenizer DIR       folder holding tokenizer.json (default: the model's, else kiln's copy)\n"
+            "  --device D            cpu (default), cuda or cuda:N\n"
             "  --threads N           CPU threads (default KILN_THREADS or all cores)\n"
             "  --exact               f32 matmuls (matches fp32 references; slower)\n"
             "  --memory-limit GB     refuse requests that need more (default: available memory)\n"
@@ -177,6 +179,15 @@ int kiln_cmd_generate(int argc, char **argv) {
             cfg.variant = KILN_VARIANT_BASE;
         } else if (!strcmp(a, "--distilled")) {
             cfg.variant = KILN_VARIANT_DISTILLED;
+        } else if (!strcmp(a, "--device")) {
+            TAKES_VALUE;
+            kiln_err derr = {0};
+            kiln_backend_kind kind;
+            if (kiln_device_parse(val, &kind, &cfg.device_index, &derr) != KILN_OK) {
+                fprintf(stderr, "kiln generate: %s\n", derr.msg);
+                return 2;
+            }
+            cfg.device = kind == KILN_BACKEND_CUDA ? KILN_DEVICE_CUDA : KILN_DEVICE_CPU;
         } else if (!strcmp(a, "--threads")) {
             TAKES_VALUE;
             if (!parse_int(a, val, 1, 256, &v)) return 2;

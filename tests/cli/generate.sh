@@ -48,6 +48,11 @@ cmp -s "$tmp/a.png" "$tmp/c.png" && { echo "FAIL seed 8 gave seed 7's image"; fa
 expect 0 "" -- -p "a red fox" "${comfy[@]}" -W 64 -H 48 --seed 7 -n 3 -o "$tmp/n.png"
 for f in n.png n-1.png n-2.png; do [ -s "$tmp/$f" ] || { echo "FAIL missing $f"; fail=1; }; done
 expect 0 "" -- -p "x" "${comfy[@]}" -W 32 -H 32 --seed 1 -n 2 -o "$tmp/p%d.png"
+# --device: a bad spec is a usage error; a GPU that is not there (no CUDA build, or no driver) is a device error
+expect 2 "expected cpu, cuda or cuda:N" -- -p "x" --model "$tiny/diffusers" -W 32 -H 32 --device gpu -o "$tmp/d.png"
+expect 8 "" -- -p "x" --model "$tiny/diffusers" -W 32 -H 32 --device cuda:0 -o "$tmp/d.png"
+[ -e "$tmp/d.png" ] && { echo "FAIL a failed --device run left d.png behind"; fail=1; }
+expect 0 "" -- -p "x" --model "$tiny/diffusers" -W 32 -H 32 --device cpu -o "$tmp/d.png"
 [ -s "$tmp/p0.png" ] && [ -s "$tmp/p1.png" ] || { echo "FAIL %d pattern"; fail=1; }
 
 # injected noise: a raw f32 file of the right size is used; the wrong size is refused
