@@ -25,7 +25,31 @@ void kiln_target_close(kiln_target *t) {
 }
 
 kiln_status kiln_target_open_spec(const char *spec, const kiln_http_opts *opts, kiln_target **out, kiln_err *err) {
-    if (spec && !strncmp(spec, "engine:", 7)) return kiln_target_engine_open(spec + 7, 0, out, err);
+    if (spec && !strncmp(spec, "engine:", 7)) return kiln_target_engine_open(spec + 7, 0, NULL, out, err);
+    if (spec && !strncmp(spec, "engine@", 7)) {
+        /* engine@cpu:DIR, engine@cuda:DIR, engine@cuda:N:DIR: the device is everything before the last ':' that
+         * is not followed by digits only up to the next ':' */
+        const char *d = spec + 7, *rest = NULL;
+        char dev[32];
+        if (!strncmp(d, "cpu:", 4)) {
+            snprintf(dev, sizeof dev, "cpu");
+            rest = d + 4;
+        } else if (!strncmp(d, "cuda:", 5)) {
+            const char *p = d + 5;
+            size_t nd = strspn(p, "0123456789");
+            if (nd > 0 && nd < 4 && p[nd] == ':') {
+                snprintf(dev, sizeof dev, "cuda:%.*s", (int)nd, p);
+                rest = p + nd + 1;
+            } else {
+                snprintf(dev, sizeof dev, "cuda");
+                rest = p;
+            }
+        }
+        if (!rest || !*rest)
+            return KILN_FAIL(err, KILN_E_INVALID, "target %s: expected engine@cpu:DIR, engine@cuda:DIR or "
+                             "engine@cuda:N:DIR", spec);
+        return kiln_target_engine_open(rest, 0, dev, out, err);
+    }
     return kiln_target_http_open(spec, opts, out, err);
 }
 

@@ -70,10 +70,13 @@ typedef struct kiln_http_opts {
 /* url: "http://host:port" (a trailing slash is ignored). Nothing is contacted until the first call. */
 kiln_status kiln_target_http_open(const char *url, const kiln_http_opts *opts, kiln_target **out, kiln_err *err);
 
-/* models_root holds diffusion_models/ (or unet/), text_encoders/ (or clip/), vae/. threads: 0 = default. */
-kiln_status kiln_target_engine_open(const char *models_root, int threads, kiln_target **out, kiln_err *err);
+/* models_root holds diffusion_models/ (or unet/), text_encoders/ (or clip/), vae/. threads: 0 = default.
+ * device: "cpu", "cuda" or "cuda:N" (NULL = cpu); KILN_E_INVALID on anything else. */
+kiln_status kiln_target_engine_open(const char *models_root, int threads, const char *device, kiln_target **out,
+                                    kiln_err *err);
 
-/* A target from a command-line spec: "http://host:port" (ComfyUI API) or "engine:MODELS_DIR". */
+/* A target from a command-line spec: "http://host:port" (ComfyUI API), "engine:MODELS_DIR" (CPU) or
+ * "engine@DEVICE:MODELS_DIR" with DEVICE cpu, cuda or cuda:N, e.g. "engine@cuda:0:/models". */
 kiln_status kiln_target_open_spec(const char *spec, const kiln_http_opts *opts, kiln_target **out, kiln_err *err);
 
 /* sha256 of the decoded pixels of a PNG (RGB8, alpha dropped); KILN_E_FORMAT when not a PNG. */

@@ -13,6 +13,7 @@
 
 #include "base/alloc.h"
 #include "base/clock.h"
+#include "compute/cuda/cuda_device.h"
 #include "bench/digest.h"
 #include "bench/target.h"
 #include "kiln.h"
@@ -23,6 +24,8 @@ typedef struct engine_target {
     char unet[1024], clip[1024], vae[1024]; /* the files the open engine was made from */
     kiln_engine *eng;
     int threads;
+    kiln_device_kind device; /* from engine@DEVICE: */
+    int device_index;
     unsigned counter;
 } engine_target;
 
@@ -87,6 +90,8 @@ static kiln_status engine_submit(kiln_target *base, const json_t *g, kiln_submit
         cfg.clip_path = clip;
         cfg.vae_path = vae;
         cfg.n_threads = t->threads;
+        cfg.device = t->device;
+        cfg.device_index = t->device_index;
         KILN_TRY(kiln_engine_open(&cfg, &t->eng, err));
         snprintf(t->unet, sizeof t->unet, "%s", unet);
         snprintf(t->clip, sizeof t->clip, "%s", clip);
@@ -146,8 +151,12 @@ static void engine_close(kiln_target *base) {
 
 static const kiln_target_ops engine_ops = {engine_submit, NULL, engine_close};
 
-kiln_status kiln_target_engine_open(const char *models_root, int threads, kiln_target **out, kiln_err *err) {
+kiln_status kiln_target_engine_open(const char *models_root, int threads, const char *device, kiln_target **out,
+                                    kiln_err *err) {
     *out = NULL;
+    kiln_backend_kind kind = KILN_BACKEND_CPU;
+    int index = 0;
+    KILN_TRY(kiln_device_parse(device, &kind, &index, err));
     if (!models_root || access(models_root, R_OK) != 0)
         return KILN_FAIL(err, KILN_E_NOT_FOUND, "engine target: models folder %s not readable",
                          models_root ? models_root : "(none)");
@@ -155,6 +164,8 @@ kiln_status kiln_target_engine_open(const char *models_root, int threads, kiln_t
     if (!t) return KILN_FAIL(err, KILN_E_NOMEM, "out of memory");
     snprintf(t->models, sizeof t->models, "%s", models_root);
     t->threads = threads;
+    t->device = kind == KILN_BACKEND_CUDA ? KILN_DEVICE_CUDA : KILN_DEVICE_CPU;
+    t->device_index = index;
     t->base.ops = &engine_ops;
     snprintf(t->base.kind, sizeof t->base.kind, "engine");
     snprintf(t->base.describe, sizeof t->base.describe, "in-process engine, models %s", models_root);

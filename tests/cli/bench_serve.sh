@@ -78,5 +78,14 @@ if "$KILN_BIN" bench compare --a "engine:$MODELS" --b "$(url '')" --graph "$SCRA
      --bank "$data/prompt-bank.json" --rounds 1 --warmup 1 --label-a engine --label-b serve -o "$SCRATCH/es.json" \
      --md "$SCRATCH/es.md" 2>"$SCRATCH/es.err"; then ok "compare engine vs serve"; else fail "compare: $(cat "$SCRATCH/es.err")"; fi
 grep -q "Identical outputs: yes." "$SCRATCH/es.md" && ok "engine and serve give identical pixels" || fail "engine vs serve: $(cat "$SCRATCH/es.md")"
+# engine@DEVICE:DIR picks the backend: a malformed device is refused up front, a GPU that is not there fails the
+# submit with a device error, and engine@cpu: is the plain engine target.
+if "$KILN_BIN" bench run --url "engine@gpu:$MODELS" --graph "$SCRATCH/klein-4b-8st.json" --timed 1 \
+     --bank "$data/prompt-bank.json" -o "$SCRATCH/dev.json" 2>"$SCRATCH/dev.err"; then fail "engine@gpu accepted"
+else grep -q "engine@cuda:N:DIR" "$SCRATCH/dev.err" && ok "engine@gpu refused" || fail "engine@gpu: $(cat "$SCRATCH/dev.err")"; fi
+if nvidia-smi -L >/dev/null 2>&1; then ok "engine@cuda:0: a GPU is present (tests/gpu/run.sh covers it)"
+elif "$KILN_BIN" bench run --url "engine@cuda:0:$MODELS" --graph "$SCRATCH/klein-4b-8st.json" --timed 1 --warmup 0 \
+     --bank "$data/prompt-bank.json" -o "$SCRATCH/dev.json" 2>"$SCRATCH/dev.err"; then fail "engine@cuda:0 ran without a GPU"
+else grep -qi "cuda" "$SCRATCH/dev.err" && ok "engine@cuda:0 without a GPU: device error" || fail "engine@cuda:0: $(cat "$SCRATCH/dev.err")"; fi
 [ "$fails" -eq 0 ] || { echo "$fails failure(s)"; exit 1; }
 echo "bench_serve: all checks passed"

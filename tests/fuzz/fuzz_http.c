@@ -3,6 +3,7 @@
  * still answer GET /health afterwards. Covers request parsing, the body limit, routing, /prompt validation,
  * /view and /upload path checks, the WebSocket upgrade and frame reader, and the OpenAI route's checks. */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -28,10 +29,23 @@ static void cleanup(void) {
 }
 
 static int dial(void) {
-    int s = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)kiln_server_port(srv))};
     inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    if (connect(s, (struct sockaddr *)&a, sizeof a) != 0) abort(); /* the server stopped listening */
+    int s = -1;
+    /* tens of thousands of short connections exhaust loopback's ephemeral ports (TIME_WAIT): wait for one
+     * rather than call that a server failure; a refused connection is one */
+    for (int tries = 0; tries < 100; tries++) {
+        s = socket(AF_INET, SOCK_STREAM, 0);
+        struct linger lg = {.l_onoff = 1, .l_linger = 0}; /* close with RST: no TIME_WAIT on our side */
+        setsockopt(s, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+        if (connect(s, (struct sockaddr *)&a, sizeof a) == 0) break;
+        int e = errno;
+        close(s);
+        s = -1;
+        if (e == ECONNREFUSED) break;
+        usleep(100 * 1000);
+    }
+    if (s < 0) abort(); /* the server stopped listening */
     struct timeval tv = {.tv_sec = 5};
     setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     return s;
