@@ -130,6 +130,9 @@ typedef struct kiln_request {
     int steps;                /* >= 1; 0 = the variant's default (4 distilled, 50 base) */
     int batch;                /* images in one forward, 1..16 */
     uint64_t seed;            /* image i uses seed + i (so image i equals a batch-1 run with seed + i) */
+    /* Optional: one seed per image (batch entries), replacing seed + i, so that images of different requests
+     * batched into one forward each get exactly the noise they would get alone. NULL = seed + i. */
+    const uint64_t *seeds;
     float guidance;           /* base only: CFG scale; <= 0 = default 4.0. Ignored by the distilled model */
     /* Optional injected initial noise, f32 [batch, 128, H/16, W/16] (the patchified, normalised latent
      * space the DiT works in): replaces the seeded generator, for comparisons with other implementations. */

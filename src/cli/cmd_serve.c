@@ -18,11 +18,12 @@ static void usage(FILE *out) {
             "usage: kiln serve [--listen ADDR] [--port N] --models DIR --output DIR [--token T]\n"
             "                  [--db FILE] [--input DIR] [--unet NAME] [--clip NAME] [--vae NAME]\n"
             "                  [--max-queue N] [--max-body BYTES] [--max-side N] [--max-batch N] [--max-steps N]\n"
-            "                  [--timeout S] [--port-file FILE] [--device cpu|cuda|cuda:N]\n\n"
+            "                  [--timeout S] [--port-file FILE] [--device cpu|cuda|cuda:N] [--batch-images N]\n\n"
             "Serves the ComfyUI API (/prompt, /history, /view, /ws, ... also under /api) and the OpenAI images API\n"
             "(/v1/images/generations, /v1/models) from one durable job queue (SQLite, <output>/kiln-jobs.sqlite).\n"
             "Binds 127.0.0.1:8188 by default; --port 0 picks a free port (written to --port-file if given).\n"
-            "--token T: every route except / and /health needs 'Authorization: Bearer T'.\n");
+            "--token T: every route except / and /health needs 'Authorization: Bearer T'.\n"
+            "--batch-images N: compatible queued jobs share one forward of up to N images (default 4; 1 = off).\n");
 }
 
 static bool int_arg(const char *s, long lo, long hi, long *out) {
@@ -67,6 +68,7 @@ int kiln_cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--max-batch") && int_arg(v, 1, 16, &n)) cfg.limits.max_batch = (int)n;
         else if (!strcmp(a, "--max-steps") && int_arg(v, 1, 4096, &n)) cfg.limits.max_steps = (int)n;
         else if (!strcmp(a, "--timeout") && int_arg(v, 1, 86400, &n)) cfg.conn_timeout_s = (int)n;
+        else if (!strcmp(a, "--batch-images") && int_arg(v, 1, 16, &n)) cfg.batch_images = (int)n;
         else {
             fprintf(stderr, "kiln serve: bad option or value: %s %s\n", a, v);
             usage(stderr);

@@ -42,6 +42,11 @@ typedef struct kiln_gen_engine {
     void *self;
     kiln_status (*generate)(void *self, const kiln_gen_params *p, kiln_gen_progress_fn progress, void *pctx,
                             kiln_gen_images *out, kiln_err *err);
+    /* Optional: n requests that differ only in prompt, seed and batch, run as one forward (the server batches
+     * compatible queued jobs); outs[i] receives request i's images, as generate would give them. NULL: the
+     * server runs one job at a time. */
+    kiln_status (*generate_batch)(void *self, const kiln_gen_params *ps, int n, kiln_gen_progress_fn progress,
+                                  void *pctx, kiln_gen_images *outs, kiln_err *err);
     /* Optional: drop loaded weights (POST /free). */
     void (*unload)(void *self);
 } kiln_gen_engine;

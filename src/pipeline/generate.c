@@ -211,6 +211,9 @@ done:
     return s;
 }
 
+/* Image i's seed: the request's per-image seeds when given, else seed + i. */
+static uint64_t image_seed(const kiln_request *q, int i) { return q->seeds ? q->seeds[i] : q->seed + (uint64_t)i; }
+
 static kiln_status prepare_latents(run *r, kiln_err *err) {
     kiln_backend *be = r->e->be;
     size_t per = (size_t)128 * r->N, nb = (size_t)r->B * per * sizeof(float);
@@ -227,7 +230,7 @@ static kiln_status prepare_latents(run *r, kiln_err *err) {
     for (int i = 0; i < r->B; i++) {
         const float *g = grid;
         if (r->req->noise) g = r->req->noise + (size_t)i * per;
-        else kiln_noise_fill(grid, per, r->req->seed + (uint64_t)i);
+        else kiln_noise_fill(grid, per, image_seed(r->req, i));
         kiln_grid_to_tokens(g, 128, r->h16, r->w16, host + (size_t)i * per);
     }
     s = be->ops->upload(be, r->x, host, nb, err);
@@ -319,7 +322,7 @@ static kiln_status decode(run *r, kiln_err *err) {
         kiln_image *im = &r->res->images[i];
         im->width = W;
         im->height = H;
-        im->seed = r->req->seed + (uint64_t)i;
+        im->seed = image_seed(r->req, i);
         im->pixels = kiln_malloc((size_t)3 * H * W);
         if (!im->pixels) {
             s = KILN_FAIL(err, KILN_E_NOMEM, "decoding: out of memory");

@@ -35,12 +35,28 @@ static void unload_locked(kiln_adapter *a) {
     a->unet[0] = a->clip[0] = a->vae[0] = 0;
 }
 
-static kiln_status generate(void *self, const kiln_gen_params *p, kiln_gen_progress_fn progress, void *pctx,
-                            kiln_gen_images *out, kiln_err *err) {
+/* Runs n requests that differ only in prompt, seed and batch as one kiln_generate (per-image prompts and seeds,
+ * so each image is exactly what its request alone would give) and splits the images back: outs[i] for ps[i]. */
+static kiln_status generate_batch(void *self, const kiln_gen_params *ps, int n, kiln_gen_progress_fn progress,
+                                  void *pctx, kiln_gen_images *outs, kiln_err *err) {
     kiln_adapter *a = self;
-    memset(out, 0, sizeof *out);
-    if (p->negative_prompt && *p->negative_prompt)
-        log_warn("serve: a negative prompt text is not used by kiln's engine yet (the empty prompt is)");
+    const kiln_gen_params *p = &ps[0];
+    memset(outs, 0, (size_t)n * sizeof *outs);
+    int total = n == 1 ? p->batch : 0; /* one request: kiln_generate validates its batch */
+    for (int i = 0; i < n; i++) {
+        if (n > 1 && (ps[i].batch < 1 || total + ps[i].batch > 16))
+            return KILN_FAIL(err, KILN_E_INVALID, "batching %d requests: more than 16 images", n);
+        if (n > 1) total += ps[i].batch;
+        if (ps[i].negative_prompt && *ps[i].negative_prompt)
+            log_warn("serve: a negative prompt text is not used by kiln's engine yet (the empty prompt is)");
+    }
+    const char *prompts[16];
+    uint64_t seeds[16];
+    for (int i = 0, k = 0; i < n && n > 1; i++)
+        for (int j = 0; j < ps[i].batch; j++, k++) {
+            prompts[k] = ps[i].prompt;
+            seeds[k] = ps[i].seed + (uint64_t)j;
+        }
     pthread_mutex_lock(&a->mu);
     kiln_status s = KILN_OK;
     if (!a->eng || strcmp(a->unet, p->unet_path) || strcmp(a->clip, p->clip_path) || strcmp(a->vae, p->vae_path)) {
@@ -63,10 +79,12 @@ static kiln_status generate(void *self, const kiln_gen_params *p, kiln_gen_progr
         kiln_request req = kiln_request_default();
         step_ctx sc = {progress, pctx};
         req.prompt = p->prompt;
+        req.prompts = n > 1 ? prompts : NULL; /* one request: exactly the call it always was */
+        req.seeds = n > 1 ? seeds : NULL;
         req.width = p->width;
         req.height = p->height;
         req.steps = p->steps;
-        req.batch = p->batch;
+        req.batch = total;
         req.seed = p->seed;
         req.guidance = p->cfg;
         req.request_id = p->request_id;
@@ -76,19 +94,38 @@ static kiln_status generate(void *self, const kiln_gen_params *p, kiln_gen_progr
     }
     pthread_mutex_unlock(&a->mu);
     if (s != KILN_OK) return s;
-    size_t one = (size_t)res->images[0].width * (size_t)res->images[0].height * 3, all;
-    if (res->n_images <= 0 || !kiln_mul_size(one, (size_t)res->n_images, &all) || !(out->pixels = kiln_malloc(all))) {
+    if (res->n_images != total) {
+        int got = res->n_images;
         kiln_result_free(res);
-        return KILN_FAIL(err, KILN_E_NOMEM, "out of memory copying the images");
+        return KILN_FAIL(err, KILN_E_INTERNAL, "the engine returned %d images for %d", got, total);
     }
-    for (int i = 0; i < res->n_images; i++) memcpy(out->pixels + one * (size_t)i, res->images[i].pixels, one);
-    out->n = res->n_images;
-    out->engine_ms = res->total_ms;
-    out->peak_memory_bytes = res->peak_memory_bytes;
-    out->width = res->images[0].width;
-    out->height = res->images[0].height;
+    size_t one = (size_t)res->images[0].width * (size_t)res->images[0].height * 3;
+    for (int i = 0, k = 0; i < n && s == KILN_OK; k += ps[i].batch, i++) {
+        kiln_gen_images *o = &outs[i];
+        size_t all;
+        if (!kiln_mul_size(one, (size_t)ps[i].batch, &all) || !(o->pixels = kiln_malloc(all))) {
+            s = KILN_FAIL(err, KILN_E_NOMEM, "out of memory copying the images");
+            break;
+        }
+        for (int j = 0; j < ps[i].batch; j++) memcpy(o->pixels + one * (size_t)j, res->images[k + j].pixels, one);
+        o->n = ps[i].batch;
+        o->engine_ms = res->total_ms; /* the shared forward's time: each job waited for all of it */
+        o->peak_memory_bytes = res->peak_memory_bytes;
+        o->width = res->images[0].width;
+        o->height = res->images[0].height;
+    }
     kiln_result_free(res);
-    return KILN_OK;
+    if (s != KILN_OK)
+        for (int i = 0; i < n; i++) {
+            kiln_free(outs[i].pixels);
+            outs[i].pixels = NULL;
+        }
+    return s;
+}
+
+static kiln_status generate(void *self, const kiln_gen_params *p, kiln_gen_progress_fn progress, void *pctx,
+                            kiln_gen_images *out, kiln_err *err) {
+    return generate_batch(self, p, 1, progress, pctx, out, err);
 }
 
 static void unload(void *self) {
@@ -119,6 +156,7 @@ kiln_gen_engine *kiln_server_engine_new(const char *device) {
     pthread_mutex_init(&a->mu, NULL);
     a->iface.self = a;
     a->iface.generate = generate;
+    a->iface.generate_batch = generate_batch;
     a->iface.unload = unload;
     return &a->iface;
 }

@@ -18,7 +18,7 @@
 
 kiln_server_config kiln_server_config_default(void) {
     return (kiln_server_config){.listen = "127.0.0.1", .port = 8188, .max_body = 8u << 20, .max_queue = 256,
-                                .conn_timeout_s = 30, .request_timeout_s = 600,
+                                .conn_timeout_s = 30, .request_timeout_s = 600, .batch_images = 4,
                                 .limits = kiln_graph_limits_default()};
 }
 
@@ -259,6 +259,7 @@ kiln_status kiln_server_start(const kiln_server_config *cfg, kiln_server **out, 
     if (srv->cfg.max_queue <= 0) srv->cfg.max_queue = def.max_queue;
     if (srv->cfg.conn_timeout_s <= 0) srv->cfg.conn_timeout_s = def.conn_timeout_s;
     if (srv->cfg.request_timeout_s <= 0) srv->cfg.request_timeout_s = def.request_timeout_s;
+    if (srv->cfg.batch_images <= 0) srv->cfg.batch_images = def.batch_images;
     copy_str(srv->listen, sizeof srv->listen, cfg->listen ? cfg->listen : "127.0.0.1");
     copy_str(srv->models_dir, sizeof srv->models_dir, cfg->models_dir);
     copy_str(srv->output_dir, sizeof srv->output_dir, cfg->output_dir);

@@ -236,19 +236,23 @@ static kiln_status load_row(sqlite3_stmt *stmt, kiln_job *j, kiln_err *err) {
     return KILN_OK;
 }
 
-kiln_status kiln_store_claim_next(kiln_store *st, kiln_job *out, kiln_err *err) {
+/* QUEUED -> RUNNING for the next job (id NULL) or for job id, in one transaction. */
+static kiln_status claim(kiln_store *st, const char *id, kiln_job *out, kiln_err *err) {
     memset(out, 0, sizeof *out);
     pthread_mutex_lock(&st->mu);
     sqlite3_stmt *stmt = NULL;
     kiln_status s = exec_sql(st, "BEGIN IMMEDIATE;", err);
     if (s != KILN_OK) goto out;
-    if ((s = prepare(st, "SELECT " JOB_COLUMNS " FROM jobs WHERE state=? ORDER BY front DESC, number LIMIT 1",
+    if ((s = prepare(st, id ? "SELECT " JOB_COLUMNS " FROM jobs WHERE state=? AND id=?"
+                            : "SELECT " JOB_COLUMNS " FROM jobs WHERE state=? ORDER BY front DESC, number LIMIT 1",
                      &stmt, err)) != KILN_OK)
         goto rollback;
     sqlite3_bind_int(stmt, 1, KILN_JOB_QUEUED);
+    if (id) bind_text(stmt, 2, id);
     int rc = sqlite3_step(stmt);
     if (rc == SQLITE_DONE) {
-        s = KILN_FAIL(err, KILN_E_NOT_FOUND, "queue is empty");
+        s = id ? KILN_FAIL(err, KILN_E_NOT_FOUND, "job %s is not queued", id)
+               : KILN_FAIL(err, KILN_E_NOT_FOUND, "queue is empty");
         goto rollback;
     }
     if (rc != SQLITE_ROW) {
@@ -287,6 +291,11 @@ out:
     sqlite3_finalize(stmt);
     pthread_mutex_unlock(&st->mu);
     return s;
+}
+
+kiln_status kiln_store_claim_next(kiln_store *st, kiln_job *out, kiln_err *err) { return claim(st, NULL, out, err); }
+kiln_status kiln_store_claim(kiln_store *st, const char *id, kiln_job *out, kiln_err *err) {
+    return claim(st, id, out, err);
 }
 
 /* One guarded transition: UPDATE ... WHERE id=? AND state=from. */

@@ -14,7 +14,7 @@
  *                    v  |  after a crash)   |     finish(stop)
  *                CANCELLED +----------------+  +--------------> INTERRUPTED
  *
- *   QUEUED    -> RUNNING      a worker claimed it (kiln_store_claim_next)
+ *   QUEUED    -> RUNNING      a worker claimed it (kiln_store_claim_next, or kiln_store_claim for a batch)
  *   QUEUED    -> CANCELLED    deleted from the queue before it started (POST /queue {delete}, {clear})
  *   RUNNING   -> SUCCEEDED    the executor finished and the outputs are saved
  *   RUNNING   -> FAILED       the executor reported an error (validation at run time, engine, disk)
@@ -82,6 +82,9 @@ kiln_status kiln_store_add(kiln_store *st, const char *id, const char *kind, con
 /* Claims the next QUEUED job (front first, then by number) and marks it RUNNING. KILN_E_NOT_FOUND when the
  * queue is empty. */
 kiln_status kiln_store_claim_next(kiln_store *st, kiln_job *out, kiln_err *err);
+/* Claims job id (QUEUED -> RUNNING), for a worker batching it with the job it runs. KILN_E_NOT_FOUND when the
+ * job is not queued (cancelled or claimed meanwhile). */
+kiln_status kiln_store_claim(kiln_store *st, const char *id, kiln_job *out, kiln_err *err);
 
 /* RUNNING -> final state, storing result/messages/error JSON (each may be NULL). KILN_E_INVALID when the
  * transition is not legal, KILN_E_NOT_FOUND when the job is not RUNNING (e.g. already finished). */

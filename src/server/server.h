@@ -35,6 +35,8 @@ typedef struct kiln_server_config {
     int max_queue;           /* pending jobs; default 256 */
     int conn_timeout_s;      /* idle connection time-out (slow-drip clients); default 30 */
     int request_timeout_s;   /* how long an OpenAI request waits for its job; default 600 */
+    int batch_images;        /* compatible queued jobs share one forward of at most this many images; default 4,
+                              * 1 = one job at a time (worker.c) */
     kiln_graph_limits limits;
     kiln_gen_engine *engine;
 } kiln_server_config;

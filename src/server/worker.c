@@ -7,7 +7,14 @@
  *
  * Shutdown while a job runs: the executor is asked to stop and the job is left RUNNING in the store, so the
  * next server recovers it to QUEUED and runs it again (an accepted job is never lost, never reported as done
- * when it was not). */
+ * when it was not).
+ *
+ * Batching (cfg.batch_images > 1, and an engine with generate_batch): with the job it claimed, the worker also
+ * claims queued jobs whose one engine call differs only in prompt, seed and batch (collect_batch), runs those
+ * calls as one forward, and hands each job its images when its own graph asks the engine for them (each job
+ * then runs its graph - post-processing, saving, messages, its committed finish - exactly as alone). Every job
+ * of a batch is claimed (RUNNING) in the store before the forward starts, so a crash mid-batch re-queues all.
+ * If the shared forward fails or is stopped, each job simply calls the engine itself. */
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -16,6 +23,27 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "server/server_internal.h"
+
+#define MAX_BATCH_JOBS 16
+
+/* A claimed job while the worker holds it: its message context and, when it shares a forward with other jobs,
+ * its engine call and the images that forward made for it. */
+typedef struct job_run {
+    kiln_worker *w;
+    kiln_job job;
+    json_t *messages;      /* history messages */
+    json_t *executed;      /* node ids that ran */
+    bool started;          /* execution_start sent (batch members get it before the shared forward) */
+    const kiln_graph *graph;
+    bool captured;         /* params holds the graph's engine call (strings below are owned) */
+    kiln_gen_params params;
+    char *owned[6];
+    char sampler_node[64]; /* where ComfyUI reports the call's progress */
+    kiln_gen_images pre;   /* images the shared forward made for this job; pixels NULL when none */
+    int batch_images;      /* images in that forward */
+    json_t *batched_with;  /* the other jobs of that forward */
+    kiln_gen_engine eng;   /* what the job's graph calls: hands out pre, else the server's engine */
+} job_run;
 
 struct kiln_worker {
     kiln_server *srv;
@@ -27,20 +55,21 @@ struct kiln_worker {
     atomic_bool interrupt;
     atomic_bool stopping;
     char current[64];
-    /* the running job's message context */
-    const char *client_id;
-    json_t *messages;
-    const char *prompt_id;
-    const kiln_graph *graph;
-    json_t *executed; /* node ids that ran */
+    /* the jobs claimed together (current is one of them); an interrupt of one waiting for its turn is kept in
+     * member_stop until it runs, and stops a shared forward in progress */
+    char members[MAX_BATCH_JOBS][64];
+    bool member_stop[MAX_BATCH_JOBS];
+    int n_members, member_now; /* members[member_now..] have not finished */
+    atomic_bool member_stopped;
+    job_run runs[MAX_BATCH_JOBS];
 };
 
 static int64_t now_ms(void) { return (int64_t)(kiln_clock_wall_s() * 1000.0); }
 
 /* Sends a message to the job's client and, for the prompt-level events, records it in the history. */
-static void emit(kiln_worker *w, const char *type, json_t *data, bool record) {
-    if (record) json_array_append_new(w->messages, json_pack("[s, O]", type, data));
-    kiln_ws_send(w->srv->hub, w->client_id, type, data);
+static void emit(job_run *jr, const char *type, json_t *data, bool record) {
+    if (record) json_array_append_new(jr->messages, json_pack("[s, O]", type, data));
+    kiln_ws_send(jr->w->srv->hub, jr->job.client_id, type, data);
 }
 
 void kiln_broadcast_status(kiln_server *srv, const char *sid) {
@@ -56,44 +85,230 @@ static const char *class_of(const kiln_graph *g, const char *node) {
 }
 
 static void hook_executing(void *ctx, const char *node) {
-    kiln_worker *w = ctx;
-    emit(w, "executing", json_pack("{s:s, s:s, s:s}", "node", node, "display_node", node, "prompt_id", w->prompt_id),
+    job_run *jr = ctx;
+    emit(jr, "executing", json_pack("{s:s, s:s, s:s}", "node", node, "display_node", node, "prompt_id", jr->job.id),
          false);
-    json_array_append_new(w->executed, json_string(node));
+    json_array_append_new(jr->executed, json_string(node));
 }
 
 static void hook_progress(void *ctx, const char *node, int value, int max) {
-    kiln_worker *w = ctx;
-    emit(w, "progress", json_pack("{s:i, s:i, s:s, s:s}", "value", value, "max", max, "prompt_id", w->prompt_id,
-                                  "node", node), false);
+    job_run *jr = ctx;
+    emit(jr, "progress", json_pack("{s:i, s:i, s:s, s:s}", "value", value, "max", max, "prompt_id", jr->job.id,
+                                   "node", node), false);
 }
 
 static void hook_executed(void *ctx, const char *node, json_t *ui) {
-    kiln_worker *w = ctx;
-    emit(w, "executed", json_pack("{s:s, s:s, s:O, s:s}", "node", node, "display_node", node, "output", ui,
-                                  "prompt_id", w->prompt_id), false);
+    job_run *jr = ctx;
+    emit(jr, "executed", json_pack("{s:s, s:s, s:O, s:s}", "node", node, "display_node", node, "output", ui,
+                                   "prompt_id", jr->job.id), false);
 }
 
 static bool hook_should_stop(void *ctx) {
-    kiln_worker *w = ctx;
-    return atomic_load(&w->interrupt) || atomic_load(&w->stopping);
+    job_run *jr = ctx;
+    return atomic_load(&jr->w->interrupt) || atomic_load(&jr->w->stopping);
+}
+
+/* ---- batching ---------------------------------------------------------------------------------------------- */
+
+/* The engine a job's graph calls: the images the shared forward made for exactly this call, else the server's
+ * engine (a job that was not batched, a failed or stopped shared forward, a graph's second call). */
+static bool same_call(const kiln_gen_params *a, const kiln_gen_params *b);
+static kiln_status job_generate(void *self, const kiln_gen_params *p, kiln_gen_progress_fn progress, void *pctx,
+                                kiln_gen_images *out, kiln_err *err) {
+    job_run *jr = self;
+    if (jr->pre.pixels && same_call(p, &jr->params) && !strcmp(p->prompt, jr->params.prompt) &&
+        p->seed == jr->params.seed && p->batch == jr->params.batch) {
+        *out = jr->pre;
+        memset(&jr->pre, 0, sizeof jr->pre);
+        return KILN_OK;
+    }
+    kiln_gen_engine *e = jr->w->srv->cfg.engine;
+    return e->generate(e->self, p, progress, pctx, out, err);
+}
+
+static void job_run_init(kiln_worker *w, job_run *jr, kiln_job *job) {
+    memset(jr, 0, sizeof *jr);
+    jr->w = w;
+    jr->job = *job; /* takes the strings */
+    memset(job, 0, sizeof *job);
+    jr->messages = json_array();
+    jr->executed = json_array();
+    jr->eng = (kiln_gen_engine){.self = jr, .generate = job_generate};
+}
+
+static void job_run_clear(job_run *jr) {
+    kiln_job_clear(&jr->job);
+    json_decref(jr->messages);
+    json_decref(jr->executed);
+    json_decref(jr->batched_with);
+    for (int i = 0; i < 6; i++) kiln_free(jr->owned[i]);
+    kiln_free(jr->pre.pixels);
+    memset(jr, 0, sizeof *jr);
+}
+
+static char *dup_opt(const char *s) { return s ? kiln_strdup(s) : NULL; }
+
+/* Capture: an engine that records the graph's first call and stops the run there. Nothing was saved by then
+ * (SaveImage needs that call's images), and the capture hooks send no messages. */
+static kiln_status capture_generate(void *self, const kiln_gen_params *p, kiln_gen_progress_fn progress, void *pctx,
+                                    kiln_gen_images *out, kiln_err *err) {
+    job_run *jr = self;
+    memset(out, 0, sizeof *out);
+    const char *src[6] = {p->unet_path, p->clip_path, p->vae_path, p->prompt, p->negative_prompt, p->sampler};
+    for (int i = 0; i < 6; i++) {
+        kiln_free(jr->owned[i]);
+        jr->owned[i] = dup_opt(src[i]);
+    }
+    jr->params = *p;
+    jr->params.unet_path = jr->owned[0];
+    jr->params.clip_path = jr->owned[1];
+    jr->params.vae_path = jr->owned[2];
+    jr->params.prompt = jr->owned[3];
+    jr->params.negative_prompt = jr->owned[4];
+    jr->params.sampler = jr->owned[5];
+    jr->params.request_id = jr->job.id;
+    jr->captured = jr->owned[0] && jr->owned[1] && jr->owned[2] && jr->owned[3] && jr->owned[5];
+    if (progress) progress(pctx, 0, p->steps); /* the executor's step hook names the sampler node (below) */
+    return KILN_FAIL(err, KILN_E_CANCELLED, "captured");
+}
+
+static void capture_node(void *ctx, const char *node, int value, int max) {
+    job_run *jr = ctx;
+    (void)value, (void)max;
+    snprintf(jr->sampler_node, sizeof jr->sampler_node, "%s", node ? node : "");
+}
+
+/* Fills jr->params with the engine call jr's graph makes first. false when it makes none (or is invalid). */
+static bool capture(kiln_worker *w, job_run *jr) {
+    kiln_server *srv = w->srv;
+    json_t *req = json_loads(jr->job.request, 0, NULL), *errors = NULL, *outputs = NULL;
+    kiln_graph *g = NULL;
+    json_t *graph_json = json_object_get(req, "prompt");
+    if (graph_json && kiln_graph_parse(graph_json, &srv->cfg.limits, srv->cfg.models_dir, &g, &errors) == KILN_OK) {
+        kiln_gen_engine eng = {.self = jr, .generate = capture_generate};
+        kiln_exec_env env = {.models_root = srv->cfg.models_dir, .output_dir = srv->output_dir, .engine = &eng,
+                             .prompt_id = jr->job.id};
+        kiln_exec_hooks hooks = {.ctx = jr, .progress = capture_node};
+        char failed[64];
+        kiln_err err = {0};
+        kiln_graph_execute(g, &env, &hooks, &outputs, failed, &err);
+    }
+    json_decref(outputs);
+    json_decref(errors);
+    kiln_graph_free(g);
+    json_decref(req);
+    return jr->captured;
+}
+
+/* Two calls can share a forward: same models, size, steps, guidance, sampler and negative prompt. */
+static bool same_call(const kiln_gen_params *a, const kiln_gen_params *b) {
+    bool neg = (!a->negative_prompt && !b->negative_prompt) ||
+               (a->negative_prompt && b->negative_prompt && !strcmp(a->negative_prompt, b->negative_prompt));
+    return neg && !strcmp(a->unet_path, b->unet_path) && !strcmp(a->clip_path, b->clip_path) &&
+           !strcmp(a->vae_path, b->vae_path) && !strcmp(a->sampler, b->sampler) && a->width == b->width &&
+           a->height == b->height && a->steps == b->steps && a->cfg == b->cfg;
+}
+
+typedef struct id_list {
+    char ids[32][64];
+    int n;
+} id_list;
+
+static bool list_id(void *ctx, const kiln_job *job) {
+    id_list *l = ctx;
+    snprintf(l->ids[l->n++], 64, "%s", job->id);
+    return l->n < 32;
+}
+
+/* runs[0] holds the claimed job; claims queued jobs that can share its forward into runs[1..]. Returns how many
+ * jobs runs holds. Looks at the first 32 queued jobs, in queue order. */
+static int collect_batch(kiln_worker *w, job_run *runs) {
+    kiln_server *srv = w->srv;
+    int max = srv->cfg.batch_images;
+    if (max <= 1 || !srv->cfg.engine || !srv->cfg.engine->generate_batch || !capture(w, &runs[0]) ||
+        runs[0].params.batch >= max)
+        return 1;
+    id_list queued = {.n = 0};
+    if (kiln_store_list(srv->store, KILN_JOB_MASK(KILN_JOB_QUEUED), false, 32, list_id, &queued, NULL) != KILN_OK)
+        return 1;
+    int n = 1, images = runs[0].params.batch;
+    for (int i = 0; i < queued.n && n < MAX_BATCH_JOBS && images < max; i++) {
+        kiln_job job;
+        if (kiln_store_get(srv->store, queued.ids[i], &job, NULL) != KILN_OK) continue;
+        job_run *jr = &runs[n];
+        job_run_init(w, jr, &job);
+        bool fits = capture(w, jr) && same_call(&runs[0].params, &jr->params) && images + jr->params.batch <= max;
+        if (fits) { /* claimed now, committed: from here on it is this worker's, as a claim_next job is */
+            kiln_job_clear(&jr->job);
+            fits = kiln_store_claim(srv->store, queued.ids[i], &jr->job, NULL) == KILN_OK;
+            jr->params.request_id = jr->job.id;
+        }
+        if (!fits) {
+            job_run_clear(jr);
+            continue;
+        }
+        images += jr->params.batch;
+        n++;
+    }
+    return n;
+}
+
+typedef struct forward_ctx {
+    kiln_worker *w;
+    job_run *runs;
+    int n;
+} forward_ctx;
+
+static bool forward_progress(void *ctx, int step, int n_steps) {
+    forward_ctx *fc = ctx;
+    for (int i = 0; i < fc->n; i++) hook_progress(&fc->runs[i], fc->runs[i].sampler_node, step, n_steps);
+    kiln_worker *w = fc->w;
+    return !(atomic_load(&w->interrupt) || atomic_load(&w->stopping) || atomic_load(&w->member_stopped));
+}
+
+/* The batch's engine calls as one forward; each job's images go to its run (split by generate_batch). */
+static void run_shared_forward(kiln_worker *w, job_run *runs, int n) {
+    kiln_gen_params ps[MAX_BATCH_JOBS];
+    kiln_gen_images outs[MAX_BATCH_JOBS];
+    int images = 0;
+    for (int i = 0; i < n; i++) {
+        ps[i] = runs[i].params;
+        images += ps[i].batch;
+    }
+    kiln_gen_engine *e = w->srv->cfg.engine;
+    forward_ctx fc = {w, runs, n};
+    kiln_err err = {0};
+    kiln_status s = e->generate_batch(e->self, ps, n, forward_progress, &fc, outs, &err);
+    if (s != KILN_OK) {
+        log_warn("serve: shared forward of %d jobs: %s; each runs alone", n, err.msg);
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        runs[i].pre = outs[i];
+        runs[i].batch_images = images;
+        runs[i].batched_with = json_array();
+        for (int k = 0; k < n; k++)
+            if (k != i) json_array_append_new(runs[i].batched_with, json_string(runs[k].job.id));
+    }
+    log_info("serve: %d jobs (%d images) shared one forward", n, images);
+}
+
+static void emit_start(job_run *jr) {
+    const char *id = jr->job.id;
+    emit(jr, "execution_start", json_pack("{s:s, s:I}", "prompt_id", id, "timestamp", (json_int_t)now_ms()), true);
+    emit(jr, "execution_cached",
+         json_pack("{s:[], s:s, s:I}", "nodes", "prompt_id", id, "timestamp", (json_int_t)now_ms()), true);
+    jr->started = true;
 }
 
 /* Runs one claimed job to its final state. */
-static void run_job(kiln_worker *w, kiln_job *job) {
+static void run_job(kiln_worker *w, job_run *jr) {
     kiln_server *srv = w->srv;
+    kiln_job *job = &jr->job;
     json_error_t je;
     json_t *req = json_loads(job->request, 0, &je);
     json_t *graph_json = json_object_get(req, "prompt");
-    w->client_id = job->client_id;
-    w->prompt_id = job->id;
-    w->messages = json_array();
-    w->executed = json_array();
-    atomic_store(&w->interrupt, false);
-
-    emit(w, "execution_start", json_pack("{s:s, s:I}", "prompt_id", job->id, "timestamp", (json_int_t)now_ms()), true);
-    emit(w, "execution_cached",
-         json_pack("{s:[], s:s, s:I}", "nodes", "prompt_id", job->id, "timestamp", (json_int_t)now_ms()), true);
+    if (!jr->started) emit_start(jr);
 
     kiln_graph *g = NULL;
     json_t *errors = NULL, *outputs = NULL;
@@ -109,12 +324,12 @@ static void run_job(kiln_worker *w, kiln_job *job) {
         s = KILN_FAIL(&err, KILN_E_INVALID, "the graph no longer validates: %.900s", txt ? txt : "?");
         free(txt);
     } else {
-        w->graph = g;
+        jr->graph = g;
         kiln_exec_env env = {.models_root = srv->cfg.models_dir, .output_dir = srv->output_dir,
-                             .engine = srv->cfg.engine, .prompt_id = job->id,
+                             .engine = srv->cfg.engine ? &jr->eng : NULL, .prompt_id = job->id,
                              .extra_pnginfo = json_object_get(json_object_get(req, "extra_data"), "extra_pnginfo"),
                              .engine_ms = &engine_ms, .peak_memory_bytes = &peak_bytes};
-        kiln_exec_hooks hooks = {.ctx = w, .executing = hook_executing, .progress = hook_progress,
+        kiln_exec_hooks hooks = {.ctx = jr, .executing = hook_executing, .progress = hook_progress,
                                  .executed = hook_executed, .should_stop = hook_should_stop};
         s = kiln_graph_execute(g, &env, &hooks, &outputs, failed, &err);
     }
@@ -129,28 +344,32 @@ static void run_job(kiln_worker *w, kiln_job *job) {
         int64_t t = now_ms();
         if (s == KILN_OK) {
             final = KILN_JOB_SUCCEEDED;
-            emit(w, "executing", json_pack("{s:n, s:n, s:s}", "node", "display_node", "prompt_id", job->id), false);
-            /* "kiln" is an extension ComfyUI clients ignore: what the engine measured for this prompt */
-            emit(w, "execution_success",
-                 json_pack("{s:s, s:I, s:{s:f, s:I}}", "prompt_id", job->id, "timestamp", (json_int_t)t, "kiln",
-                           "engine_ms", engine_ms, "peak_memory_bytes", (json_int_t)peak_bytes),
-                 true);
+            emit(jr, "executing", json_pack("{s:n, s:n, s:s}", "node", "display_node", "prompt_id", job->id), false);
+            /* "kiln" is an extension ComfyUI clients ignore: what the engine measured for this prompt, and for a
+             * job that shared a forward, that forward's image count and the other jobs in it */
+            json_t *ext = json_pack("{s:f, s:I}", "engine_ms", engine_ms, "peak_memory_bytes", (json_int_t)peak_bytes);
+            if (jr->batched_with && !jr->pre.pixels) { /* its images came from the shared forward */
+                json_object_set_new(ext, "batch_images", json_integer(jr->batch_images));
+                json_object_set(ext, "batched_with", jr->batched_with);
+            }
+            emit(jr, "execution_success",
+                 json_pack("{s:s, s:I, s:o}", "prompt_id", job->id, "timestamp", (json_int_t)t, "kiln", ext), true);
         } else if (s == KILN_E_CANCELLED) {
             final = KILN_JOB_INTERRUPTED;
-            emit(w, "execution_interrupted",
+            emit(jr, "execution_interrupted",
                  json_pack("{s:s, s:s, s:s, s:O, s:I}", "prompt_id", job->id, "node_id", failed, "node_type",
-                           g ? class_of(g, failed) : "", "executed", w->executed, "timestamp", (json_int_t)t),
+                           g ? class_of(g, failed) : "", "executed", jr->executed, "timestamp", (json_int_t)t),
                  true);
         } else {
             final = KILN_JOB_FAILED;
             error = json_pack("{s:s, s:s, s:s, s:s, s:O, s:s, s:[], s:{}, s:{}, s:I}", "prompt_id", job->id,
                               "node_id", failed, "node_type", g ? class_of(g, failed) : "", "exception_message",
-                              err.msg, "executed", w->executed, "exception_type", kiln_status_name(s), "traceback",
+                              err.msg, "executed", jr->executed, "exception_type", kiln_status_name(s), "traceback",
                               "current_inputs", "current_outputs", "timestamp", (json_int_t)t);
-            emit(w, "execution_error", json_incref(error), true);
+            emit(jr, "execution_error", json_incref(error), true);
         }
         char *out_txt = json_dumps(outputs ? outputs : json_object(), JSON_COMPACT);
-        char *msg_txt = json_dumps(w->messages, JSON_COMPACT);
+        char *msg_txt = json_dumps(jr->messages, JSON_COMPACT);
         char *err_txt = error ? json_dumps(error, JSON_COMPACT) : NULL;
         kiln_err ferr = {0};
         if (kiln_store_finish(srv->store, job->id, final, out_txt ? out_txt : "{}", msg_txt ? msg_txt : "[]", err_txt,
@@ -163,13 +382,9 @@ static void run_job(kiln_worker *w, kiln_job *job) {
         log_info("serve: job %s %s%s%s", job->id, kiln_job_state_name(final), s ? ": " : "", s ? err.msg : "");
     }
     json_decref(outputs);
-    json_decref(w->messages);
-    json_decref(w->executed);
     kiln_graph_free(g);
     json_decref(req);
-    w->graph = NULL;
-    w->messages = w->executed = NULL;
-    w->client_id = w->prompt_id = NULL;
+    jr->graph = NULL;
 }
 
 static void *worker_main(void *arg) {
@@ -199,16 +414,41 @@ static void *worker_main(void *arg) {
             nanosleep(&ts, NULL);
             continue;
         }
+        job_run *runs = w->runs;
+        job_run_init(w, &runs[0], &job);
+        int n = collect_batch(w, runs);
         pthread_mutex_lock(&w->mu);
-        snprintf(w->current, sizeof w->current, "%s", job.id);
+        snprintf(w->current, sizeof w->current, "%s", runs[0].job.id);
+        for (int k = 0; k < n; k++) {
+            snprintf(w->members[k], sizeof w->members[k], "%s", runs[k].job.id);
+            w->member_stop[k] = false;
+        }
+        w->n_members = n;
+        w->member_now = 0;
+        atomic_store(&w->interrupt, false);
+        atomic_store(&w->member_stopped, false);
         pthread_mutex_unlock(&w->mu);
         kiln_broadcast_status(w->srv, NULL);
-        run_job(w, &job);
-        pthread_mutex_lock(&w->mu);
-        w->current[0] = 0;
-        pthread_cond_broadcast(&w->done);
-        pthread_mutex_unlock(&w->mu);
-        kiln_job_clear(&job);
+        if (n > 1) {
+            for (int k = 0; k < n; k++) emit_start(&runs[k]);
+            run_shared_forward(w, runs, n);
+        }
+        for (int k = 0; k < n; k++) { /* each job to its own final state, in order */
+            pthread_mutex_lock(&w->mu);
+            snprintf(w->current, sizeof w->current, "%s", runs[k].job.id);
+            w->member_now = k;
+            atomic_store(&w->interrupt, w->member_stop[k]);
+            pthread_mutex_unlock(&w->mu);
+            run_job(w, &runs[k]);
+            job_run_clear(&runs[k]);
+            pthread_mutex_lock(&w->mu);
+            if (k == n - 1) {
+                w->current[0] = 0;
+                w->n_members = 0;
+            }
+            pthread_cond_broadcast(&w->done);
+            pthread_mutex_unlock(&w->mu);
+        }
         kiln_broadcast_status(w->srv, NULL);
     }
     return NULL;
@@ -261,6 +501,13 @@ bool kiln_worker_interrupt(kiln_worker *w, const char *id) {
     pthread_mutex_lock(&w->mu);
     bool hit = w->current[0] && (!id || !strcmp(id, w->current));
     if (hit) atomic_store(&w->interrupt, true);
+    const char *target = id ? id : hit ? w->current : NULL;
+    for (int k = w->member_now; target && k < w->n_members; k++) /* a batch's job: now, or when its turn comes */
+        if (!strcmp(target, w->members[k])) {
+            w->member_stop[k] = true;
+            atomic_store(&w->member_stopped, true);
+            hit = true;
+        }
     pthread_mutex_unlock(&w->mu);
     return hit;
 }

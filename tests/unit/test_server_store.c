@@ -178,6 +178,34 @@ static void test_kill9_recovery(void) {
     cleanup();
 }
 
+/* kiln_store_claim: a worker batching jobs claims them by id, each a guarded QUEUED -> RUNNING. */
+static void test_claim_by_id(void) {
+    kiln_err err = {0};
+    kiln_store *st;
+    CHECK_EQ_INT(kiln_store_open(":memory:", &st, NULL, &err), KILN_OK);
+    CHECK_EQ_INT(kiln_store_add(st, "a", "comfy", NULL, "{}", false, 0, NULL, &err), KILN_OK);
+    CHECK_EQ_INT(kiln_store_add(st, "b", "comfy", "cb", "{\"b\":1}", false, 0, NULL, &err), KILN_OK);
+    CHECK_EQ_INT(kiln_store_add(st, "c", "comfy", NULL, "{}", false, 0, NULL, &err), KILN_OK);
+    kiln_job j;
+    CHECK_EQ_INT(kiln_store_claim(st, "b", &j, &err), KILN_OK); /* out of FIFO order, by id */
+    CHECK_EQ_STR(j.id, "b");
+    CHECK_EQ_STR(j.client_id, "cb");
+    CHECK_EQ_INT(j.state, KILN_JOB_RUNNING);
+    CHECK_EQ_INT(j.attempts, 1);
+    kiln_job_clear(&j);
+    CHECK_EQ_INT(kiln_store_claim(st, "b", &j, &err), KILN_E_NOT_FOUND); /* already running */
+    CHECK_ERR_CONTAINS(&err, "not queued");
+    CHECK_EQ_INT(kiln_store_cancel(st, "c", &err), KILN_OK);
+    CHECK_EQ_INT(kiln_store_claim(st, "c", &j, &err), KILN_E_NOT_FOUND); /* cancelled meanwhile */
+    CHECK_EQ_INT(kiln_store_claim(st, "zz", &j, &err), KILN_E_NOT_FOUND);
+    CHECK_EQ_INT(kiln_store_claim_next(st, &j, &err), KILN_OK); /* the rest of the queue is untouched */
+    CHECK_EQ_STR(j.id, "a");
+    kiln_job_clear(&j);
+    CHECK_EQ_INT(kiln_store_count(st, KILN_JOB_RUNNING), 2);
+    CHECK_EQ_INT(kiln_store_finish(st, "b", KILN_JOB_SUCCEEDED, "{}", "[]", NULL, &err), KILN_OK);
+    kiln_store_close(st);
+}
+
 static void test_open_errors(void) {
     kiln_err err = {0};
     kiln_store *st = (kiln_store *)1;
@@ -191,6 +219,7 @@ int main(void) {
     RUN(test_fifo_front_and_lifecycle);
     RUN(test_queue_limit_and_list);
     RUN(test_kill9_recovery);
+    RUN(test_claim_by_id);
     RUN(test_open_errors);
     return test_summary();
 }

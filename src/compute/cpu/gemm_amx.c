@@ -10,7 +10,7 @@
 
 #include "compute/cpu/gemm.h"
 
-#define TARGET __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512bf16")))
+#define TARGET __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512bf16,prfchw")))
 
 typedef struct amx_cfg {
     uint8_t palette, start_row, reserved[14];
@@ -156,6 +156,15 @@ TARGET void cpu_gemm_block_amx(const cpu_gemm *g, int64_t m0, int64_t m1, int64_
                         const uint16_t *b0 = g->xb + m * K, *b1 = b0 + 16 * K;
                         for (int64_t e = pf_row + (pf_rows + n_msteps - 1) / n_msteps; pf_row < e && pf_row < pf_rows; pf_row++)
                             for (int64_t k = pk; k < pke; k += 32) _mm_prefetch((const char *)(w + (pn + pf_row) * g->ldw + k), _MM_HINT_T1);
+                        /* last K slice: take ownership of this step's share of the block's output lines
+                         * (rows m..m+31, columns n..n+31) now, so the epilogue's stores after the slice hit the
+                         * cache instead of each waiting for a read-for-ownership (writing y cold cost ~25%) */
+                        if (ke >= K && g->ys_n == 1)
+                            for (int64_t r = m; r < m + 32 && r < g->M; r++) {
+                                float *yp = g->y + r * g->ys_m + n;
+                                __builtin_prefetch(yp, 1, 3);
+                                __builtin_prefetch(yp + 16, 1, 3);
+                            }
                         if (kc == 0) {
                             _tile_zero(0);
                             _tile_zero(1);
