@@ -1,10 +1,10 @@
-/* utf8.c - strict UTF-8 validation (see utf8.h), following the well-formed byte sequences table of
+/* utf8.c - strict UTF-8 validation and decoding (see utf8.h), following the well-formed byte sequences table of
  * Unicode 15 section 3.9 (table 3-7). */
 #include "base/utf8.h"
 
 #include <stdint.h>
 
-bool kiln_utf8_valid(const char *str, size_t n, size_t *bad_at) {
+size_t kiln_utf8_invalid_at(const char *str, size_t n) {
     const unsigned char *s = (const unsigned char *)str;
     size_t i = 0;
     while (i < n) {
@@ -30,8 +30,32 @@ bool kiln_utf8_valid(const char *str, size_t n, size_t *bad_at) {
             if ((s[i + k] & 0xC0) != 0x80) goto bad;
         i += len;
     }
-    return true;
+    return n;
 bad:
-    if (bad_at) *bad_at = i;
+    return i;
+}
+
+bool kiln_utf8_valid(const char *s, size_t n, size_t *bad_at) {
+    size_t bad = kiln_utf8_invalid_at(s, n);
+    if (bad == n) return true;
+    if (bad_at) *bad_at = bad;
     return false;
+}
+
+int kiln_utf8_decode(const unsigned char *s, uint32_t *cp) {
+    unsigned c = s[0];
+    if (c < 0x80) {
+        *cp = c;
+        return 1;
+    }
+    if (c < 0xE0) {
+        *cp = ((c & 0x1Fu) << 6) | (s[1] & 0x3Fu);
+        return 2;
+    }
+    if (c < 0xF0) {
+        *cp = ((c & 0x0Fu) << 12) | ((s[1] & 0x3Fu) << 6) | (s[2] & 0x3Fu);
+        return 3;
+    }
+    *cp = ((c & 0x07u) << 18) | ((s[1] & 0x3Fu) << 12) | ((s[2] & 0x3Fu) << 6) | (s[3] & 0x3Fu);
+    return 4;
 }

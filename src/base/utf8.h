@@ -11,8 +11,13 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* True if s[0..n) is valid UTF-8. On false, *bad_at (if not NULL) is the offset of the first invalid byte. */
 bool kiln_utf8_valid(const char *s, size_t n, size_t *bad_at);
+/* Offset of the first invalid UTF-8 byte in s[0..len), or len if s is valid. */
+size_t kiln_utf8_invalid_at(const char *s, size_t len);
+/* Decodes one code point of VALID UTF-8 at s; returns its length in bytes (1..4). */
+int kiln_utf8_decode(const unsigned char *s, uint32_t *cp);
 
 #endif

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "base/status.h"
+#include "base/utf8.h"
 #include "text/tokenizer.h"
 
 /* ---- byte map (bytemap.c) ---- */
@@ -23,13 +24,8 @@ uint32_t kiln_byte_to_cp(uint8_t b);
 /* Inverse: the byte a code point stands for, or -1 if cp is not one of the 256 stand-ins. */
 int kiln_cp_to_byte(uint32_t cp);
 
-/* ---- UTF-8 (utf8.c) ---- */
+/* ---- UTF-8: base/utf8.h validates and decodes; utf8.c adds White_Space ---- */
 
-/* Offset of the first invalid UTF-8 byte in s[0..len), or len if s is valid (no overlongs, no surrogates, no
- * code point above U+10FFFF). */
-size_t kiln_utf8_invalid_at(const char *s, size_t len);
-/* Decodes one code point of VALID UTF-8 at s; returns its length in bytes (1..4). */
-int kiln_utf8_decode(const unsigned char *s, uint32_t *cp);
 /* Unicode White_Space property (what Rust's char::is_whitespace tests). */
 bool kiln_unicode_is_white_space(uint32_t cp);
 
