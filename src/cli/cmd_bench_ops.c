@@ -130,16 +130,24 @@ static double cpu_s(void) {
 
 typedef struct bench_ctx {
     double last_cpu; /* CPU seconds / threads of the last timed op (median) */
+    double last_peak; /* the peak measured next to the last timed op's rounds (see TIME_OP), GFLOP/s */
     kiln_backend *be;
     int repeat, threads;
     bool blas;
-    double peak_bf16, peak_f32;
+    int peak_kind; /* kiln_peak_kind the FAST/EXACT compute ops are measured against */
 } bench_ctx;
 
+/* The peak is measured again right before every timed round of a compute op (a short run of the same
+ * register-only loop as --peak), and the op's fraction of peak is the median over rounds of its rate over that
+ * round's peak. On a VM whose core is shared with another tenant the available AMX/FMA rate changes by 2x
+ * from one second to the next; a peak taken once at start-up and compared to an op timed a minute later
+ * measures the neighbour, not the op. */
+#define ADJACENT_PEAK_S 0.05
+
 /* Times fn R times after a warm-up; returns the median seconds (or -1 on an op error). */
-#define TIME_OP(ctx, secs, call)                                                                              \
+#define TIME_OP(ctx, secs, call, with_peak)                                                                    \
     do {                                                                                                      \
-        double ts_[64], cs_[64];                                                                              \
+        double ts_[64], cs_[64], pc_[64];                                                                     \
         int r_ = (ctx)->repeat > 64 ? 64 : (ctx)->repeat;                                                     \
         kiln_err e_ = {0};                                                                                    \
         kiln_err *err = &e_;                                                                                  \
@@ -149,13 +157,19 @@ typedef struct bench_ctx {
             break;                                                                                            \
         }                                                                                                     \
         for (int i_ = 0; i_ < r_; i_++) {                                                                     \
+            double pk_ = (with_peak) ? kiln_cpu_peak_gflops((kiln_peak_kind)(ctx)->peak_kind, (ctx)->threads,    \
+                                                            ADJACENT_PEAK_S)                                  \
+                                     : 0;                                                                     \
             double t0_ = kiln_clock_s(), c0_ = cpu_s();                                                       \
             (void)(call);                                                                                     \
             ts_[i_] = kiln_clock_s() - t0_;                                                                   \
             cs_[i_] = (cpu_s() - c0_) / (ctx)->threads;                                                       \
+            pc_[i_] = cs_[i_] * pk_; /* GFLOP the peak loop does in the op's time: rate / peak = flops / it */  \
         }                                                                                                     \
         (secs) = median(ts_, r_);                                                                             \
         (ctx)->last_cpu = median(cs_, r_);                                                                    \
+        /* an effective peak such that flops / last_cpu / last_peak = the median per-round fraction */       \
+        (ctx)->last_peak = (ctx)->last_cpu > 0 ? median(pc_, r_) / (ctx)->last_cpu : 0;                       \
     } while (0)
 
 #define TIME_PLAIN(ctx, secs, stmt)                                                                           \
@@ -213,11 +227,11 @@ static int run_matmul(bench_ctx *c, const bcase *bc) {
     kiln_tensor gt = kiln_tensor_make(gate, KILN_DT_F32, 1, (int64_t[]){N});
     kiln_epilogue epi = {(kiln_epilogue_kind)bc->d, &gt};
     double secs, flops = 2.0 * (double)M * N * K;
-    TIME_OP(c, secs, kiln_matmul_epi(c->be, &yt, &xt, &wt, NULL, &epi, err));
+    TIME_OP(c, secs, kiln_matmul_epi(c->be, &yt, &xt, &wt, NULL, &epi, err), true);
     double cpu = c->last_cpu, cbsb = -1, cbsg = -1;
     char shape[64], extra[160] = "";
     snprintf(shape, sizeof shape, "[%lld,%lld]x[%lld,%lld]^T", (long long)M, (long long)K, (long long)N, (long long)K);
-    double peak = c->be->precision == KILN_PREC_FAST ? c->peak_bf16 : c->peak_f32;
+    double peak = c->last_peak;
     if (c->blas && (blas_sbgemm || blas_sgemm) && secs > 0) {
         double best = 1e30, tsb = -1, tsg = -1, wbest = 1e30;
         if (blas_sbgemm) {
@@ -269,13 +283,14 @@ static int run_attention(bench_ctx *c, const bcase *bc) {
     kiln_tensor ot = kiln_tensor_make(o, KILN_DT_F32, 2, (int64_t[]){S, hq * dh});
     double secs;
     TIME_OP(c, secs, c->be->ops->attention(c->be, &ot, &q, &k, &v, (int)hq, (int)hkv, 0.08838834764831845f, bc->d != 0,
-                                           NULL, err));
+                                           NULL, err),
+            true);
     /* 4 S^2 Dh flops per head (QK^T and PV), halved when causal */
     double flops = 4.0 * (double)S * S * dh * hq * (bc->d ? 0.5 : 1.0);
     char shape[64];
     snprintf(shape, sizeof shape, "S=%lld %lldq/%lldkv x128%s", (long long)S, (long long)hq, (long long)hkv,
              bc->d ? " causal" : "");
-    print_row(bc->name, shape, secs, c->last_cpu, flops, 0, c->be->precision == KILN_PREC_FAST ? c->peak_bf16 : c->peak_f32, "");
+    print_row(bc->name, shape, secs, c->last_cpu, flops, 0, c->last_peak, "");
     kiln_aligned_free(qkv), kiln_aligned_free(o);
     return secs < 0 ? 1 : 0;
 }
@@ -296,11 +311,11 @@ static int run_conv(bench_ctx *c, const bcase *bc) {
     kiln_tensor yt = kiln_tensor_make(y, KILN_DT_F32, 4, (int64_t[]){1, co, ho, ho});
     kiln_tensor wt = kiln_tensor_make(w, KILN_DT_BF16, 4, (int64_t[]){co, ci, k, k});
     double secs, flops = 2.0 * (double)co * ho * ho * ci * k * k;
-    TIME_OP(c, secs, c->be->ops->conv2d(c->be, &yt, &xt, &wt, NULL, (int)s, pb, pe, err));
+    TIME_OP(c, secs, c->be->ops->conv2d(c->be, &yt, &xt, &wt, NULL, (int)s, pb, pe, err), true);
     char shape[64];
     snprintf(shape, sizeof shape, "%lld->%lld %lldx%lld k%lld s%lld", (long long)ci, (long long)co, (long long)h,
              (long long)h, (long long)k, (long long)s);
-    print_row(bc->name, shape, secs, c->last_cpu, flops, 0, c->be->precision == KILN_PREC_FAST ? c->peak_bf16 : c->peak_f32, "");
+    print_row(bc->name, shape, secs, c->last_cpu, flops, 0, c->last_peak, "");
     kiln_aligned_free(x), kiln_aligned_free(y), kiln_aligned_free(w);
     return secs < 0 ? 1 : 0;
 }
@@ -324,37 +339,37 @@ static int run_rowop(bench_ctx *c, const bcase *bc) {
     char shape[64];
     snprintf(shape, sizeof shape, "[%lld,%lld]", (long long)R, (long long)C);
     switch (bc->kind) {
-    case B_LN_MOD: TIME_OP(c, secs, be->ops->layer_norm_modulate(be, &yt, &xt, &vt, &v2t, 1e-6f, err)); break;
+    case B_LN_MOD: TIME_OP(c, secs, be->ops->layer_norm_modulate(be, &yt, &xt, &vt, &v2t, 1e-6f, err), false); break;
     case B_RMS: {
         kiln_tensor gt = kiln_tensor_make(v, KILN_DT_F32, 1, (int64_t[]){bc->c});
-        TIME_OP(c, secs, be->ops->rms_norm(be, &yt, &xt, &gt, 1e-6f, err));
+        TIME_OP(c, secs, be->ops->rms_norm(be, &yt, &xt, &gt, 1e-6f, err), false);
         break;
     }
     case B_ROPE: {
         kiln_tensor ct = kiln_tensor_make(y, KILN_DT_F32, 2, (int64_t[]){R, 64});
         kiln_tensor st = kiln_tensor_make(y + R * 64, KILN_DT_F32, 2, (int64_t[]){R, 64});
-        TIME_OP(c, secs, be->ops->rope(be, &xt, &ct, &st, (int)(C / 128), true, err));
+        TIME_OP(c, secs, be->ops->rope(be, &xt, &ct, &st, (int)(C / 128), true, err), false);
         break;
     }
     case B_SWIGLU: {
         kiln_tensor abt = kiln_tensor_make(x, KILN_DT_F32, 2, (int64_t[]){R, 2 * C});
-        TIME_OP(c, secs, be->ops->swiglu(be, &yt, &abt, err));
+        TIME_OP(c, secs, be->ops->swiglu(be, &yt, &abt, err), false);
         bytes = 12.0 * (double)n;
         break;
     }
     case B_SILU_MUL:
-        TIME_OP(c, secs, be->ops->silu_mul(be, &yt, &xt, &yt, err));
+        TIME_OP(c, secs, be->ops->silu_mul(be, &yt, &xt, &yt, err), false);
         bytes = 12.0 * (double)n;
         break;
     case B_GATED_ADD:
-        TIME_OP(c, secs, be->ops->gated_add(be, &yt, &vt, &xt, err));
+        TIME_OP(c, secs, be->ops->gated_add(be, &yt, &vt, &xt, err), false);
         bytes = 12.0 * (double)n;
         break;
     case B_COPY: {
         kiln_tensor half = kiln_tensor_make(y, KILN_DT_F32, 2, (int64_t[]){R / 2, C});
         kiln_tensor xh = kiln_tensor_make(x, KILN_DT_F32, 2, (int64_t[]){R / 2, C});
         half.stride[0] = C, xh.stride[0] = C;
-        TIME_OP(c, secs, be->ops->copy(be, &half, &xh, err));
+        TIME_OP(c, secs, be->ops->copy(be, &half, &xh, err), false);
         bytes = 4.0 * (double)n;
         break;
     }
@@ -364,7 +379,7 @@ static int run_rowop(bench_ctx *c, const bcase *bc) {
         kiln_tensor ot = kiln_tensor_make(y, KILN_DT_F32, 4, (int64_t[]){1, ch, hw, hw});
         kiln_tensor gt = kiln_tensor_make(v, KILN_DT_F32, 1, (int64_t[]){ch});
         kiln_tensor bt = kiln_tensor_make(v2, KILN_DT_F32, 1, (int64_t[]){ch});
-        TIME_OP(c, secs, be->ops->group_norm(be, &ot, &it, 32, &gt, &bt, 1e-6f, true, err));
+        TIME_OP(c, secs, be->ops->group_norm(be, &ot, &it, 32, &gt, &bt, 1e-6f, true, err), false);
         bytes = 8.0 * (double)(ch * hw * hw);
         snprintf(shape, sizeof shape, "[1,%lld,%lld,%lld] silu", (long long)ch, (long long)hw, (long long)hw);
         break;
@@ -373,7 +388,7 @@ static int run_rowop(bench_ctx *c, const bcase *bc) {
         int64_t ch = bc->a, hw = bc->b;
         kiln_tensor it = kiln_tensor_make(x, KILN_DT_F32, 4, (int64_t[]){1, ch, hw, hw});
         kiln_tensor ot = kiln_tensor_make(y, KILN_DT_F32, 4, (int64_t[]){1, ch, 2 * hw, 2 * hw});
-        TIME_OP(c, secs, be->ops->upsample2x(be, &ot, &it, err));
+        TIME_OP(c, secs, be->ops->upsample2x(be, &ot, &it, err), false);
         bytes = 20.0 * (double)(ch * hw * hw);
         snprintf(shape, sizeof shape, "[1,%lld,%lld,%lld]", (long long)ch, (long long)hw, (long long)hw);
         break;
@@ -448,13 +463,14 @@ int kiln_cmd_bench_ops(int argc, char **argv) {
     }
     bench_ctx c = {.be = be, .repeat = repeat, .threads = nthreads, .blas = blas};
     bool amx = strstr(be->ops->name, "amx") != NULL, avx512 = amx || strstr(be->ops->name, "avx512") != NULL;
-    c.peak_f32 = avx512 ? pk[KILN_PEAK_F32_AVX512] : pk[KILN_PEAK_F32_AVX2] ? pk[KILN_PEAK_F32_AVX2] : 1;
-    c.peak_bf16 = amx ? pk[KILN_PEAK_AMX_BF16] : avx512 ? pk[KILN_PEAK_BF16_AVX512] : c.peak_f32;
+    kiln_peak_kind f32k = avx512 ? KILN_PEAK_F32_AVX512 : KILN_PEAK_F32_AVX2;
+    c.peak_kind = exact ? f32k : amx ? KILN_PEAK_AMX_BF16 : avx512 ? KILN_PEAK_BF16_AVX512 : f32k;
     if (exact) be->precision = KILN_PREC_EXACT;
     if (blas) load_blas(nthreads);
     printf("# columns: name, shape, wall ms, CPU ms per thread (the op's time had it the cores to itself), rate per\n"
            "# CPU-second (GFLOP/s or GB/s), %% of peak; OpenBLAS is timed the same way on the same data\n");
-    printf("# %%peak: against %s for the FAST matmul/attention/conv (f32 FMA for --exact)%s\n",
+    printf("# %%peak: against %s for the FAST matmul/attention/conv (f32 FMA for --exact), measured again before\n"
+           "# every round of the op (median of the per-round fractions: the rate the cores give changes with load)%s\n",
            amx ? "the AMX bf16 peak" : avx512 ? "the AVX-512 bf16 peak" : "the f32 FMA peak",
            blas && !blas_sbgemm && !blas_sgemm ? "; OpenBLAS not found" : "");
     int rc = 0;

@@ -21,8 +21,8 @@ static float *randf(int64_t n) {
     for (int64_t i = 0; i < n; i++) p[i] = frand();
     return p;
 }
-static float *nanf_buf(int64_t n) {
-    float *p = malloc(sizeof(float) * (size_t)(n ? n : 1));
+static float *nanf_buf(int64_t n) { /* 64-byte aligned, so kernels' aligned (e.g. streaming-store) paths run */
+    float *p = aligned_alloc(64, (sizeof(float) * (size_t)(n ? n : 1) + 63) & ~(size_t)63);
     for (int64_t i = 0; i < n; i++) p[i] = NAN;
     return p;
 }
@@ -126,6 +126,10 @@ static void test_matmul(void) {
     check_matmul(40, 64, 64, true, 2, KILN_EPI_ADD, KILN_PREC_FAST, false);
     check_matmul(0, 64, 64, true, 0, KILN_EPI_NONE, KILN_PREC_FAST, false);
     check_matmul(3, 32, 0, true, 1, KILN_EPI_NONE, KILN_PREC_FAST, false);
+    /* AMX: several K slices of unequal length, two column blocks (256 + 64), rows not a multiple of 32 */
+    check_matmul(45, 320, 3200, true, 1, KILN_EPI_NONE, KILN_PREC_FAST, false);
+    check_matmul(45, 320, 3200, true, 2, KILN_EPI_GATED_RESIDUAL, KILN_PREC_FAST, true);
+    check_matmul(33, 288, 1600, true, 0, KILN_EPI_ADD, KILN_PREC_FAST, false);
     /* shape errors */
     float buf[64] = {0};
     kiln_tensor x = t2(buf, KILN_DT_F32, 2, 4), w = t2(buf, KILN_DT_F32, 3, 5), y = t2(buf, KILN_DT_F32, 2, 3);
@@ -137,13 +141,17 @@ static void test_matmul(void) {
 }
 
 /* ---------------------------------------------------------------------------------------------------- */
-static void check_attention(int64_t sq, int64_t sk, int hq, int hkv, int64_t dh, bool causal, int maskkind,
-                            kiln_precision prec) {
+/* key_ramp > 0 scales key j by 1 + key_ramp * j / sk: scores then grow along the keys, so the running max of
+ * an online softmax keeps rising from block to block (its rescale path runs, not only the first block's). */
+static void check_attention_ramp(int64_t sq, int64_t sk, int hq, int hkv, int64_t dh, bool causal, int maskkind,
+                                 kiln_precision prec, float key_ramp) {
     int64_t dq = hq * dh, dkv = hkv * dh;
     /* q, k, v as column blocks of fused [S, dq + 2 dkv] buffers (strided views), queries and keys separately */
     int64_t ldq = dq + 2 * dkv;
     float *fq = randf(sq * ldq), *fk = randf(sk * ldq), *out = nanf_buf(sq * dq);
     for (int64_t i = 0; i < sq * ldq; i++) fq[i] *= 2.0f; /* some peaked softmaxes */
+    for (int64_t j = 0; j < sk; j++)
+        for (int64_t e = 0; e < dkv; e++) fk[j * ldq + dq + e] *= 1.0f + key_ramp * (float)j / (float)sk;
     uint8_t *mask = malloc((size_t)(sk ? sk : 1));
     for (int64_t j = 0; j < sk; j++) mask[j] = maskkind == 1 ? (j % 3 != 1) : maskkind == 2 ? (j >= 2) : 1;
     kiln_tensor q = view(fq, sq, dq, ldq, 0), k = view(fk, sk, dkv, ldq, dq), v = view(fk, sk, dkv, ldq, dq + dkv);
@@ -181,6 +189,11 @@ static void check_attention(int64_t sq, int64_t sk, int hq, int hkv, int64_t dh,
     free(fq), free(fk), free(out), free(mask), free(want), free(p);
 }
 
+static void check_attention(int64_t sq, int64_t sk, int hq, int hkv, int64_t dh, bool causal, int maskkind,
+                            kiln_precision prec) {
+    check_attention_ramp(sq, sk, hq, hkv, dh, causal, maskkind, prec, 0.0f);
+}
+
 static void test_attention(void) {
     for (int prec = 0; prec < 2; prec++) {
         check_attention(1, 1, 2, 1, 16, false, 0, (kiln_precision)prec);
@@ -190,6 +203,8 @@ static void test_attention(void) {
         check_attention(100, 100, 4, 1, 64, true, 2, (kiln_precision)prec); /* queries 0,1 see no key: zeros */
         check_attention(70, 33, 2, 2, 128, false, 0, (kiln_precision)prec);
         check_attention(40, 40, 1, 1, 512, false, 0, (kiln_precision)prec); /* the VAE's single 512-wide head */
+        check_attention_ramp(33, 700, 2, 1, 128, false, 0, (kiln_precision)prec, 12.0f); /* rising running max */
+        check_attention_ramp(300, 300, 2, 2, 64, true, 1, (kiln_precision)prec, 12.0f);
     }
     float buf[64] = {0};
     kiln_tensor q = t2(buf, KILN_DT_F32, 2, 8), k = t2(buf, KILN_DT_F32, 2, 8);

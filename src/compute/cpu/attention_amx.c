@@ -14,6 +14,7 @@
 
 #define TARGET __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,fma")))
 #define BK ATT_BK_AMX
+#define ATT_RESCALE_SLACK 8.0f /* see the softmax pass in att_task_amx */
 
 typedef struct amx_cfg {
     uint8_t palette, start_row, reserved[14];
@@ -118,7 +119,7 @@ TARGET void att_task_amx(const att_job *j, int64_t h, int64_t q0, float *scratch
     float *Sb = (float *)(qb + ATT_BQ * dh);          /* 2 x [32][BK] f32 (double buffer) */
     uint16_t *P = (uint16_t *)(Sb + 2 * ATT_BQ * BK); /* [32][BK] bf16 */
     float *O = (float *)(P + ATT_BQ * BK);            /* [32][dh] f32 */
-    float m[ATT_BQ], l[ATT_BQ], corr[ATT_BQ];
+    float m[ATT_BQ], l[ATT_BQ];
     /* q is scaled by scale * log2(e) as it is rounded to bf16, so scores come out in base-2 exponent units */
     const __m512 qscale = _mm512_set1_ps(j->scale * 1.44269504088896341f);
     for (int64_t i = 0; i < ATT_BQ; i++) {
@@ -149,13 +150,20 @@ TARGET void att_task_amx(const att_job *j, int64_t h, int64_t q0, float *scratch
          * iteration later the tile stores have long reached L1 (vector loads cannot forward from them) */
         if (k0 + BK < kend) scores(qb, kp, nc, dh, k0 + BK, CHUNKS(k0 + BK), Sb + ((k0 / BK + 1) & 1) * ATT_BQ * BK);
         float *S = Sb + ((k0 / BK) & 1) * ATT_BQ * BK;
-        /* which keys of the block exist and are not masked out: a 0 / -inf bias per key */
+        /* which keys of the block exist and are not masked out: a 0 / -inf bias per key (only built for a block
+         * that runs past the last key or has a key mask; full unmasked blocks skip the add) */
         float bias[BK] __attribute__((aligned(64)));
-        for (int64_t c = 0; c < BK; c++) {
-            int64_t key = k0 + c;
-            bias[c] = key < sk && (!j->mask || j->mask[key]) ? 0.0f : -INFINITY;
-        }
-        /* online softmax, row by row: P = exp(S*scale - m_new) in bf16, l and O rescaled by exp(m_old - m_new) */
+        const bool use_bias = k0 + BK > sk || j->mask;
+        if (use_bias)
+            for (int64_t c = 0; c < BK; c++) {
+                int64_t key = k0 + c;
+                bias[c] = key < sk && (!j->mask || j->mask[key]) ? 0.0f : -INFINITY;
+            }
+        /* online softmax, row by row: P = 2^(S - m) in bf16. The running max m is raised lazily: only when the
+         * block's max exceeds it by more than ATT_RESCALE_SLACK (base-2 units) are l and the O row rescaled by
+         * 2^(m_old - m_new). Below that, P may reach 2^SLACK = 256: exact in f32 sums, and bf16's relative
+         * precision does not depend on the scale. The result O / l is the same softmax; most blocks after the
+         * first few skip the rescale pass over O entirely. */
         for (int64_t i = 0; i < ATT_BQ; i++) {
             __m512 s[BK / 16];
             __m512 mx = ninf;
@@ -165,7 +173,8 @@ TARGET void att_task_amx(const att_job *j, int64_t h, int64_t q0, float *scratch
                     s[b] = ninf;
                     continue;
                 }
-                __m512 v = _mm512_add_ps(_mm512_loadu_ps(S + i * BK + 16 * b), _mm512_load_ps(bias + 16 * b));
+                __m512 v = _mm512_loadu_ps(S + i * BK + 16 * b);
+                if (use_bias) v = _mm512_add_ps(v, _mm512_load_ps(bias + 16 * b));
                 if (lim < 16 * b + 15) {
                     int64_t keep = lim - 16 * b + 1; /* columns 16b .. 16b+keep-1 are visible */
                     __mmask16 km = keep <= 0 ? 0 : (__mmask16)((1u << keep) - 1);
@@ -177,25 +186,26 @@ TARGET void att_task_amx(const att_job *j, int64_t h, int64_t q0, float *scratch
             float bmax = _mm512_reduce_max_ps(mx);
             if (i >= nq || bmax == -INFINITY) { /* nothing visible: P row 0, O row unchanged */
                 memset(P + i * BK, 0, BK * 2);
-                corr[i] = 1.0f;
                 continue;
             }
-            float mnew = bmax > m[i] ? bmax : m[i];
-            /* exp2 through the vector routine (no libm call); the first block has m = -inf: corr 0, O is 0 */
-            corr[i] = _mm512_cvtss_f32(exp2_512(_mm512_set1_ps(m[i] - mnew)));
-            __m512 mn = _mm512_set1_ps(mnew), sum = _mm512_setzero_ps();
+            if (bmax > m[i] + ATT_RESCALE_SLACK) { /* raise the running max (always on the first visible block) */
+                if (m[i] != -INFINITY) {
+                    /* exp2 through the vector routine (no libm call) */
+                    float corr = _mm512_cvtss_f32(exp2_512(_mm512_set1_ps(m[i] - bmax)));
+                    __m512 cv = _mm512_set1_ps(corr);
+                    l[i] *= corr;
+                    for (int64_t d = 0; d < dh; d += 16)
+                        _mm512_storeu_ps(O + i * dh + d, _mm512_mul_ps(_mm512_loadu_ps(O + i * dh + d), cv));
+                }
+                m[i] = bmax;
+            }
+            __m512 mn = _mm512_set1_ps(m[i]), sum = _mm512_setzero_ps();
             for (int b = 0; b < 2 * nch; b++) {
                 __m512 e = exp2_512(_mm512_sub_ps(s[b], mn));
                 sum = _mm512_add_ps(sum, e);
                 _mm256_storeu_si256((__m256i *)(P + i * BK + 16 * b), (__m256i)_mm512_cvtneps_pbh(e));
             }
-            l[i] = l[i] * corr[i] + _mm512_reduce_add_ps(sum);
-            if (corr[i] != 1.0f && m[i] != -INFINITY) {
-                __m512 cv = _mm512_set1_ps(corr[i]);
-                for (int64_t d = 0; d < dh; d += 16)
-                    _mm512_storeu_ps(O + i * dh + d, _mm512_mul_ps(_mm512_loadu_ps(O + i * dh + d), cv));
-            }
-            m[i] = mnew;
+            l[i] += _mm512_reduce_add_ps(sum);
         }
         /* O += P V: output tiles (2 query halves x 2 dim slices of 16) accumulate in place */
         const uint16_t *vblk = vp + (k0 / 32) * (dh / 16) * 512;

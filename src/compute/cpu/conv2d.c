@@ -63,7 +63,7 @@ typedef struct conv_job {
     float *y;
     int64_t ci, h, w, co, ho, wo, k, stride, pad, tiles_per_img;
     char *scratch;
-    size_t per_thread;
+    size_t per_thread, ws_offset; /* ws_offset: the AMX workspace within a thread's scratch */
 } conv_job;
 
 static void conv_task(void *ctx, size_t t, int thread) {
@@ -94,6 +94,7 @@ static void conv_task(void *ctx, size_t t, int thread) {
         else
             for (int64_t i = 0; i < np * K; i++) xb[i] = f32_to_bf16(col[i]);
         g.xb = xb, g.ldxb = K;
+        g.amx_ws = (char *)col + j->ws_offset;
     }
     cpu_gemm_block(&g, 0, np, 0, g.N);
 }
@@ -141,8 +142,10 @@ kiln_status cpu_conv2d(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, c
                    .pad_b = pad_begin, .pad_e = pad_end, .w = w->data, .w_bf16 = g->w_bf16, .fast = g->fast,
                    .bias = g->bias, .tier = cb->tier};
     if (cpu_conv_amx_ok(&cv)) return conv_amx(cb, &cv, xd[0], x->data, y->data, err);
-    /* per thread: CONV_PIX f32 rows of K, then their bf16 copy (AMX pack rounds rows to 32: CONV_PIX is 64) */
-    j.per_thread = ((size_t)CONV_PIX * (size_t)g->K * 6 + 63) & ~(size_t)63;
+    /* per thread: CONV_PIX f32 rows of K, then their bf16 copy (AMX pack rounds rows to 32: CONV_PIX is 64), then
+     * the AMX kernel's workspace */
+    j.ws_offset = ((size_t)CONV_PIX * (size_t)g->K * 6 + 63) & ~(size_t)63;
+    j.per_thread = j.ws_offset + (g->amx ? cpu_gemm_amx_ws_bytes(CONV_PIX, g->K) : 0);
     void *s;
     KILN_TRY(cpu_scratch(cb, j.per_thread * (size_t)cb->n_threads, &s, err));
     j.scratch = s;

@@ -32,9 +32,11 @@ typedef struct cpu_gemm {
     kiln_epilogue_kind epi;
     const float *gate;
     kiln_cpu_tier tier;
+    void *amx_ws; /* AMX: this thread's workspace, cpu_gemm_amx_ws_bytes(rows of the block, K) bytes, 64-aligned */
 } cpu_gemm;
 
-/* Runs rows [m0, m1) x columns [n0, n1) of the product. For AMX, m0 must be a multiple of 32 and n0, n1 of 32. */
+/* Runs rows [m0, m1) x columns [n0, n1) of the product. For AMX, m0 must be a multiple of 32 and n0, n1 of 32,
+ * and g->amx_ws must hold cpu_gemm_amx_ws_bytes(m1 - m0, K) bytes. */
 void cpu_gemm_block(const cpu_gemm *g, int64_t m0, int64_t m1, int64_t n0, int64_t n1);
 
 /* Stores acc (mr x nr; element (i, j) at acc[i*as_m + j*as_n]) into y rows m0.., cols n0.. with the epilogue. */
@@ -56,7 +58,12 @@ void cpu_gemm_pack_amx(uint16_t *dst, const float *x, int64_t ldx, int64_t M, in
 void cpu_gemm_tile_generic(const cpu_gemm *g, int64_t m0, int mr, int64_t n0, int nr, float *acc);
 void cpu_gemm_tile_avx2(const cpu_gemm *g, int64_t m0, int mr, int64_t n0, int nr, float *acc);
 void cpu_gemm_tile_avx512(const cpu_gemm *g, int64_t m0, int mr, int64_t n0, int nr, float *acc);
-/* AMX: rows [m0, m1) x cols [n0, n1), all multiples of 32 except m1 (clipped at M when storing). */
+/* AMX: rows [m0, m1) x cols [n0, n1), all multiples of 32 except m1 (clipped at M when storing). The kernel
+ * works on cpu_gemm_amx_block_n() columns at a time; callers split N in multiples of that. */
 void cpu_gemm_block_amx(const cpu_gemm *g, int64_t m0, int64_t m1, int64_t n0, int64_t n1);
+int64_t cpu_gemm_amx_block_n(void);
+/* Bytes of the per-thread AMX workspace for a block of `rows` rows: the weight panels of one K slice and, when K
+ * takes several slices, the partial sums. */
+size_t cpu_gemm_amx_ws_bytes(int64_t rows, int64_t K);
 
 #endif

@@ -82,7 +82,9 @@ TARGET void cpu_gemm_pack_amx(uint16_t *dst, const float *x, int64_t ldx, int64_
 }
 
 /* Stores a 16 x 16 C tile (laid out [n][m]) into output rows m.. (mr of them), columns n..n+15, with the
- * epilogue. Token-major outputs (ys_n == 1) transpose the tile in registers; others use the generic path. */
+ * epilogue. Token-major outputs (ys_n == 1) transpose the tile in registers; others use the generic path. A plain
+ * store (no epilogue reads y) of whole aligned lines is non-temporal: the output is written once here and is too
+ * big to stay in L2, and a normal store would first read each cold line from memory (read-for-ownership). */
 TARGET static void store_tile(const cpu_gemm *g, int64_t m, int mr, int64_t n, const float *tile) {
     if (g->ys_n != 1) {
         cpu_gemm_store(g, m, mr, n, 16, tile, 1, 16);
@@ -98,23 +100,56 @@ TARGET static void store_tile(const cpu_gemm *g, int64_t m, int mr, int64_t n, c
     }
     if (g->epi == KILN_EPI_GATED_RESIDUAL) gate = _mm512_loadu_ps(g->gate + n);
     transpose16(tile, r);
+    const bool stream = g->epi == KILN_EPI_NONE && ((uintptr_t)(g->y + n) & 63) == 0 && (g->ys_m & 15) == 0;
     for (int i = 0; i < mr; i++) {
         __m512 v = _mm512_add_ps(r[i], bias);
         float *yp = g->y + (m + i) * g->ys_m + n;
         if (g->epi == KILN_EPI_ADD) v = _mm512_add_ps(_mm512_loadu_ps(yp), v);
         else if (g->epi == KILN_EPI_GATED_RESIDUAL) v = _mm512_fmadd_ps(gate, v, _mm512_loadu_ps(yp));
-        _mm512_storeu_ps(yp, v);
+        if (stream) _mm512_stream_ps(yp, v);
+        else _mm512_storeu_ps(yp, v);
     }
 }
 
-/* Block loop: K in slices of AMX_KC. Within a slice the packed activation rows of the block (AMX_MB x AMX_KC
- * bf16 = 128 KB) stay in L2 while every 32 weight rows pass over them, and those two 16-row weight tiles
- * (32 x AMX_KC bf16 = 16 KB) stay in L1 while every 32-row slice of the activation streams past. The f32
- * partial sums of the whole block live in a stack buffer between slices (loaded into and stored from the C
- * tiles: 8 KB of traffic per 64 tile products). */
-#define AMX_KC 256
-#define AMX_MB 256 /* rows per pass */
-#define AMX_NB 128 /* columns per pass */
+/* The block loop (measured against other orders in docs/cpu-backend.md, "third pass").
+ *
+ * Two facts of this core shape it: the tile loop runs near the AMX rate only when the C tiles stay in tiles for
+ * many k steps (storing and reloading them every 8 steps cost ~20-30%), and when both operands stream from L2
+ * in contiguous 1 KB tiles (tiles read in place from weight rows 6 KB apart, or from L3, run at half speed).
+ * So a task owns up to AMX_NB output columns: their weights, for one K slice of up to AMX_KC_MAX, are copied
+ * once into a contiguous per-thread panel ([32-column panel][k step][32 rows][32 k], 768 KB at most, kept in
+ * L2), and then every 32 rows of the activation (one K slice: 96 KB) passes over all the panels; the C tiles
+ * of a 32 x 32 output block accumulate over the whole slice. The next 32 activation rows are prefetched into L2
+ * a few lines per k step while the current ones compute. With several K slices the partial sums wait in the
+ * per-thread accumulator (rows x AMX_NB f32) between slices. */
+#define AMX_NB 256     /* output columns per task */
+#define AMX_KC_MAX 1536 /* k per slice */
+
+/* The slice length: K cut into equal slices, each a multiple of 32 and at most AMX_KC_MAX. */
+static int64_t amx_kc(int64_t K) {
+    int64_t steps = K / 32, n = (K + AMX_KC_MAX - 1) / AMX_KC_MAX;
+    return n > 1 ? (steps + n - 1) / n * 32 : K;
+}
+
+int64_t cpu_gemm_amx_block_n(void) { return AMX_NB; }
+
+size_t cpu_gemm_amx_ws_bytes(int64_t rows, int64_t K) {
+    int64_t kc = amx_kc(K);
+    size_t pack = (size_t)AMX_NB * (size_t)(kc > 0 ? kc : 32) * 2;
+    size_t acc = kc < K ? (size_t)((rows + 31) & ~(int64_t)31) * AMX_NB * 4 : 0;
+    return (pack + acc + 63) & ~(size_t)63;
+}
+
+/* Copies weight rows [n, n + 32 * np) x k [kc, ke) into the panel layout. */
+TARGET static void pack_panels(const cpu_gemm *g, uint16_t *wp, int64_t n, int np, int64_t kc, int64_t ke) {
+    const uint16_t *w = g->w;
+    const int64_t ksteps = (ke - kc) / 32;
+    for (int p = 0; p < np; p++)
+        for (int64_t ks = 0; ks < ksteps; ks++)
+            for (int r = 0; r < 32; r++)
+                _mm512_store_si512(wp + ((p * ksteps + ks) * 32 + r) * 32,
+                                   _mm512_loadu_si512(w + (n + p * 32 + r) * g->ldw + kc + ks * 32));
+}
 
 TARGET void cpu_gemm_block_amx(const cpu_gemm *g, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
     amx_cfg cfg;
@@ -125,85 +160,77 @@ TARGET void cpu_gemm_block_amx(const cpu_gemm *g, int64_t m0, int64_t m1, int64_
         cfg.rows[t] = 16;
     }
     amx_load_config(&cfg);
-    const uint16_t *w = g->w;
-    const int64_t K = g->K;
-    uint16_t wpanel[AMX_KC / 32 * 32 * 32] __attribute__((aligned(64))); /* 16 KB; on the stack, not TLS */
-    /* partial sums: [column pair of 16 / 32 columns][row tile of 16][2 halves of 16 columns][16 x 16] */
-    float acc[AMX_NB / 32][AMX_MB / 16][2][256] __attribute__((aligned(64))); /* 128 KB on the stack */
+    const int64_t K = g->K, kcl = amx_kc(K);
+    uint16_t *wp = g->amx_ws;
+    float *accbuf = (float *)((char *)g->amx_ws + (size_t)AMX_NB * (size_t)(kcl > 0 ? kcl : 32) * 2);
+    float ct[4][256] __attribute__((aligned(64)));
     for (int64_t nb = n0; nb < n1; nb += AMX_NB) {
         const int64_t ne = nb + AMX_NB < n1 ? nb + AMX_NB : n1;
-        for (int64_t mb = m0; mb < m1; mb += AMX_MB) {
-            const int64_t me = mb + AMX_MB < m1 ? mb + AMX_MB : m1;
-            for (int64_t kc = 0; kc < K || kc == 0; kc += AMX_KC) {
-                const int64_t ke = kc + AMX_KC < K ? kc + AMX_KC : K;
-                for (int64_t n = nb; n < ne; n += 32) {
-                    /* copy the two 16-row weight tiles of every k step of this slice next to each other: read
-                     * in place, rows K*2 bytes apart (6 KB for K = 3072) fall into the same few L1 sets and evict
-                     * each other; packed, a tile is 1 KB contiguous. */
-                    for (int64_t k = kc; k < ke; k += 32)
-                        for (int r = 0; r < 32; r++)
-                            _mm512_store_si512(wpanel + ((k - kc) / 32 * 32 + r) * 32,
-                                               _mm512_loadu_si512(w + (n + r) * g->ldw + k));
-                    const uint16_t *w0 = wpanel - kc * 32, *w1 = w0 + 16 * 32;
-                    float(*a)[2][256] = acc[(n - nb) / 32];
-                    /* prefetch the next panel's weight rows (the next 32 columns, or the next K slice) into L2
-                     * while this one computes: read in place they come from L3 or DRAM, 32 rows at a time */
-                    const int64_t pn = n + 32 < ne ? n + 32 : nb, pk = n + 32 < ne ? kc : ke;
-                    const int64_t pke = pk + AMX_KC < K ? pk + AMX_KC : K;
-                    int64_t pf_row = 0, pf_rows = pk < K ? 32 : 0, n_msteps = (me - mb + 31) / 32;
-                    for (int64_t m = mb; m < me; m += 32) {
-                        const int64_t t = (m - mb) / 16;
-                        const uint16_t *b0 = g->xb + m * K, *b1 = b0 + 16 * K;
-                        for (int64_t e = pf_row + (pf_rows + n_msteps - 1) / n_msteps; pf_row < e && pf_row < pf_rows; pf_row++)
-                            for (int64_t k = pk; k < pke; k += 32) _mm_prefetch((const char *)(w + (pn + pf_row) * g->ldw + k), _MM_HINT_T1);
-                        /* last K slice: take ownership of this step's share of the block's output lines
-                         * (rows m..m+31, columns n..n+31) now, so the epilogue's stores after the slice hit the
-                         * cache instead of each waiting for a read-for-ownership (writing y cold cost ~25%) */
-                        if (ke >= K && g->ys_n == 1)
-                            for (int64_t r = m; r < m + 32 && r < g->M; r++) {
-                                float *yp = g->y + r * g->ys_m + n;
-                                __builtin_prefetch(yp, 1, 3);
-                                __builtin_prefetch(yp + 16, 1, 3);
-                            }
-                        if (kc == 0) {
-                            _tile_zero(0);
-                            _tile_zero(1);
-                            _tile_zero(2);
-                            _tile_zero(3);
-                        } else {
-                            _tile_loadd(0, a[t][0], 64);
-                            _tile_loadd(1, a[t + 1][0], 64);
-                            _tile_loadd(2, a[t][1], 64);
-                            _tile_loadd(3, a[t + 1][1], 64);
-                        }
-                        for (int64_t k = kc; k < ke; k += 32) {
-                            _tile_loadd(4, w0 + k * 32, 64);
-                            _tile_loadd(6, b0 + k * 16, 64);
-                            _tile_dpbf16ps(0, 4, 6);
-                            _tile_loadd(7, b1 + k * 16, 64);
-                            _tile_dpbf16ps(1, 4, 7);
-                            _tile_loadd(5, w1 + k * 32, 64);
-                            _tile_dpbf16ps(2, 5, 6);
-                            _tile_dpbf16ps(3, 5, 7);
-                        }
-                        _tile_stored(0, a[t][0], 64);
-                        _tile_stored(1, a[t + 1][0], 64);
-                        _tile_stored(2, a[t][1], 64);
-                        _tile_stored(3, a[t + 1][1], 64);
+        const int np = (int)((ne - nb) / 32);
+        for (int64_t kc = 0; kc < K || kc == 0; kc += kcl) {
+            const int64_t ke = kc + kcl < K ? kc + kcl : K, ksteps = (ke - kc) / 32;
+            const bool first = kc == 0, last = ke >= K;
+            pack_panels(g, wp, nb, np, kc, ke);
+            for (int64_t m = m0; m < m1; m += 32) {
+                const uint16_t *b0 = g->xb + m * K + kc * 16, *b1 = b0 + 16 * K;
+                /* the next 32 rows' slice: 2 x ksteps KB, spread over this step's np * ksteps tile steps */
+                const char *nx = (const char *)(g->xb + (m + 32) * K + kc * 16);
+                const int64_t half = ksteps * 16, pf_end = m + 32 < m1 ? 2 * half : 0;
+                const int64_t per = (2 * half + np * ksteps - 1) / (np * ksteps > 0 ? np * ksteps : 1);
+                int64_t pf = 0;
+                for (int p = 0; p < np; p++) {
+                    float(*acc)[256] = (float(*)[256])(accbuf + ((m - m0) / 32 * AMX_NB + p * 32) * 32);
+                    if (first) {
+                        _tile_zero(0);
+                        _tile_zero(1);
+                        _tile_zero(2);
+                        _tile_zero(3);
+                    } else {
+                        _tile_loadd(0, acc[0], 64);
+                        _tile_loadd(1, acc[1], 64);
+                        _tile_loadd(2, acc[2], 64);
+                        _tile_loadd(3, acc[3], 64);
+                    }
+                    if (!last && (p + 1 < np || m + 32 < m1)) /* the partial sums the next panel reloads */
+                        for (int l = 0; l < 64; l++) _mm_prefetch((const char *)acc[4] + l * 64, _MM_HINT_T1);
+                    const uint16_t *a = wp + (int64_t)p * ksteps * 1024;
+                    for (int64_t ks = 0; ks < ksteps; ks++) {
+                        _tile_loadd(4, a + ks * 1024, 64);
+                        _tile_loadd(6, b0 + ks * 512, 64);
+                        _tile_dpbf16ps(0, 4, 6);
+                        _tile_loadd(7, b1 + ks * 512, 64);
+                        _tile_dpbf16ps(1, 4, 7);
+                        _tile_loadd(5, a + ks * 1024 + 512, 64);
+                        _tile_dpbf16ps(2, 5, 6);
+                        _tile_dpbf16ps(3, 5, 7);
+                        for (int64_t q = 0; q < per && pf < pf_end; q++, pf++)
+                            _mm_prefetch(nx + (pf < half ? pf * 64 : 16 * K * 2 + (pf - half) * 64), _MM_HINT_T1);
+                    }
+                    if (!last) {
+                        _tile_stored(0, acc[0], 64);
+                        _tile_stored(1, acc[1], 64);
+                        _tile_stored(2, acc[2], 64);
+                        _tile_stored(3, acc[3], 64);
+                        continue;
+                    }
+                    _tile_stored(0, ct[0], 64);
+                    _tile_stored(1, ct[1], 64);
+                    _tile_stored(2, ct[2], 64);
+                    _tile_stored(3, ct[3], 64);
+                    /* C tiles are [n][m]: tile 0 = rows m..m+15 x cols n..n+15, 1 = rows +16, 2 = cols +16 */
+                    const int64_t n = nb + p * 32;
+                    for (int h = 0; h < 2; h++) {
+                        const int64_t r = m + 16 * h;
+                        if (r >= g->M) break;
+                        const int mr = g->M - r >= 16 ? 16 : (int)(g->M - r);
+                        store_tile(g, r, mr, n, ct[h]);
+                        store_tile(g, r, mr, n + 16, ct[2 + h]);
                     }
                 }
-                if (K == 0) break;
             }
-            /* C tiles are [n][m]: element (m, n) of the output sits at n*16 + m */
-            const int64_t mlim = g->M < me ? g->M : me;
-            for (int64_t m = mb; m < mlim; m += 16) /* row by row: each output row gets AMX_NB floats in a run */
-                for (int64_t n = nb; n < ne; n += 32) {
-                    const int64_t t = (m - mb) / 16;
-                    const int mr = mlim - m >= 16 ? 16 : (int)(mlim - m);
-                    store_tile(g, m, mr, n, acc[(n - nb) / 32][t][0]);
-                    store_tile(g, m, mr, n + 16, acc[(n - nb) / 32][t][1]);
-                }
+            if (K == 0) break;
         }
     }
     _tile_release();
+    _mm_sfence(); /* the non-temporal stores are weakly ordered: make them visible before the task ends */
 }

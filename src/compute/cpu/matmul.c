@@ -7,15 +7,17 @@
 #include "compute/cpu/gemm.h"
 
 #define MATMUL_SCRATCH_MAX ((size_t)48 << 20)
-#define BLOCK_M 256 /* rows of x per task */
-#define BLOCK_N 128 /* rows of w per task */
+#define BLOCK_M 256 /* rows of x per task (vector tiers) */
+#define BLOCK_N 128 /* rows of w per task (vector tiers) */
 
 typedef struct mm_job {
     cpu_gemm g;
     int64_t r0, r1; /* the chunk of rows in flight */
-    int64_t nblk_n;
+    int64_t block_m, block_n, nblk_n;
     const float *x;
     int64_t ldx;
+    char *ws; /* AMX: per-thread workspaces, ws_bytes apart */
+    size_t ws_bytes;
 } mm_job;
 
 static void pack_task(void *ctx, size_t i, int thread) {
@@ -36,9 +38,10 @@ static void pack_task(void *ctx, size_t i, int thread) {
 static void block_task(void *ctx, size_t i, int thread) {
     const mm_job *j = ctx;
     int64_t bn = (int64_t)i % j->nblk_n, bm = (int64_t)i / j->nblk_n;
-    int64_t n0 = bn * BLOCK_N, n1 = n0 + BLOCK_N < j->g.N ? n0 + BLOCK_N : j->g.N;
-    int64_t m0 = j->r0 + bm * BLOCK_M, m1 = m0 + BLOCK_M < j->r1 ? m0 + BLOCK_M : j->r1;
+    int64_t n0 = bn * j->block_n, n1 = n0 + j->block_n < j->g.N ? n0 + j->block_n : j->g.N;
+    int64_t m0 = j->r0 + bm * j->block_m, m1 = m0 + j->block_m < j->r1 ? m0 + j->block_m : j->r1;
     cpu_gemm g = j->g; /* the chunk's rows are rows 0.. of xb and of the shifted x and y */
+    if (g.amx) g.amx_ws = j->ws + (size_t)thread * j->ws_bytes;
     if (g.fast) {
         g.M = j->r1 - j->r0;
         g.y += j->r0 * g.ys_m;
@@ -81,21 +84,34 @@ kiln_status cpu_matmul(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, c
     g->amx = cpu_gemm_amx_ok(g);
     int64_t chunk = g->M;
     void *scratch = NULL;
+    j.block_m = BLOCK_M, j.block_n = BLOCK_N;
     if (g->fast) {
         size_t row_bytes = (size_t)(g->K > 0 ? g->K : 1) * 2;
         chunk = (int64_t)(MATMUL_SCRATCH_MAX / row_bytes) & ~(int64_t)31;
         if (chunk < 32) chunk = 32;
         if (chunk > g->M) chunk = g->M;
-        size_t need = g->amx ? cpu_gemm_amx_packed_bytes(chunk, g->K) : (size_t)chunk * row_bytes;
+        size_t xb_bytes = g->amx ? cpu_gemm_amx_packed_bytes(chunk, g->K) : (size_t)chunk * row_bytes, need = xb_bytes;
+        if (g->amx) {
+            /* AMX tasks: block_n columns over all rows of the chunk (the weight panels are copied once per task),
+             * rows split only when there are too few column blocks to keep every thread busy */
+            j.block_n = cpu_gemm_amx_block_n();
+            int64_t nblk_n = (g->N + j.block_n - 1) / j.block_n, want = 2 * (int64_t)cb->n_threads;
+            int64_t split = nblk_n >= want ? 1 : (want + nblk_n - 1) / nblk_n;
+            j.block_m = ((chunk + split - 1) / split + 31) & ~(int64_t)31;
+            xb_bytes = (xb_bytes + 63) & ~(size_t)63;
+            j.ws_bytes = cpu_gemm_amx_ws_bytes(j.block_m, g->K);
+            need = xb_bytes + j.ws_bytes * (size_t)cb->n_threads;
+        }
         KILN_TRY(cpu_scratch(cb, need, &scratch, err));
         g->xb = scratch, g->ldxb = g->K;
+        j.ws = (char *)scratch + xb_bytes;
     }
-    j.nblk_n = (g->N + BLOCK_N - 1) / BLOCK_N;
+    j.nblk_n = (g->N + j.block_n - 1) / j.block_n;
     for (int64_t r0 = 0; r0 < g->M; r0 += chunk) {
         j.r0 = r0;
         j.r1 = r0 + chunk < g->M ? r0 + chunk : g->M;
         if (g->fast) kiln_pool_run(cb->pool, (size_t)((j.r1 - r0 + 31) / 32), pack_task, &j);
-        int64_t nblk_m = (j.r1 - r0 + BLOCK_M - 1) / BLOCK_M;
+        int64_t nblk_m = (j.r1 - r0 + j.block_m - 1) / j.block_m;
         kiln_pool_run(cb->pool, (size_t)(nblk_m * j.nblk_n), block_task, &j);
     }
     return KILN_OK;
