@@ -40,31 +40,24 @@ typedef struct nv_process_info {
     unsigned long long used_gpu_memory;
     unsigned gpu_instance_id, compute_instance_id;
 } nv_process_info;
+typedef union nv_value { /* nvmlValue_t: which member holds it is an NV_VALUE_* type beside it */
+    double d;
+    unsigned ui;
+    unsigned long ul;
+    unsigned long long ull;
+    long long sll;
+    int si;
+    unsigned short us;
+} nv_value;
 typedef struct nv_field_value {
     unsigned field_id, scope_id;
     long long timestamp, latency_usec;
     int value_type, nvml_return;
-    union {
-        double d;
-        unsigned ui;
-        unsigned long ul;
-        unsigned long long ull;
-        long long sll;
-        int si;
-        unsigned short us;
-    } value;
+    nv_value value;
 } nv_field_value;
 typedef struct nv_sample {
     unsigned long long timestamp;
-    union {
-        double d;
-        unsigned ui;
-        unsigned long ul;
-        unsigned long long ull;
-        long long sll;
-        int si;
-        unsigned short us;
-    } value;
+    nv_value value;
 } nv_sample;
 typedef struct nv_violation_time {
     unsigned long long reference_time, violation_time;
@@ -299,6 +292,20 @@ bool kiln_nvml_sample(void *ctx, kiln_tsample *out) {
     return out->mask_ok;
 }
 
+/* An NVML value of NV_VALUE_* type `type` as a double; NaN for a type kiln does not know. */
+static double value_as_double(int type, const nv_value *v) {
+    switch (type) {
+    case NV_VALUE_DOUBLE: return v->d;
+    case NV_VALUE_UINT: return (double)v->ui;
+    case NV_VALUE_ULONG: return (double)v->ul;
+    case NV_VALUE_ULLONG: return (double)v->ull;
+    case NV_VALUE_SLLONG: return (double)v->sll;
+    case NV_VALUE_SINT: return (double)v->si;
+    case NV_VALUE_USHORT: return (double)v->us;
+    }
+    return NAN;
+}
+
 size_t kiln_nvml_util_history(void *ctx, uint64_t since_us, double *out, size_t cap) {
     const kiln_nvml_dev *dev = ctx;
     const nv_fns *f = &dev->nv->f;
@@ -314,16 +321,7 @@ size_t kiln_nvml_util_history(void *ctx, uint64_t since_us, double *out, size_t 
     size_t n = 0;
     if (f->samples(dev->handle, NV_GPU_UTILIZATION_SAMPLES, since_us, &type, &count, buf) == NV_SUCCESS) {
         for (unsigned i = 0; i < count && n < cap; i++) {
-            double v;
-            switch (type) {
-            case NV_VALUE_DOUBLE: v = buf[i].value.d; break;
-            case NV_VALUE_UINT: v = buf[i].value.ui; break;
-            case NV_VALUE_ULONG: v = (double)buf[i].value.ul; break;
-            case NV_VALUE_ULLONG: v = (double)buf[i].value.ull; break;
-            case NV_VALUE_SLLONG: v = (double)buf[i].value.sll; break;
-            case NV_VALUE_SINT: v = buf[i].value.si; break;
-            default: v = NAN;
-            }
+            double v = value_as_double(type, &buf[i].value);
             if (!isnan(v) && buf[i].timestamp > since_us) out[n++] = v;
         }
     }
@@ -332,17 +330,7 @@ size_t kiln_nvml_util_history(void *ctx, uint64_t since_us, double *out, size_t 
 }
 
 static double field_as_double(const nv_field_value *v) {
-    if (v->nvml_return != NV_SUCCESS) return NAN;
-    switch (v->value_type) {
-    case NV_VALUE_DOUBLE: return v->value.d;
-    case NV_VALUE_UINT: return (double)v->value.ui;
-    case NV_VALUE_ULONG: return (double)v->value.ul;
-    case NV_VALUE_ULLONG: return (double)v->value.ull;
-    case NV_VALUE_SLLONG: return (double)v->value.sll;
-    case NV_VALUE_SINT: return (double)v->value.si;
-    case NV_VALUE_USHORT: return (double)v->value.us;
-    }
-    return NAN;
+    return v->nvml_return == NV_SUCCESS ? value_as_double(v->value_type, &v->value) : NAN;
 }
 
 void kiln_nvml_counters(const kiln_nvml_dev *dev, kiln_tcounters *out) {

@@ -241,6 +241,17 @@ static json_t *submit_json(const kiln_submit_result *r, const char *tag, int ind
     return s;
 }
 
+/* Submits w with the cell's prompt and the seed; its outputs are prefixed kiln-bench/TAG-INDEX. */
+static kiln_status submit_one(kiln_target *target, const kiln_workflow *w, const kiln_cell *cell, long long seed,
+                              const char *tag, int index, kiln_submit_result *r, kiln_err *err) {
+    char prefix[300];
+    snprintf(prefix, sizeof prefix, "kiln-bench/%s-%d", tag, index);
+    json_t *g = kiln_workflow_instantiate(w, cell->prompt, seed, prefix);
+    kiln_status st = g ? kiln_target_submit(target, g, r, err) : KILN_FAIL(err, KILN_E_NOMEM, "out of memory");
+    json_decref(g);
+    return st;
+}
+
 static kiln_status run_graph(const kiln_run_cfg *cfg, kiln_target *target, const kiln_workflow *w,
                              const graph_arg *ga, const kiln_manifest *m, telem *t, double cap_w, json_t *card,
                              kiln_err *err) {
@@ -257,12 +268,8 @@ static kiln_status run_graph(const kiln_run_cfg *cfg, kiln_target *target, const
     for (int i = 0; i < cfg->warmup && st == KILN_OK; i++, ci++) {
         const kiln_cell *cell = kiln_manifest_find(m, ga->cells[ci % ga->n_cells]);
         long long seed = cfg->seed_base + i;
-        char prefix[300];
-        snprintf(prefix, sizeof prefix, "kiln-bench/%s-%d", tag, i);
-        json_t *g = kiln_workflow_instantiate(w, cell->prompt, seed, prefix);
         kiln_submit_result r = {0};
-        st = g ? kiln_target_submit(target, g, &r, err) : KILN_FAIL(err, KILN_E_NOMEM, "out of memory");
-        json_decref(g);
+        st = submit_one(target, w, cell, seed, tag, i, &r, err);
         if (st == KILN_OK) json_array_append_new(json_object_get(b, "warmup"), submit_json(&r, tag, i, cell, seed, batch));
         kiln_submit_result_clear(&r);
     }
@@ -288,12 +295,8 @@ static kiln_status run_graph(const kiln_run_cfg *cfg, kiln_target *target, const
     for (int i = 0; i < cfg->timed && st == KILN_OK; i++, ci++) {
         const kiln_cell *cell = kiln_manifest_find(m, ga->cells[ci % ga->n_cells]);
         long long seed = cfg->seed_base + 1000 + (long long)i * batch;
-        char prefix[300];
-        snprintf(prefix, sizeof prefix, "kiln-bench/%s-%d", tag, i);
-        json_t *g = kiln_workflow_instantiate(w, cell->prompt, seed, prefix);
         kiln_submit_result r = {0};
-        st = g ? kiln_target_submit(target, g, &r, err) : KILN_FAIL(err, KILN_E_NOMEM, "out of memory");
-        json_decref(g);
+        st = submit_one(target, w, cell, seed, tag, i, &r, err);
         if (st == KILN_OK) {
             json_array_append_new(json_object_get(b, "timed"), submit_json(&r, tag, i, cell, seed, batch));
             per_submit[done] = r.exec_seconds;

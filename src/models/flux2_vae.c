@@ -7,6 +7,17 @@
 
 #define CK(x) KILN_TRY(x)
 
+/* Raises *best to the largest C*h*w the ResNets of level L reach at h x w (each holds max(cin, cout) channels)
+ * and returns the channels the level's ResNets end with (c when it has none). Decoder and encoder alike. */
+static size_t level_max_act(const kiln_vae_up_level *L, size_t c, int h, int w, size_t *best) {
+    for (int j = 0; j < L->n_res; j++) {
+        size_t cc = (size_t)(L->res[j].cin > L->res[j].cout ? L->res[j].cin : L->res[j].cout);
+        if (cc * h * w > *best) *best = cc * h * w;
+        c = (size_t)L->res[j].cout;
+    }
+    return c;
+}
+
 /* Largest C*H*W any decoder activation reaches for an h x w latent (the upsample outputs and the finest level). */
 static size_t max_act(const kiln_flux2_vae *m, int h, int w) {
     size_t best = (size_t)m->z_ch * h * w;
@@ -14,11 +25,7 @@ static size_t max_act(const kiln_flux2_vae *m, int h, int w) {
     if (c * h * w > best) best = c * h * w;
     for (int i = 0; i < m->n_levels; i++) {
         const kiln_vae_up_level *L = &m->up[i];
-        for (int j = 0; j < L->n_res; j++) {
-            size_t cc = (size_t)(L->res[j].cin > L->res[j].cout ? L->res[j].cin : L->res[j].cout);
-            if (cc * h * w > best) best = cc * h * w;
-            c = (size_t)L->res[j].cout;
-        }
+        c = level_max_act(L, c, h, w, &best);
         if (L->upsample) {
             h *= 2;
             w *= 2;
@@ -53,6 +60,16 @@ static kiln_status resnet(const kiln_flux2_vae *m, kiln_backend *be, const kiln_
     return op->add(be, &Y, &Y, &C, err);
 }
 
+/* The ResNets of one level, in place on x; *c becomes the channels they end with. */
+static kiln_status level_resnets(const kiln_flux2_vae *m, kiln_backend *be, const kiln_vae_up_level *L, float *x,
+                                 float *t1, float *t2, int h, int w, int *c, kiln_err *err) {
+    for (int j = 0; j < L->n_res; j++) {
+        CK(resnet(m, be, &L->res[j], x, t1, t2, h, w, err));
+        *c = L->res[j].cout;
+    }
+    return KILN_OK;
+}
+
 /* Single-head self-attention over the h*w pixels: x += proj(softmax(q k^T / sqrt(C)) v), q,k,v = lin(GN(x)). */
 static kiln_status attn(const kiln_flux2_vae *m, kiln_backend *be, const kiln_vae_attn *a, float *x, float *t1,
                         float *abuf, int h, int w, kiln_err *err) {
@@ -79,6 +96,15 @@ static kiln_status attn(const kiln_flux2_vae *m, kiln_backend *be, const kiln_va
     CK(op->copy(be, &back, &q, err));
     kiln_tensor X2 = kiln_f32_2d(x, C, S), T2 = kiln_f32_2d(t1, C, S);
     return op->add(be, &X2, &X2, &T2, err);
+}
+
+/* Frees what decode and encode allocated of their work buffers (NULL: never allocated). */
+static void free_work(kiln_backend *be, float *x, float *t1, float *t2, float *abuf) {
+    const kiln_ops *op = be->ops;
+    if (x) op->free(be, x);
+    if (t1) op->free(be, t1);
+    if (t2) op->free(be, t2);
+    if (abuf) op->free(be, abuf);
 }
 
 kiln_status kiln_flux2_vae_decode(const kiln_flux2_vae *m, kiln_backend *be, const float *z, int h, int w,
@@ -108,10 +134,7 @@ kiln_status kiln_flux2_vae_decode(const kiln_flux2_vae *m, kiln_backend *be, con
         int c = (int)cmid;
         for (int i = 0; i < m->n_levels; i++) {
             const kiln_vae_up_level *L = &m->up[i];
-            for (int j = 0; j < L->n_res; j++) {
-                if ((s = resnet(m, be, &L->res[j], x, t1, t2, h, w, err))) goto done;
-                c = L->res[j].cout;
-            }
+            if ((s = level_resnets(m, be, L, x, t1, t2, h, w, &c, err))) goto done;
             if (L->upsample) {
                 kiln_tensor Xs = kiln_f32_4d(x, 1, c, h, w), U = kiln_f32_4d(t1, 1, c, 2 * h, 2 * w);
                 kiln_tensor Xu = kiln_f32_4d(x, 1, c, 2 * h, 2 * w);
@@ -130,10 +153,7 @@ kiln_status kiln_flux2_vae_decode(const kiln_flux2_vae *m, kiln_backend *be, con
         s = op->sync(be, err);
     }
 done:
-    if (x) op->free(be, x);
-    if (t1) op->free(be, t1);
-    if (t2) op->free(be, t2);
-    if (abuf) op->free(be, abuf);
+    free_work(be, x, t1, t2, abuf);
     return s;
 }
 
@@ -143,11 +163,7 @@ static size_t enc_max_act(const kiln_flux2_vae *m, int h, int w) {
     if (c * h * w > best) best = c * h * w;
     for (int i = 0; i < m->n_down; i++) {
         const kiln_vae_up_level *L = &m->down[i];
-        for (int j = 0; j < L->n_res; j++) {
-            size_t cc = (size_t)(L->res[j].cin > L->res[j].cout ? L->res[j].cin : L->res[j].cout);
-            if (cc * h * w > best) best = cc * h * w;
-            c = (size_t)L->res[j].cout;
-        }
+        level_max_act(L, c, h, w, &best);
         if (L->upsample) {
             h /= 2;
             w /= 2;
@@ -178,10 +194,7 @@ kiln_status kiln_flux2_vae_encode(const kiln_flux2_vae *m, kiln_backend *be, con
         /* down levels, finest first: ResNets, then a stride-2 conv padded only right/bottom */
         for (int i = 0; i < m->n_down; i++) {
             const kiln_vae_up_level *L = &m->down[i];
-            for (int j = 0; j < L->n_res; j++) {
-                if ((s = resnet(m, be, &L->res[j], x, t1, t2, h, w, err))) goto done;
-                c = L->res[j].cout;
-            }
+            if ((s = level_resnets(m, be, L, x, t1, t2, h, w, &c, err))) goto done;
             if (L->upsample) {
                 kiln_tensor Xs = kiln_f32_4d(x, 1, c, h, w), D = kiln_f32_4d(t1, 1, c, h / 2, w / 2);
                 if ((s = op->conv2d(be, &D, &Xs, &L->up_w, &L->up_b, 2, 0, 1, err))) goto done;
@@ -209,9 +222,6 @@ kiln_status kiln_flux2_vae_encode(const kiln_flux2_vae *m, kiln_backend *be, con
         s = op->sync(be, err);
     }
 done:
-    if (x) op->free(be, x);
-    if (t1) op->free(be, t1);
-    if (t2) op->free(be, t2);
-    if (abuf) op->free(be, abuf);
+    free_work(be, x, t1, t2, abuf);
     return s;
 }

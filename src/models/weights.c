@@ -6,6 +6,17 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "tensor/convert.h"
+
+/* Declares char name[512] holding the tensor name a kiln_w_* call spells printf-style (fmt and its arguments). */
+#define FORMAT_NAME(name, fmt)                                                                                 \
+    char name[512];                                                                                            \
+    do {                                                                                                       \
+        va_list ap_;                                                                                           \
+        va_start(ap_, fmt);                                                                                    \
+        vsnprintf(name, sizeof name, fmt, ap_);                                                                \
+        va_end(ap_);                                                                                           \
+    } while (0)
 
 void kiln_wset_init(kiln_wset *ws, const kiln_st_file *ck, const char *what, kiln_err *err) {
     memset(ws, 0, sizeof *ws);
@@ -22,31 +33,8 @@ void kiln_wset_free(kiln_wset *ws) {
 }
 
 bool kiln_w_has(const kiln_wset *ws, const char *fmt, ...) {
-    char name[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(name, sizeof name, fmt, ap);
-    va_end(ap);
+    FORMAT_NAME(name, fmt);
     return kiln_st_find(ws->ck, name) != NULL;
-}
-
-static float bf16_f32(uint16_t h) {
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-static float f16_f32(uint16_t h) {
-    uint32_t sign = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 0x1f, m = h & 0x3ff, u;
-    if (e == 0) {
-        float f = (float)m * 0x1p-24f;
-        return sign ? -f : f;
-    }
-    u = e == 31 ? (sign | 0x7f800000u | (m << 13)) : (sign | ((e + 112) << 23) | (m << 13));
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
 }
 
 void kiln_to_f32(float *dst, const void *src, kiln_dtype dt, size_t n) {
@@ -56,7 +44,7 @@ void kiln_to_f32(float *dst, const void *src, kiln_dtype dt, size_t n) {
         else {
             uint16_t h;
             memcpy(&h, p + 2 * i, 2);
-            dst[i] = dt == KILN_DT_BF16 ? bf16_f32(h) : f16_f32(h);
+            dst[i] = dt == KILN_DT_BF16 ? kiln_bf16_to_f32(h) : kiln_f16_to_f32(h);
         }
     }
 }
@@ -86,11 +74,7 @@ static kiln_status lookup(kiln_wset *ws, const char *name, int ndim, const int64
 }
 
 kiln_status kiln_w_mat(kiln_wset *ws, kiln_tensor *out, int64_t rows, int64_t cols, const char *fmt, ...) {
-    char name[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(name, sizeof name, fmt, ap);
-    va_end(ap);
+    FORMAT_NAME(name, fmt);
     const kiln_st_tensor *t = kiln_st_find(ws->ck, name);
     int64_t want4[4] = {rows, cols, 1, 1}, want2[2] = {rows, cols};
     KILN_TRY(lookup(ws, name, t && t->ndim == 4 ? 4 : 2, t && t->ndim == 4 ? want4 : want2, &t));
@@ -99,11 +83,7 @@ kiln_status kiln_w_mat(kiln_wset *ws, kiln_tensor *out, int64_t rows, int64_t co
 }
 
 kiln_status kiln_w_conv(kiln_wset *ws, kiln_tensor *out, int64_t o, int64_t i, int64_t k, const char *fmt, ...) {
-    char name[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(name, sizeof name, fmt, ap);
-    va_end(ap);
+    FORMAT_NAME(name, fmt);
     const kiln_st_tensor *t;
     KILN_TRY(lookup(ws, name, 4, (int64_t[]){o, i, k, k}, &t));
     *out = kiln_st_view(t);
@@ -111,11 +91,7 @@ kiln_status kiln_w_conv(kiln_wset *ws, kiln_tensor *out, int64_t o, int64_t i, i
 }
 
 kiln_status kiln_w_vec(kiln_wset *ws, kiln_tensor *out, int64_t n, const char *fmt, ...) {
-    char name[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(name, sizeof name, fmt, ap);
-    va_end(ap);
+    FORMAT_NAME(name, fmt);
     const kiln_st_tensor *t;
     KILN_TRY(lookup(ws, name, 1, (int64_t[]){n}, &t));
     if (ws->n_owned == ws->cap_owned) {

@@ -9,6 +9,7 @@
 
 #include "base/alloc.h"
 #include "io/safetensors.h"
+#include "models/weights.h"
 
 typedef struct rng {
     uint64_t s[4];
@@ -52,26 +53,6 @@ void kiln_noise_fill(float *out, size_t n, uint64_t seed) {
     }
 }
 
-static float bf16_to_f32(uint16_t h) {
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-static float f16_to_f32(uint16_t h) {
-    uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1f, man = h & 0x3ff, u;
-    if (exp == 0) {
-        float f = ldexpf((float)man, -24);
-        return sign ? -f : f;
-    }
-    if (exp == 31) u = sign | 0x7f800000u | (man << 13);
-    else u = sign | ((exp + 112) << 23) | (man << 13);
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
 static kiln_status load_safetensors(const char *path, size_t count, float **out, kiln_err *err) {
     kiln_st_file *f;
     KILN_TRY(kiln_st_open(path, &f, err));
@@ -100,14 +81,7 @@ static kiln_status load_safetensors(const char *path, size_t count, float **out,
         s = KILN_FAIL(err, KILN_E_NOMEM, "noise: out of memory");
         goto done;
     }
-    for (size_t i = 0; i < count; i++) {
-        if (t->dtype == KILN_DT_F32) memcpy(&buf[i], (const char *)t->data + 4 * i, 4);
-        else {
-            uint16_t h;
-            memcpy(&h, (const char *)t->data + 2 * i, 2);
-            buf[i] = t->dtype == KILN_DT_BF16 ? bf16_to_f32(h) : f16_to_f32(h);
-        }
-    }
+    kiln_to_f32(buf, t->data, t->dtype, count);
     *out = buf;
 done:
     kiln_st_close(f);

@@ -85,6 +85,7 @@ static kiln_status encode_into(const kiln_tokenizer *tok, const char *text, size
                                kiln_err *err) {
     if (!tok) return KILN_FAIL(err, KILN_E_INVALID, "no tokenizer");
     if (!text && len) return KILN_FAIL(err, KILN_E_INVALID, "NULL text with length %zu", len);
+    if (!text) text = ""; /* NULL with length 0: empty text (and no pointer arithmetic on NULL below) */
     if (len > KILN_TOK_MAX_INPUT_BYTES)
         return KILN_FAIL(err, KILN_E_LIMIT, "text of %zu bytes is over the tokenizer's limit of %zu", len,
                          KILN_TOK_MAX_INPUT_BYTES);

@@ -11,39 +11,22 @@
 #include <unistd.h>
 
 #include "base/alloc.h"
+#include "fake_models.h"
 #include "graph/graph.h"
 #include "graph/pixelize.h"
 #include "test.h"
 
 static char models[256], outdir[256];
 
-static void touch(const char *rel) {
-    char p[512];
-    snprintf(p, sizeof p, "%s/%s", models, rel);
-    FILE *f = fopen(p, "w");
-    if (f) fclose(f);
-}
-
 static void setup(void) {
-    snprintf(models, sizeof models, "/tmp/kiln-test-exec-models-%d", (int)getpid());
+    fake_models_make(models, sizeof models, "exec");
     snprintf(outdir, sizeof outdir, "/tmp/kiln-test-exec-out-%d", (int)getpid());
-    char p[512];
-    mkdir(models, 0755);
     mkdir(outdir, 0755);
-    const char *dirs[] = {"diffusion_models", "text_encoders", "vae"};
-    for (int i = 0; i < 3; i++) {
-        snprintf(p, sizeof p, "%s/%s", models, dirs[i]);
-        mkdir(p, 0755);
-    }
-    touch("diffusion_models/flux-2-klein-4b.safetensors");
-    touch("text_encoders/qwen_3_4b.safetensors");
-    touch("vae/flux2-vae.safetensors");
 }
 
 static void teardown(void) {
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", models, outdir);
-    if (system(cmd) != 0) fprintf(stderr, "cleanup failed\n");
+    test_rm_rf(models);
+    test_rm_rf(outdir);
 }
 
 /* ---- the test double -------------------------------------------------------------------------------------- */

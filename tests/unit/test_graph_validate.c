@@ -5,38 +5,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fake_models.h"
 #include "graph/graph.h"
 #include "test.h"
 
 static char models[256];
-
-static void touch(const char *rel) {
-    char p[512];
-    snprintf(p, sizeof p, "%s/%s", models, rel);
-    FILE *f = fopen(p, "w");
-    if (f) fclose(f);
-}
-
-static void make_models(void) {
-    snprintf(models, sizeof models, "/tmp/kiln-test-models-%d", (int)getpid());
-    char p[512];
-    mkdir(models, 0755);
-    snprintf(p, sizeof p, "%s/diffusion_models", models);
-    mkdir(p, 0755);
-    snprintf(p, sizeof p, "%s/text_encoders", models);
-    mkdir(p, 0755);
-    snprintf(p, sizeof p, "%s/vae", models);
-    mkdir(p, 0755);
-    touch("diffusion_models/flux-2-klein-4b.safetensors");
-    touch("text_encoders/qwen_3_4b.safetensors");
-    touch("vae/flux2-vae.safetensors");
-}
-
-static void remove_models(void) {
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", models);
-    if (system(cmd) != 0) fprintf(stderr, "cleanup failed\n");
-}
 
 static json_t *load(const char *rel) {
     json_error_t e;
@@ -254,7 +227,7 @@ static void test_object_info(void) {
 }
 
 int main(void) {
-    make_models();
+    fake_models_make(models, sizeof models, "validate");
     RUN(test_committed_graphs_validate);
     RUN(test_bounds_and_types);
     RUN(test_shape_errors);
@@ -262,6 +235,6 @@ int main(void) {
     RUN(test_good_outputs_survive_bad_ones);
     RUN(test_limits);
     RUN(test_object_info);
-    remove_models();
+    test_rm_rf(models);
     return test_summary();
 }

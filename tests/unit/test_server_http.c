@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "base/alloc.h"
+#include "fake_models.h"
 #include "server/server.h"
 #include "server/server_internal.h"
 #include "test.h"
@@ -43,32 +44,14 @@ static kiln_status slow_generate(void *self, const kiln_gen_params *p, kiln_gen_
 
 static kiln_gen_engine test_engine = {.generate = slow_generate};
 
-static void touch(const char *rel) {
-    char p[512];
-    snprintf(p, sizeof p, "%s/%s", models, rel);
-    FILE *f = fopen(p, "w");
-    if (f) fclose(f);
-}
-
 static void setup(void) {
-    snprintf(models, sizeof models, "/tmp/kiln-test-srv-models-%d", (int)getpid());
+    fake_models_make(models, sizeof models, "srv");
     snprintf(outdir, sizeof outdir, "/tmp/kiln-test-srv-out-%d", (int)getpid());
-    char p[512];
-    mkdir(models, 0755);
-    const char *dirs[] = {"diffusion_models", "text_encoders", "vae"};
-    for (int i = 0; i < 3; i++) {
-        snprintf(p, sizeof p, "%s/%s", models, dirs[i]);
-        mkdir(p, 0755);
-    }
-    touch("diffusion_models/flux-2-klein-4b.safetensors");
-    touch("text_encoders/qwen_3_4b.safetensors");
-    touch("vae/flux2-vae.safetensors");
 }
 
 static void teardown(void) {
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", models, outdir);
-    if (system(cmd) != 0) fprintf(stderr, "cleanup failed\n");
+    test_rm_rf(models);
+    test_rm_rf(outdir);
 }
 
 static kiln_server *start(const char *token, int max_queue) {

@@ -85,31 +85,80 @@ TARGET void att_amx_pack(const att_job *j, int64_t hk, int64_t k0, int64_t k1) {
     }
 }
 
-/* S[32][BK] = Q . K^T for the keys [k0, k0 + BK): 2 query halves x 2 key groups of 16 per pass */
-TARGET static inline void scores(const uint16_t *qb, const uint16_t *kp, int64_t nc, int64_t dh, int64_t k0, int nch,
-                                 float *S) {
+/* S[32][BK] = Q . K^T for the keys [k0, k0 + BK), one pass per 32 keys: 2 query halves x 2 key groups of 16.
+ * score_issue starts pass g (its products run on the tile unit while the core goes on); score_store writes its
+ * four C tiles into S. The products of a pass take ~256 cycles: issued before a stretch of softmax work and
+ * stored after it, they cost the vector code nothing (see att_task_amx). */
+TARGET static inline void score_issue(const uint16_t *qb, const uint16_t *kp, int64_t nc, int64_t dh, int64_t k0, int g) {
     const int64_t qstride = dh * 2;
-        for (int64_t g = 0; g < 2 * nch; g += 2) { /* only the 32-key chunks the block uses */
-        const uint16_t *kt0 = kp + ((k0 / 16 + g) * nc) * 512, *kt1 = kt0 + nc * 512;
-        _tile_zero(0);
-        _tile_zero(1);
-        _tile_zero(2);
-        _tile_zero(3);
-        for (int64_t c = 0; c < nc; c++) {
-            _tile_loadd(4, qb + c * 32, qstride);
-            _tile_loadd(6, kt0 + c * 512, 64);
-            _tile_dpbf16ps(0, 4, 6);
-            _tile_loadd(7, kt1 + c * 512, 64);
-            _tile_dpbf16ps(1, 4, 7);
-            _tile_loadd(5, qb + 16 * dh + c * 32, qstride);
-            _tile_dpbf16ps(2, 5, 6);
-            _tile_dpbf16ps(3, 5, 7);
-        }
-        _tile_stored(0, S + g * 16, BK * 4);
-        _tile_stored(1, S + g * 16 + 16, BK * 4);
-        _tile_stored(2, S + 16 * BK + g * 16, BK * 4);
-        _tile_stored(3, S + 16 * BK + g * 16 + 16, BK * 4);
+    const uint16_t *kt0 = kp + ((k0 / 16 + 2 * g) * nc) * 512, *kt1 = kt0 + nc * 512;
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    for (int64_t c = 0; c < nc; c++) {
+        _tile_loadd(4, qb + c * 32, qstride);
+        _tile_loadd(6, kt0 + c * 512, 64);
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_loadd(7, kt1 + c * 512, 64);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_loadd(5, qb + 16 * dh + c * 32, qstride);
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_dpbf16ps(3, 5, 7);
     }
+}
+
+TARGET static inline void score_store(float *S, int g) {
+    _tile_stored(0, S + g * 32, BK * 4);
+    _tile_stored(1, S + g * 32 + 16, BK * 4);
+    _tile_stored(2, S + 16 * BK + g * 32, BK * 4);
+    _tile_stored(3, S + 16 * BK + g * 32 + 16, BK * 4);
+}
+
+/* One row of the online softmax over a block: P = 2^(S - m) in bf16 (2 * nch vectors of 16 keys), l and the O
+ * row updated. The running max m is raised lazily: only when the block's max exceeds it by more than
+ * ATT_RESCALE_SLACK (base-2 units) are l and the O row rescaled by 2^(m_old - m_new). Below that, P may reach
+ * 2^SLACK = 256: exact in f32 sums, and bf16's relative precision does not depend on the scale. The result
+ * O / l is the same softmax; most blocks after the first few skip the rescale of O entirely. lim: keys at
+ * column > lim are masked (causal); bias: 0 / -inf per key, or NULL. */
+TARGET static inline void softmax_row(const float *S, const float *bias, int64_t lim, int nch, float *m, float *l,
+                                      float *O, int64_t dh, uint16_t *P) {
+    const __m512 ninf = _mm512_set1_ps(-INFINITY);
+    __m512 s[BK / 16];
+    __m512 mx = ninf;
+    for (int b = 0; b < 2 * nch; b++) {
+        __m512 v = _mm512_loadu_ps(S + 16 * b);
+        if (bias) v = _mm512_add_ps(v, _mm512_load_ps(bias + 16 * b));
+        if (lim < 16 * b + 15) {
+            int64_t keep = lim - 16 * b + 1; /* columns 16b .. 16b+keep-1 are visible */
+            __mmask16 km = keep <= 0 ? 0 : (__mmask16)((1u << keep) - 1);
+            v = _mm512_mask_mov_ps(ninf, km, v);
+        }
+        s[b] = v;
+        mx = _mm512_max_ps(mx, v);
+    }
+    float bmax = _mm512_reduce_max_ps(mx);
+    if (bmax == -INFINITY) { /* nothing visible: P row 0, O row unchanged */
+        memset(P, 0, BK * 2);
+        return;
+    }
+    if (bmax > *m + ATT_RESCALE_SLACK) { /* raise the running max (always on the first visible block) */
+        if (*m != -INFINITY) {
+            float corr = _mm512_cvtss_f32(exp2_512(_mm512_set1_ps(*m - bmax))); /* vector exp2, no libm */
+            __m512 cv = _mm512_set1_ps(corr);
+            *l *= corr;
+            for (int64_t d = 0; d < dh; d += 16) _mm512_storeu_ps(O + d, _mm512_mul_ps(_mm512_loadu_ps(O + d), cv));
+        }
+        *m = bmax;
+    }
+    __m512 mn = _mm512_set1_ps(*m), sum = _mm512_setzero_ps();
+    for (int b = 0; b < 2 * nch; b++) {
+        __m512 e = exp2_512(_mm512_sub_ps(s[b], mn));
+        sum = _mm512_add_ps(sum, e);
+        _mm256_storeu_si256((__m256i *)(P + 16 * b), (__m256i)_mm512_cvtneps_pbh(e));
+    }
+    if (2 * nch < BK / 16) memset(P + 32 * nch, 0, (size_t)(BK - 32 * nch) * 2);
+    *l += _mm512_reduce_add_ps(sum);
 }
 
 TARGET void att_task_amx(const att_job *j, int64_t h, int64_t q0, float *scratch) {
@@ -140,16 +189,22 @@ TARGET void att_task_amx(const att_job *j, int64_t h, int64_t q0, float *scratch
     const uint16_t *kp = j->kp + hk * j->sk_pad * dh, *vp = j->vp + hk * j->sk_pad * dh;
     const int64_t kend = j->causal ? (q0 + nq < sk ? q0 + nq : sk) : sk;
     const int64_t ostride = dh * 4, nc = dh / 32;
-    const __m512 ninf = _mm512_set1_ps(-INFINITY);
     /* 32-key chunks a block needs: the last block (and the diagonal block when causal) may be short */
 #define CHUNKS(k0) ((int)(((kend - (k0) < BK ? kend - (k0) : BK) + 31) / 32))
-    if (kend > 0) scores(qb, kp, nc, dh, 0, CHUNKS(0), Sb);
+    if (kend > 0)
+        for (int g = 0; g < CHUNKS(0); g++) {
+            score_issue(qb, kp, nc, dh, 0, g);
+            score_store(Sb, g);
+        }
     for (int64_t k0 = 0; k0 < kend; k0 += BK) {
         const int nch = CHUNKS(k0);
-        /* scores of the next block go to the other buffer now, so that when the softmax reads them one
-         * iteration later the tile stores have long reached L1 (vector loads cannot forward from them) */
-        if (k0 + BK < kend) scores(qb, kp, nc, dh, k0 + BK, CHUNKS(k0 + BK), Sb + ((k0 / BK + 1) & 1) * ATT_BQ * BK);
-        float *S = Sb + ((k0 / BK) & 1) * ATT_BQ * BK;
+        float *S = Sb + ((k0 / BK) & 1) * ATT_BQ * BK, *Sn = Sb + ((k0 / BK + 1) & 1) * ATT_BQ * BK;
+        /* the next block's scores are computed during this block's softmax: one pass issued, then 8 rows of
+         * softmax on the vector units while the tile unit works, then the pass stored and the next issued.
+         * They land in the other buffer, read one iteration later (vector loads cannot forward from tile stores) */
+        const int nnext = k0 + BK < kend ? CHUNKS(k0 + BK) : 0;
+        int pass = 0;
+        if (nnext > 0) score_issue(qb, kp, nc, dh, k0 + BK, 0);
         /* which keys of the block exist and are not masked out: a 0 / -inf bias per key (only built for a block
          * that runs past the last key or has a key mask; full unmasked blocks skip the add) */
         float bias[BK] __attribute__((aligned(64)));
@@ -159,53 +214,20 @@ TARGET void att_task_amx(const att_job *j, int64_t h, int64_t q0, float *scratch
                 int64_t key = k0 + c;
                 bias[c] = key < sk && (!j->mask || j->mask[key]) ? 0.0f : -INFINITY;
             }
-        /* online softmax, row by row: P = 2^(S - m) in bf16. The running max m is raised lazily: only when the
-         * block's max exceeds it by more than ATT_RESCALE_SLACK (base-2 units) are l and the O row rescaled by
-         * 2^(m_old - m_new). Below that, P may reach 2^SLACK = 256: exact in f32 sums, and bf16's relative
-         * precision does not depend on the scale. The result O / l is the same softmax; most blocks after the
-         * first few skip the rescale pass over O entirely. */
         for (int64_t i = 0; i < ATT_BQ; i++) {
-            __m512 s[BK / 16];
-            __m512 mx = ninf;
-            int64_t lim = j->causal ? q0 + i - k0 : BK; /* keys at column > lim are in the future */
-            for (int b = 0; b < BK / 16; b++) {
-                if (b >= 2 * nch) {
-                    s[b] = ninf;
-                    continue;
-                }
-                __m512 v = _mm512_loadu_ps(S + i * BK + 16 * b);
-                if (use_bias) v = _mm512_add_ps(v, _mm512_load_ps(bias + 16 * b));
-                if (lim < 16 * b + 15) {
-                    int64_t keep = lim - 16 * b + 1; /* columns 16b .. 16b+keep-1 are visible */
-                    __mmask16 km = keep <= 0 ? 0 : (__mmask16)((1u << keep) - 1);
-                    v = _mm512_mask_mov_ps(ninf, km, v);
-                }
-                s[b] = v;
-                mx = _mm512_max_ps(mx, v);
-            }
-            float bmax = _mm512_reduce_max_ps(mx);
-            if (i >= nq || bmax == -INFINITY) { /* nothing visible: P row 0, O row unchanged */
+            if (i < nq)
+                softmax_row(S + i * BK, use_bias ? bias : NULL, j->causal ? q0 + i - k0 : BK, nch, &m[i], &l[i],
+                            O + i * dh, dh, P + i * BK);
+            else
                 memset(P + i * BK, 0, BK * 2);
-                continue;
+            if ((i & 7) == 7 && pass < nnext) {
+                score_store(Sn, pass);
+                if (++pass < nnext) score_issue(qb, kp, nc, dh, k0 + BK, pass);
             }
-            if (bmax > m[i] + ATT_RESCALE_SLACK) { /* raise the running max (always on the first visible block) */
-                if (m[i] != -INFINITY) {
-                    /* exp2 through the vector routine (no libm call) */
-                    float corr = _mm512_cvtss_f32(exp2_512(_mm512_set1_ps(m[i] - bmax)));
-                    __m512 cv = _mm512_set1_ps(corr);
-                    l[i] *= corr;
-                    for (int64_t d = 0; d < dh; d += 16)
-                        _mm512_storeu_ps(O + i * dh + d, _mm512_mul_ps(_mm512_loadu_ps(O + i * dh + d), cv));
-                }
-                m[i] = bmax;
-            }
-            __m512 mn = _mm512_set1_ps(m[i]), sum = _mm512_setzero_ps();
-            for (int b = 0; b < 2 * nch; b++) {
-                __m512 e = exp2_512(_mm512_sub_ps(s[b], mn));
-                sum = _mm512_add_ps(sum, e);
-                _mm256_storeu_si256((__m256i *)(P + i * BK + 16 * b), (__m256i)_mm512_cvtneps_pbh(e));
-            }
-            l[i] += _mm512_reduce_add_ps(sum);
+        }
+        for (; pass < nnext; pass++) { /* BK / 32 passes fit the four checkpoints; kept for other BK */
+            score_store(Sn, pass);
+            if (pass + 1 < nnext) score_issue(qb, kp, nc, dh, k0 + BK, pass + 1);
         }
         /* O += P V: output tiles (2 query halves x 2 dim slices of 16) accumulate in place */
         const uint16_t *vblk = vp + (k0 / 32) * (dh / 16) * 512;

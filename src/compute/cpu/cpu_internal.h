@@ -13,6 +13,8 @@
 #include "base/status.h"
 #include "base/threadpool.h"
 #include "compute/ops.h"
+#include "compute/ops_declare.h"
+#include "tensor/convert.h"
 #include "tensor/tensor.h"
 
 /* Instruction-set tiers, lowest first. Each tier may use every kernel of the tiers below it. */
@@ -57,7 +59,8 @@ typedef struct cpu_mat {
 } cpu_mat;
 
 /* Views t as a matrix: the last dim is the columns, the leading dims (which must collapse into one evenly
- * strided dim) are the rows. Checks the backend is the CPU and the dtype is dt (or any float if dt < 0). */
+ * strided dim) are the rows. Checks the backend is the CPU and the dtype is dt (any dtype if dt < 0). The
+ * checks are compute/check.h's, shared with the CUDA backend. */
 kiln_status cpu_as_mat(const kiln_tensor *t, int dt, const char *op, const char *name, cpu_mat *m, kiln_err *err);
 /* A 1-D f32 vector of length n (contiguous), e.g. a gain, bias or gate. NULL t fails unless optional. */
 kiln_status cpu_as_vec(const kiln_tensor *t, int64_t n, const char *op, const char *name, const float **out,
@@ -82,20 +85,10 @@ static inline float *mat_f32_row(const cpu_mat *m, int64_t r) { return (float *)
 
 static inline float param_at(const cpu_param *p, int64_t i);
 
-/* bf16 <-> f32. bf16 is the top half of an f32; rounding is to nearest even, NaN stays NaN. */
-static inline float bf16_to_f32(uint16_t h) {
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-static inline uint16_t f32_to_bf16(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
+/* bf16 <-> f32 by the kernels' short names: tensor/convert.h's scalar reference (bf16 is the top half of an f32;
+ * rounding is to nearest even, NaN stays NaN), so the CPU backend and the converters round alike. */
+static inline float bf16_to_f32(uint16_t h) { return kiln_bf16_to_f32(h); }
+static inline uint16_t f32_to_bf16(float f) { return kiln_f32_to_bf16(f); }
 /* f32 -> bf16 -> f32: the value a bf16 dot product sees. */
 static inline float round_bf16(float f) { return bf16_to_f32(f32_to_bf16(f)); }
 
@@ -103,32 +96,7 @@ static inline float param_at(const cpu_param *p, int64_t i) {
     return p->bf16 ? bf16_to_f32(((const uint16_t *)p->p)[i]) : ((const float *)p->p)[i];
 }
 
-/* Per-op entry points, one file each (signatures as in kiln_ops). */
-kiln_status cpu_matmul(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, const kiln_tensor *w,
-                       const kiln_tensor *bias, const kiln_epilogue *epi, kiln_err *err);
-kiln_status cpu_attention(kiln_backend *be, kiln_tensor *out, const kiln_tensor *q, const kiln_tensor *k,
-                          const kiln_tensor *v, int n_q_heads, int n_kv_heads, float scale, bool causal,
-                          const kiln_tensor *key_mask, kiln_err *err);
-kiln_status cpu_rms_norm(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, const kiln_tensor *gain, float eps,
-                         kiln_err *err);
-kiln_status cpu_layer_norm_modulate(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, const kiln_tensor *shift,
-                                    const kiln_tensor *scale, float eps, kiln_err *err);
-kiln_status cpu_rope(kiln_backend *be, kiln_tensor *x, const kiln_tensor *cos, const kiln_tensor *sin, int n_heads,
-                     bool interleaved, kiln_err *err);
-kiln_status cpu_swiglu(kiln_backend *be, kiln_tensor *y, const kiln_tensor *ab, kiln_err *err);
-kiln_status cpu_silu_mul(kiln_backend *be, kiln_tensor *y, const kiln_tensor *a, const kiln_tensor *b, kiln_err *err);
-kiln_status cpu_silu(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, kiln_err *err);
-kiln_status cpu_gelu_tanh(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, kiln_err *err);
-kiln_status cpu_softmax(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, kiln_err *err);
-kiln_status cpu_add(kiln_backend *be, kiln_tensor *y, const kiln_tensor *a, const kiln_tensor *b, kiln_err *err);
-kiln_status cpu_gated_add(kiln_backend *be, kiln_tensor *x, const kiln_tensor *gate, const kiln_tensor *y,
-                          kiln_err *err);
-kiln_status cpu_scale_shift(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, float a, float b, kiln_err *err);
-kiln_status cpu_copy(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, kiln_err *err);
-kiln_status cpu_conv2d(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, const kiln_tensor *w,
-                       const kiln_tensor *bias, int stride, int pad_begin, int pad_end, kiln_err *err);
-kiln_status cpu_group_norm(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, int groups,
-                           const kiln_tensor *gamma, const kiln_tensor *beta, float eps, bool silu, kiln_err *err);
-kiln_status cpu_upsample2x(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, kiln_err *err);
+/* Per-op entry points cpu_matmul ... cpu_upsample2x, one file each (signatures as in kiln_ops). */
+KILN_DECLARE_OPS(cpu);
 
 #endif

@@ -194,6 +194,12 @@ TARGET void cpu_gemm_block_amx(const cpu_gemm *g, int64_t m0, int64_t m1, int64_
                     if (!last && (p + 1 < np || m + 32 < m1)) /* the partial sums the next panel reloads */
                         for (int l = 0; l < 64; l++) _mm_prefetch((const char *)acc[4] + l * 64, _MM_HINT_T1);
                     const uint16_t *a = wp + (int64_t)p * ksteps * 1024;
+                    /* an epilogue that reads y (ADD, GATED_RESIDUAL) finds its 32 rows x 32 columns owned in cache:
+                     * prefetch-for-write, two lines per k step, long before the stores at the end of the slice */
+                    float *yo = g->y + m * g->ys_m + nb + p * 32;
+                    const int64_t yo_lines = last && g->epi != KILN_EPI_NONE && g->ys_n == 1
+                                                 ? 2 * (g->M - m < 32 ? g->M - m : 32) : 0;
+                    int64_t yl = 0;
                     for (int64_t ks = 0; ks < ksteps; ks++) {
                         _tile_loadd(4, a + ks * 1024, 64);
                         _tile_loadd(6, b0 + ks * 512, 64);
@@ -205,6 +211,8 @@ TARGET void cpu_gemm_block_amx(const cpu_gemm *g, int64_t m0, int64_t m1, int64_
                         _tile_dpbf16ps(3, 5, 7);
                         for (int64_t q = 0; q < per && pf < pf_end; q++, pf++)
                             _mm_prefetch(nx + (pf < half ? pf * 64 : 16 * K * 2 + (pf - half) * 64), _MM_HINT_T1);
+                        for (int q = 0; q < 2 && yl < yo_lines; q++, yl++)
+                            __builtin_prefetch(yo + (yl >> 1) * g->ys_m + (yl & 1) * 16, 1, 3);
                     }
                     if (!last) {
                         _tile_stored(0, acc[0], 64);

@@ -1,44 +1,14 @@
-/* cuda_check.c - argument checks for the CUDA ops (see cuda_check.h). Host logic only. */
+/* cuda_check.c - argument checks for the CUDA ops (see cuda_check.h). Host logic only. What the CPU backend
+ * checks the same way lives in compute/check.c; this file adds the CUDA backend's own views. */
 #include "compute/cuda/cuda_check.h"
 
-static kiln_status check_device(const kiln_tensor *t, const char *op, const char *name, kiln_err *err) {
-    if (!t) return KILN_FAIL(err, KILN_E_INVALID, "%s: %s is NULL", op, name);
-    if (t->backend != KILN_BACKEND_CUDA)
-        return KILN_FAIL(err, KILN_E_INVALID, "%s: %s lives in host memory, not on the CUDA device (upload it first)",
-                         op, name);
-    if (t->ndim < 1 || t->ndim > KILN_MAX_DIMS)
-        return KILN_FAIL(err, KILN_E_INVALID, "%s: %s has %d dims", op, name, t->ndim);
-    for (int i = 0; i < t->ndim; i++)
-        if (t->shape[i] < 0) return KILN_FAIL(err, KILN_E_INVALID, "%s: %s has a negative dim", op, name);
-    if (!t->data && kiln_tensor_numel(t) > 0) return KILN_FAIL(err, KILN_E_INVALID, "%s: %s has no data", op, name);
-    return KILN_OK;
-}
-
-static bool is_act_float(kiln_dtype dt) { return dt == KILN_DT_F32 || dt == KILN_DT_BF16 || dt == KILN_DT_F16; }
+#include "compute/check.h"
 
 kiln_status kcu_as_mat(const kiln_tensor *t, int dt, const char *op, const char *name, kcu_mat *m, kiln_err *err) {
-    KILN_TRY(check_device(t, op, name, err));
-    if (dt >= 0 ? t->dtype != (kiln_dtype)dt : !is_act_float(t->dtype))
-        return KILN_FAIL(err, KILN_E_UNSUPPORTED, "%s: %s is %s, expected %s", op, name, kiln_dtype_name(t->dtype),
-                         dt >= 0 ? kiln_dtype_name((kiln_dtype)dt) : "f32, bf16 or f16");
-    int last = t->ndim - 1;
-    if (t->shape[last] > 1 && t->stride[last] != 1)
-        return KILN_FAIL(err, KILN_E_UNSUPPORTED, "%s: %s's last dim is not contiguous (stride %lld)", op, name,
-                         (long long)t->stride[last]);
-    int64_t rows = 1;
-    for (int i = 0; i < last; i++) rows *= t->shape[i];
-    for (int i = 0; i + 1 < last; i++)
-        if (t->shape[i] > 1 && t->stride[i] != t->stride[i + 1] * t->shape[i + 1])
-            return KILN_FAIL(err, KILN_E_UNSUPPORTED, "%s: %s's leading dims do not collapse into rows", op, name);
-    m->data = t->data;
-    m->rows = rows;
-    m->cols = t->shape[last];
-    m->ld = last > 0 ? t->stride[last - 1] : m->cols;
-    if (rows <= 1 && m->ld < m->cols) m->ld = m->cols; /* a single row: its stride is irrelevant */
-    if (rows > 1 && m->ld < m->cols)
-        return KILN_FAIL(err, KILN_E_INVALID, "%s: %s's row stride %lld is below its width %lld", op, name,
-                         (long long)m->ld, (long long)m->cols);
-    m->dt = t->dtype;
+    kiln_mat_view v;
+    KILN_TRY(kiln_check_mat(t, KILN_BACKEND_CUDA, dt >= 0 ? dt : KILN_CHECK_FLOAT_DTYPE, op, name, &v, err));
+    if (v.rows <= 1 && v.ld < v.cols) v.ld = v.cols; /* a single row: its stride is irrelevant */
+    *m = (kcu_mat){v.data, v.rows, v.cols, v.ld, v.dt};
     return KILN_OK;
 }
 
@@ -60,13 +30,7 @@ kiln_status kcu_as_vec(const kiln_tensor *t, int64_t n, bool optional, const cha
 }
 
 kiln_status kcu_as_nchw(const kiln_tensor *t, const char *op, const char *name, int64_t dims[4], kiln_err *err) {
-    KILN_TRY(check_device(t, op, name, err));
-    if (t->dtype != KILN_DT_F32)
-        return KILN_FAIL(err, KILN_E_UNSUPPORTED, "%s: %s is %s, expected f32", op, name, kiln_dtype_name(t->dtype));
-    if (t->ndim != 4) return KILN_FAIL(err, KILN_E_INVALID, "%s: %s must be 4-D NCHW, has %d dims", op, name, t->ndim);
-    if (!kiln_tensor_is_contiguous(t)) return KILN_FAIL(err, KILN_E_UNSUPPORTED, "%s: %s must be contiguous", op, name);
-    for (int i = 0; i < 4; i++) dims[i] = t->shape[i];
-    return KILN_OK;
+    return kiln_check_nchw(t, KILN_BACKEND_CUDA, op, name, dims, err);
 }
 
 kiln_status kcu_same_shape(const kcu_mat *a, const kcu_mat *b, const char *op, const char *an, const char *bn,
@@ -78,7 +42,7 @@ kiln_status kcu_same_shape(const kcu_mat *a, const kcu_mat *b, const char *op, c
 }
 
 kiln_status kcu_as_view4(const kiln_tensor *t, const char *op, const char *name, kcu_view4 *v, kiln_err *err) {
-    KILN_TRY(check_device(t, op, name, err));
+    KILN_TRY(kiln_check_tensor(t, KILN_BACKEND_CUDA, op, name, err));
     if (t->ndim > 4) return KILN_FAIL(err, KILN_E_UNSUPPORTED, "%s: %s has %d dims (at most 4)", op, name, t->ndim);
     int pad = 4 - t->ndim;
     for (int i = 0; i < 4; i++) {

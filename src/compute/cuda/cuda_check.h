@@ -1,9 +1,9 @@
 /* cuda_check.h - argument checks for the CUDA ops: kiln_tensors in, plain device matrices out.
  *
  * Pure host logic (no CUDA calls), compiled in every build and unit-tested on the CPU
- * (tests/unit/test_compute_cuda_check.c). The checks mirror the CPU backend's (cpu_check.c) so that a model
- * gets the same error for the same mistake on either backend; the only difference is that tensors must live
- * on the CUDA backend (device memory) instead of the host.
+ * (tests/unit/test_compute_cuda_check.c). The core is shared with the CPU backend (compute/check.h) so that a
+ * model gets the same error for the same mistake on either backend; the only difference is that tensors must
+ * live on the CUDA backend (device memory) instead of the host.
  *
  *     kcu_mat x;
  *     KILN_TRY(kcu_as_mat(xt, KILN_DT_F32, "rms_norm", "x", &x, err));   // x.rows, x.cols, x.ld, x.data

@@ -42,6 +42,33 @@ static const kiln_tensor *resident(kiln_cuda_backend *cb, const kiln_tensor *t, 
     T = (void *)resident(cuda_be(be), (T), (WEIGHT), &T##_buf_, &st_, err);                                   \
     if (st_ != KILN_OK) return st_
 
+/* The checks of every op on two activations of one shape: resides both, views them as matrices (a first, then
+ * b, named an and bn in the errors) and compares their shapes. Residing an activation has no effects (it only
+ * retags), so an op may reside its weights before calling this and keep the order of its errors. */
+static kiln_status same_shape_pair(kiln_backend *be, const kiln_tensor *at, const kiln_tensor *bt, const char *op,
+                                   const char *an, const char *bn, kcu_mat *a, kcu_mat *b, kiln_err *err) {
+    kiln_status st_ = KILN_OK;
+    RESIDE(at, false);
+    RESIDE(bt, false);
+    KILN_TRY(kcu_as_mat(at, -1, op, an, a, err));
+    KILN_TRY(kcu_as_mat(bt, -1, op, bn, b, err));
+    return kcu_same_shape(a, b, op, an, bn, err);
+}
+
+/* The image ops' y and x, as same_shape_pair for NCHW images: x is checked first, then y; *y and *x are the
+ * resident data. */
+static kiln_status nchw_pair(kiln_backend *be, const kiln_tensor *yt, const kiln_tensor *xt, const char *op,
+                             int64_t yd[4], int64_t xd[4], float **y, const float **x, kiln_err *err) {
+    kiln_status st_ = KILN_OK;
+    RESIDE(yt, false);
+    RESIDE(xt, false);
+    KILN_TRY(kcu_as_nchw(xt, op, "x", xd, err));
+    KILN_TRY(kcu_as_nchw(yt, op, "y", yd, err));
+    *y = yt->data;
+    *x = xt->data;
+    return KILN_OK;
+}
+
 /* ---- GEMM with a pinned algorithm per shape ---- */
 
 static kiln_status gemm(kiln_cuda_backend *cb, kcu_gemm_key *key, void *y, const void *x, const void *w,
@@ -189,13 +216,9 @@ kiln_status cuda_rms_norm(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *
                           kiln_err *err) {
     KILN_TRY(kcu_use(cuda_be(be), err));
     kiln_status st_ = KILN_OK;
-    RESIDE(yt, false);
-    RESIDE(xt, false);
     RESIDE(gt, true);
     kcu_mat y, x, g;
-    KILN_TRY(kcu_as_mat(yt, -1, "rms_norm", "y", &y, err));
-    KILN_TRY(kcu_as_mat(xt, -1, "rms_norm", "x", &x, err));
-    KILN_TRY(kcu_same_shape(&y, &x, "rms_norm", "y", "x", err));
+    KILN_TRY(same_shape_pair(be, yt, xt, "rms_norm", "y", "x", &y, &x, err));
     if (!gt || gt->ndim < 1) return KILN_FAIL(err, KILN_E_INVALID, "rms_norm: gain is missing");
     int64_t glen = gt->shape[0];
     KILN_TRY(kcu_as_vec(gt, glen, false, "rms_norm", "gain", &g, err));
@@ -209,14 +232,10 @@ kiln_status cuda_layer_norm_modulate(kiln_backend *be, kiln_tensor *yt, const ki
                                      const kiln_tensor *sct, float eps, kiln_err *err) {
     KILN_TRY(kcu_use(cuda_be(be), err));
     kiln_status st_ = KILN_OK;
-    RESIDE(yt, false);
-    RESIDE(xt, false);
     RESIDE(sht, false);
     RESIDE(sct, false);
     kcu_mat y, x, sh, sc;
-    KILN_TRY(kcu_as_mat(yt, -1, "layer_norm_modulate", "y", &y, err));
-    KILN_TRY(kcu_as_mat(xt, -1, "layer_norm_modulate", "x", &x, err));
-    KILN_TRY(kcu_same_shape(&y, &x, "layer_norm_modulate", "y", "x", err));
+    KILN_TRY(same_shape_pair(be, yt, xt, "layer_norm_modulate", "y", "x", &y, &x, err));
     KILN_TRY(kcu_as_vec(sht, x.cols, true, "layer_norm_modulate", "shift", &sh, err));
     KILN_TRY(kcu_as_vec(sct, x.cols, true, "layer_norm_modulate", "scale", &sc, err));
     return kcu_layer_norm_modulate(cuda_be(be), &y, &x, sh.data ? &sh : NULL, sc.data ? &sc : NULL, eps, err);
@@ -249,13 +268,8 @@ kiln_status cuda_rope(kiln_backend *be, kiln_tensor *xt, const kiln_tensor *ct, 
 
 kiln_status cuda_softmax(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt, kiln_err *err) {
     KILN_TRY(kcu_use(cuda_be(be), err));
-    kiln_status st_ = KILN_OK;
-    RESIDE(yt, false);
-    RESIDE(xt, false);
     kcu_mat y, x;
-    KILN_TRY(kcu_as_mat(yt, -1, "softmax", "y", &y, err));
-    KILN_TRY(kcu_as_mat(xt, -1, "softmax", "x", &x, err));
-    KILN_TRY(kcu_same_shape(&y, &x, "softmax", "y", "x", err));
+    KILN_TRY(same_shape_pair(be, yt, xt, "softmax", "y", "x", &y, &x, err));
     return kcu_softmax(cuda_be(be), &y, &x, err);
 }
 
@@ -275,30 +289,34 @@ kiln_status cuda_swiglu(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *ab
     return kcu_swiglu(cuda_be(be), &y, &ab, err);
 }
 
-kiln_status cuda_silu_mul(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *at, const kiln_tensor *bt, kiln_err *err) {
+/* y = f(a, b) for three activations of one shape (silu_mul, add): the launcher fn runs once all are checked. */
+typedef kiln_status (*binary_fn)(kiln_cuda_backend *cb, const kcu_mat *y, const kcu_mat *a, const kcu_mat *b,
+                                 kiln_err *err);
+
+static kiln_status binary(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *at, const kiln_tensor *bt,
+                          binary_fn fn, const char *op, kiln_err *err) {
     KILN_TRY(kcu_use(cuda_be(be), err));
     kiln_status st_ = KILN_OK;
     RESIDE(yt, false);
     RESIDE(at, false);
     RESIDE(bt, false);
     kcu_mat y, a, b;
-    KILN_TRY(kcu_as_mat(yt, -1, "silu_mul", "y", &y, err));
-    KILN_TRY(kcu_as_mat(at, -1, "silu_mul", "a", &a, err));
-    KILN_TRY(kcu_as_mat(bt, -1, "silu_mul", "b", &b, err));
-    KILN_TRY(kcu_same_shape(&y, &a, "silu_mul", "y", "a", err));
-    KILN_TRY(kcu_same_shape(&y, &b, "silu_mul", "y", "b", err));
-    return kcu_silu_mul(cuda_be(be), &y, &a, &b, err);
+    KILN_TRY(kcu_as_mat(yt, -1, op, "y", &y, err));
+    KILN_TRY(kcu_as_mat(at, -1, op, "a", &a, err));
+    KILN_TRY(kcu_as_mat(bt, -1, op, "b", &b, err));
+    KILN_TRY(kcu_same_shape(&y, &a, op, "y", "a", err));
+    KILN_TRY(kcu_same_shape(&y, &b, op, "y", "b", err));
+    return fn(cuda_be(be), &y, &a, &b, err);
+}
+
+kiln_status cuda_silu_mul(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *at, const kiln_tensor *bt, kiln_err *err) {
+    return binary(be, yt, at, bt, kcu_silu_mul, "silu_mul", err);
 }
 
 static kiln_status unary(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt, int act, const char *op,
                          kiln_err *err) {
-    kiln_status st_ = KILN_OK;
-    RESIDE(yt, false);
-    RESIDE(xt, false);
     kcu_mat y, x;
-    KILN_TRY(kcu_as_mat(yt, -1, op, "y", &y, err));
-    KILN_TRY(kcu_as_mat(xt, -1, op, "x", &x, err));
-    KILN_TRY(kcu_same_shape(&y, &x, op, "y", "x", err));
+    KILN_TRY(same_shape_pair(be, yt, xt, op, "y", "x", &y, &x, err));
     return kcu_activation(cuda_be(be), &y, &x, act, err);
 }
 
@@ -313,44 +331,24 @@ kiln_status cuda_gelu_tanh(kiln_backend *be, kiln_tensor *y, const kiln_tensor *
 }
 
 kiln_status cuda_add(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *at, const kiln_tensor *bt, kiln_err *err) {
-    KILN_TRY(kcu_use(cuda_be(be), err));
-    kiln_status st_ = KILN_OK;
-    RESIDE(yt, false);
-    RESIDE(at, false);
-    RESIDE(bt, false);
-    kcu_mat y, a, b;
-    KILN_TRY(kcu_as_mat(yt, -1, "add", "y", &y, err));
-    KILN_TRY(kcu_as_mat(at, -1, "add", "a", &a, err));
-    KILN_TRY(kcu_as_mat(bt, -1, "add", "b", &b, err));
-    KILN_TRY(kcu_same_shape(&y, &a, "add", "y", "a", err));
-    KILN_TRY(kcu_same_shape(&y, &b, "add", "y", "b", err));
-    return kcu_add(cuda_be(be), &y, &a, &b, err);
+    return binary(be, yt, at, bt, kcu_add, "add", err);
 }
 
 kiln_status cuda_gated_add(kiln_backend *be, kiln_tensor *xt, const kiln_tensor *gt, const kiln_tensor *yt,
                            kiln_err *err) {
     KILN_TRY(kcu_use(cuda_be(be), err));
     kiln_status st_ = KILN_OK;
-    RESIDE(xt, false);
     RESIDE(gt, false);
-    RESIDE(yt, false);
     kcu_mat x, g, y;
-    KILN_TRY(kcu_as_mat(xt, -1, "gated_add", "x", &x, err));
-    KILN_TRY(kcu_as_mat(yt, -1, "gated_add", "y", &y, err));
-    KILN_TRY(kcu_same_shape(&x, &y, "gated_add", "x", "y", err));
+    KILN_TRY(same_shape_pair(be, xt, yt, "gated_add", "x", "y", &x, &y, err));
     KILN_TRY(kcu_as_vec(gt, x.cols, false, "gated_add", "gate", &g, err));
     return kcu_gated_add(cuda_be(be), &x, &g, &y, err);
 }
 
 kiln_status cuda_scale_shift(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt, float a, float b, kiln_err *err) {
     KILN_TRY(kcu_use(cuda_be(be), err));
-    kiln_status st_ = KILN_OK;
-    RESIDE(yt, false);
-    RESIDE(xt, false);
     kcu_mat y, x;
-    KILN_TRY(kcu_as_mat(yt, -1, "scale_shift", "y", &y, err));
-    KILN_TRY(kcu_as_mat(xt, -1, "scale_shift", "x", &x, err));
-    KILN_TRY(kcu_same_shape(&y, &x, "scale_shift", "y", "x", err));
+    KILN_TRY(same_shape_pair(be, yt, xt, "scale_shift", "y", "x", &y, &x, err));
     return kcu_scale_shift(cuda_be(be), &y, &x, a, b, err);
 }
 
@@ -385,14 +383,13 @@ kiln_status cuda_conv2d(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt
                         const kiln_tensor *bt, int stride, int pad_begin, int pad_end, kiln_err *err) {
     KILN_TRY(kcu_use(cuda_be(be), err));
     kiln_status st_ = KILN_OK;
-    RESIDE(yt, false);
-    RESIDE(xt, false);
     RESIDE(wt, true);
     RESIDE(bt, true);
     kiln_cuda_backend *cb = cuda_be(be);
     int64_t xd[4], yd[4];
-    KILN_TRY(kcu_as_nchw(xt, "conv2d", "x", xd, err));
-    KILN_TRY(kcu_as_nchw(yt, "conv2d", "y", yd, err));
+    float *ydata;
+    const float *xdata;
+    KILN_TRY(nchw_pair(be, yt, xt, "conv2d", yd, xd, &ydata, &xdata, err));
     if (!wt || wt->ndim != 4 || !kiln_tensor_is_contiguous(wt) || wt->backend != KILN_BACKEND_CUDA ||
         (wt->dtype != KILN_DT_BF16 && wt->dtype != KILN_DT_F32))
         return KILN_FAIL(err, KILN_E_INVALID, "conv2d: w must be a contiguous bf16/f32 [Co, Ci, kh, kw] on the device");
@@ -427,12 +424,11 @@ kiln_status cuda_conv2d(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt
         w = ws;
     }
     for (int64_t n = 0; n < xd[0]; n++) {
-        float *yn = (float *)yt->data + n * co * pix;
+        float *yn = ydata + n * co * pix;
         for (int64_t p0 = 0; p0 < pix; p0 += chunk) {
             int64_t np = pix - p0 < chunk ? pix - p0 : chunk;
             kcu_mat col = {scr, np, k, ldk, in};
-            KILN_TRY(kcu_im2col(cb, &col, (const float *)xt->data, xd, n, (int)kh, (int)kw, stride, pad_begin, ho, wo,
-                                p0, np, err));
+            KILN_TRY(kcu_im2col(cb, &col, xdata, xd, n, (int)kh, (int)kw, stride, pad_begin, ho, wo, p0, np, err));
             kcu_gemm_key key;
             memset(&key, 0, sizeof key);
             key.m = co, key.n = np, key.k = k;
@@ -441,7 +437,7 @@ kiln_status cuda_conv2d(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt
             KILN_TRY(gemm(cb, &key, yn + p0, w.data, col.data, err));
         }
     }
-    if (bias.data) KILN_TRY(kcu_bias_nchw(cb, (float *)yt->data, &bias, yd[0], co, pix, err));
+    if (bias.data) KILN_TRY(kcu_bias_nchw(cb, ydata, &bias, yd[0], co, pix, err));
     return KILN_OK;
 }
 
@@ -449,13 +445,12 @@ kiln_status cuda_group_norm(kiln_backend *be, kiln_tensor *yt, const kiln_tensor
                             const kiln_tensor *gt, const kiln_tensor *bt, float eps, bool silu, kiln_err *err) {
     KILN_TRY(kcu_use(cuda_be(be), err));
     kiln_status st_ = KILN_OK;
-    RESIDE(yt, false);
-    RESIDE(xt, false);
     RESIDE(gt, true);
     RESIDE(bt, true);
     int64_t xd[4], yd[4];
-    KILN_TRY(kcu_as_nchw(xt, "group_norm", "x", xd, err));
-    KILN_TRY(kcu_as_nchw(yt, "group_norm", "y", yd, err));
+    float *ydata;
+    const float *xdata;
+    KILN_TRY(nchw_pair(be, yt, xt, "group_norm", yd, xd, &ydata, &xdata, err));
     for (int i = 0; i < 4; i++)
         if (xd[i] != yd[i]) return KILN_FAIL(err, KILN_E_INVALID, "group_norm: y and x differ in shape");
     if (groups <= 0 || xd[1] % groups)
@@ -465,22 +460,19 @@ kiln_status cuda_group_norm(kiln_backend *be, kiln_tensor *yt, const kiln_tensor
     KILN_TRY(kcu_as_vec(bt, xd[1], false, "group_norm", "beta", &b, err));
     kiln_cuda_backend *cb = cuda_be(be);
     KILN_TRY(kcu_scratch_reserve(cb, kcu_group_norm_scratch(xd, groups), err));
-    return kcu_group_norm(cb, (float *)yt->data, (const float *)xt->data, xd, groups, &g, &b, eps, silu, cb->scratch,
-                          err);
+    return kcu_group_norm(cb, ydata, xdata, xd, groups, &g, &b, eps, silu, cb->scratch, err);
 }
 
 kiln_status cuda_upsample2x(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt, kiln_err *err) {
     KILN_TRY(kcu_use(cuda_be(be), err));
-    kiln_status st_ = KILN_OK;
-    RESIDE(yt, false);
-    RESIDE(xt, false);
     int64_t xd[4], yd[4];
-    KILN_TRY(kcu_as_nchw(xt, "upsample2x", "x", xd, err));
-    KILN_TRY(kcu_as_nchw(yt, "upsample2x", "y", yd, err));
+    float *ydata;
+    const float *xdata;
+    KILN_TRY(nchw_pair(be, yt, xt, "upsample2x", yd, xd, &ydata, &xdata, err));
     if (yd[0] != xd[0] || yd[1] != xd[1] || yd[2] != 2 * xd[2] || yd[3] != 2 * xd[3])
         return KILN_FAIL(err, KILN_E_INVALID, "upsample2x: y must be [%lld, %lld, %lld, %lld]", (long long)xd[0],
                          (long long)xd[1], (long long)(2 * xd[2]), (long long)(2 * xd[3]));
-    return kcu_upsample2x(cuda_be(be), (float *)yt->data, (const float *)xt->data, xd, err);
+    return kcu_upsample2x(cuda_be(be), ydata, xdata, xd, err);
 }
 
 #endif /* KILN_HAVE_CUDA */
