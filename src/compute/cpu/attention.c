@@ -72,7 +72,7 @@ typedef struct att_run {
 static void run_task(void *ctx, size_t t, int thread) {
     const att_run *r = ctx;
     const att_job *j = r->j;
-    r->task(j, (int64_t)t / j->nqb, ((int64_t)t % j->nqb) * ATT_BQ, (float *)(j->scratch + (size_t)thread * j->per_thread));
+    r->task(j, (int64_t)t / j->nqb, ((int64_t)t % j->nqb) * j->bq, (float *)(j->scratch + (size_t)thread * j->per_thread));
 }
 
 static void pack_task(void *ctx, size_t t, int thread) {
@@ -110,13 +110,14 @@ kiln_status cpu_attention(kiln_backend *be, kiln_tensor *out, const kiln_tensor 
         j.mask = key_mask->data;
     }
     if (j.q.rows == 0 || j.dh == 0) return KILN_OK;
-    j.nqb = (j.q.rows + ATT_BQ - 1) / ATT_BQ;
+    j.bq = ATT_BQ;
     att_run r = {&j, att_task_scalar};
     /* kernel choice: AMX for FAST when the head size fits whole tiles; else the f32 vector kernel of the tier */
     bool amx = cb->tier >= KILN_CPU_AMX && be->precision == KILN_PREC_FAST && j.dh % 32 == 0 && j.dh <= 512 && j.k.rows > 0;
     size_t pack_bytes = 0;
     if (amx) {
         r.task = att_task_amx;
+        j.bq = ATT_BQ_AMX;
         j.per_thread = att_scratch_amx(j.dh);
         j.sk_pad = (j.k.rows + ATT_BK_AMX - 1) / ATT_BK_AMX * ATT_BK_AMX;
         pack_bytes = (size_t)(2 * n_kv_heads * j.sk_pad * j.dh) * sizeof(uint16_t);
@@ -128,6 +129,7 @@ kiln_status cpu_attention(kiln_backend *be, kiln_tensor *out, const kiln_tensor 
     } else {
         j.per_thread = ((size_t)ATT_BQ * (size_t)(j.dh + ATT_BK) * sizeof(float) + 63) & ~(size_t)63;
     }
+    j.nqb = (j.q.rows + j.bq - 1) / j.bq;
     void *s;
     KILN_TRY(cpu_scratch(cb, j.per_thread * (size_t)cb->n_threads + pack_bytes, &s, err));
     j.scratch = s;

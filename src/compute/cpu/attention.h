@@ -9,11 +9,12 @@
 #define ATT_BQ 32  /* queries per task */
 #define ATT_BK 64  /* keys per block in the f32 kernels */
 #define ATT_BK_AMX 128 /* keys per block in the AMX kernel */
+#define ATT_BQ_AMX 128 /* queries per task in the AMX kernel (a multiple of ATT_BQ; see attention_amx.c) */
 
 typedef struct att_job {
     cpu_mat out, q, k, v;
     const uint8_t *mask;
-    int64_t hq, hkv, dh, nqb;
+    int64_t hq, hkv, dh, nqb, bq; /* bq: queries per task (ATT_BQ, or ATT_BQ_AMX), nqb: tasks per head */
     float scale;
     bool causal;
     char *scratch; /* n_threads * per_thread bytes */
@@ -23,7 +24,7 @@ typedef struct att_job {
     int64_t sk_pad;
 } att_job;
 
-/* One task: head h, queries [q0, q0 + ATT_BQ) clipped to Sq. */
+/* One task: head h, queries [q0, q0 + j->bq) clipped to Sq. */
 void att_task_scalar(const att_job *j, int64_t h, int64_t q0, float *scratch);
 void att_task_f32_generic(const att_job *j, int64_t h, int64_t q0, float *scratch);
 void att_task_f32_avx2(const att_job *j, int64_t h, int64_t q0, float *scratch);

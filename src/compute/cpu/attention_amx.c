@@ -25,8 +25,8 @@ typedef struct amx_cfg {
 static inline void amx_load_config(const amx_cfg *c) { __asm__ volatile("ldtilecfg %0" ::"m"(*c)); }
 
 size_t att_scratch_amx(int64_t dh) {
-    size_t q = (size_t)ATT_BQ * (size_t)dh * 2, s = (size_t)ATT_BQ * BK * 4 * 2, p = (size_t)ATT_BQ * BK * 2,
-           o = (size_t)ATT_BQ * (size_t)dh * 4;
+    size_t q = (size_t)ATT_BQ_AMX * (size_t)dh * 2, s = (size_t)ATT_BQ * BK * 4 * 2, p = (size_t)ATT_BQ * BK * 2,
+           o = (size_t)ATT_BQ_AMX * (size_t)dh * 4;
     return (q + s + p + o + 64 * 4 + 63) & ~(size_t)63;
 }
 
@@ -161,50 +161,77 @@ TARGET static inline void softmax_row(const float *S, const float *bias, int64_t
     *l += _mm512_reduce_add_ps(sum);
 }
 
+/* The key/value stream is the cost to manage: K and V of one head at 4,608 keys are 2.4 MB of bf16 - more than
+ * L2 - and every pass over them comes from L3. A task therefore takes ATT_BQ_AMX queries (NSUB sub-blocks of
+ * 32, each with its own running max, sum and output), and each key block (BK keys: 64 KB of K and V tiles) is
+ * used by all sub-blocks while it sits in L2: a quarter of the L3 traffic of 32-query tasks, which left the
+ * tile unit waiting on L3 at 1/4 of its rate even with the softmax removed. Work items are (key block,
+ * sub-block) pairs in that order; the scores of the next item are computed during the softmax of the current
+ * one (see below). */
+#define NSUB (ATT_BQ_AMX / ATT_BQ)
+
 TARGET void att_task_amx(const att_job *j, int64_t h, int64_t q0, float *scratch) {
     const int64_t dh = j->dh, hk = h / (j->hq / j->hkv), sk = j->k.rows;
-    const int64_t nq = j->q.rows - q0 < ATT_BQ ? j->q.rows - q0 : ATT_BQ;
-    uint16_t *qb = (uint16_t *)scratch;               /* [32][dh] bf16 */
-    float *Sb = (float *)(qb + ATT_BQ * dh);          /* 2 x [32][BK] f32 (double buffer) */
-    uint16_t *P = (uint16_t *)(Sb + 2 * ATT_BQ * BK); /* [32][BK] bf16 */
-    float *O = (float *)(P + ATT_BQ * BK);            /* [32][dh] f32 */
-    float m[ATT_BQ], l[ATT_BQ];
+    const int64_t nq_all = j->q.rows - q0 < ATT_BQ_AMX ? j->q.rows - q0 : ATT_BQ_AMX;
+    const int nsub = (int)((nq_all + ATT_BQ - 1) / ATT_BQ);
+    uint16_t *qb = (uint16_t *)scratch;                      /* NSUB x [32][dh] bf16 */
+    float *Sb = (float *)(qb + ATT_BQ_AMX * dh);             /* 2 x [32][BK] f32 (double buffer) */
+    uint16_t *P = (uint16_t *)(Sb + 2 * ATT_BQ * BK);        /* [32][BK] bf16 */
+    float *Ob = (float *)(P + ATT_BQ * BK);                  /* NSUB x [32][dh] f32 */
+    float m[NSUB][ATT_BQ], l[NSUB][ATT_BQ];
+    int64_t nq[NSUB], kend[NSUB], kend_max = 0;
     /* q is scaled by scale * log2(e) as it is rounded to bf16, so scores come out in base-2 exponent units */
     const __m512 qscale = _mm512_set1_ps(j->scale * 1.44269504088896341f);
-    for (int64_t i = 0; i < ATT_BQ; i++) {
-        m[i] = -INFINITY, l[i] = 0;
-        const float *qr = i < nq ? mat_f32_row(&j->q, q0 + i) + h * dh : NULL;
-        for (int64_t d = 0; d < dh; d += 32) {
-            __m512 lo = qr ? _mm512_mul_ps(_mm512_loadu_ps(qr + d), qscale) : _mm512_setzero_ps();
-            __m512 hi = qr ? _mm512_mul_ps(_mm512_loadu_ps(qr + d + 16), qscale) : _mm512_setzero_ps();
-            _mm512_storeu_si512(qb + i * dh + d, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+    for (int u = 0; u < nsub; u++) {
+        const int64_t qs = q0 + u * ATT_BQ;
+        nq[u] = nq_all - u * ATT_BQ < ATT_BQ ? nq_all - u * ATT_BQ : ATT_BQ;
+        kend[u] = j->causal ? (qs + nq[u] < sk ? qs + nq[u] : sk) : sk;
+        if (kend[u] > kend_max) kend_max = kend[u];
+        for (int64_t i = 0; i < ATT_BQ; i++) {
+            m[u][i] = -INFINITY, l[u][i] = 0;
+            const float *qr = i < nq[u] ? mat_f32_row(&j->q, qs + i) + h * dh : NULL;
+            for (int64_t d = 0; d < dh; d += 32) {
+                __m512 lo = qr ? _mm512_mul_ps(_mm512_loadu_ps(qr + d), qscale) : _mm512_setzero_ps();
+                __m512 hi = qr ? _mm512_mul_ps(_mm512_loadu_ps(qr + d + 16), qscale) : _mm512_setzero_ps();
+                _mm512_storeu_si512(qb + (u * ATT_BQ + i) * dh + d, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+            }
         }
     }
-    memset(O, 0, sizeof(float) * (size_t)(ATT_BQ * dh));
+    memset(Ob, 0, sizeof(float) * (size_t)(nsub * ATT_BQ * dh));
     amx_cfg cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.palette = 1;
     for (int t = 0; t < 8; t++) cfg.colsb[t] = 64, cfg.rows[t] = 16;
     amx_load_config(&cfg);
     const uint16_t *kp = j->kp + hk * j->sk_pad * dh, *vp = j->vp + hk * j->sk_pad * dh;
-    const int64_t kend = j->causal ? (q0 + nq < sk ? q0 + nq : sk) : sk;
     const int64_t ostride = dh * 4, nc = dh / 32;
-    /* 32-key chunks a block needs: the last block (and the diagonal block when causal) may be short */
-#define CHUNKS(k0) ((int)(((kend - (k0) < BK ? kend - (k0) : BK) + 31) / 32))
-    if (kend > 0)
-        for (int g = 0; g < CHUNKS(0); g++) {
-            score_issue(qb, kp, nc, dh, 0, g);
-            score_store(Sb, g);
-        }
-    for (int64_t k0 = 0; k0 < kend; k0 += BK) {
-        const int nch = CHUNKS(k0);
-        float *S = Sb + ((k0 / BK) & 1) * ATT_BQ * BK, *Sn = Sb + ((k0 / BK + 1) & 1) * ATT_BQ * BK;
-        /* the next block's scores are computed during this block's softmax: one pass issued, then 8 rows of
+    /* 32-key chunks item (k0, u) needs: the last block (and the diagonal block when causal) may be short */
+#define CHUNKS(k0, u) ((int)(((kend[u] - (k0) < BK ? kend[u] - (k0) : BK) + 31) / 32))
+#define QB(u) (qb + (int64_t)(u) * ATT_BQ * dh)
+    int64_t k0 = 0;
+    int u = 0;
+    while (u < nsub && kend[u] <= 0) u++; /* (only a causal sub-block with no rows could see no key) */
+    if (u == nsub || kend_max <= 0) goto done;
+    for (int g = 0; g < CHUNKS(0, u); g++) {
+        score_issue(QB(u), kp, nc, dh, 0, g);
+        score_store(Sb, g);
+    }
+    for (int64_t it = 0;; it++) {
+        const int nch = CHUNKS(k0, u);
+        float *S = Sb + (it & 1) * ATT_BQ * BK, *Sn = Sb + ((it + 1) & 1) * ATT_BQ * BK, *O = Ob + u * ATT_BQ * dh;
+        /* the next item: the next sub-block that still sees keys in this block, else the next block */
+        int64_t nk0 = k0;
+        int nu = u;
+        do {
+            if (++nu == nsub) nu = 0, nk0 += BK;
+        } while (nk0 < kend_max && nk0 >= kend[nu]);
+        const bool has_next = nk0 < kend_max;
+        /* the next item's scores are computed during this item's softmax: one pass issued, then 8 rows of
          * softmax on the vector units while the tile unit works, then the pass stored and the next issued.
-         * They land in the other buffer, read one iteration later (vector loads cannot forward from tile stores) */
-        const int nnext = k0 + BK < kend ? CHUNKS(k0 + BK) : 0;
+         * They land in the other buffer, read one item later (vector loads cannot forward from tile stores) */
+        const int nnext = has_next ? CHUNKS(nk0, nu) : 0;
         int pass = 0;
-        if (nnext > 0) score_issue(qb, kp, nc, dh, k0 + BK, 0);
+        if (nnext > 0) score_issue(QB(nu), kp, nc, dh, nk0, 0);
         /* which keys of the block exist and are not masked out: a 0 / -inf bias per key (only built for a block
          * that runs past the last key or has a key mask; full unmasked blocks skip the add) */
         float bias[BK] __attribute__((aligned(64)));
@@ -214,20 +241,21 @@ TARGET void att_task_amx(const att_job *j, int64_t h, int64_t q0, float *scratch
                 int64_t key = k0 + c;
                 bias[c] = key < sk && (!j->mask || j->mask[key]) ? 0.0f : -INFINITY;
             }
+        const int64_t qs = q0 + u * ATT_BQ;
         for (int64_t i = 0; i < ATT_BQ; i++) {
-            if (i < nq)
-                softmax_row(S + i * BK, use_bias ? bias : NULL, j->causal ? q0 + i - k0 : BK, nch, &m[i], &l[i],
+            if (i < nq[u])
+                softmax_row(S + i * BK, use_bias ? bias : NULL, j->causal ? qs + i - k0 : BK, nch, &m[u][i], &l[u][i],
                             O + i * dh, dh, P + i * BK);
             else
                 memset(P + i * BK, 0, BK * 2);
-            if ((i & 7) == 7 && pass < nnext) {
+            if ((i + 1) % (ATT_BQ * 32 / BK) == 0 && pass < nnext) {
                 score_store(Sn, pass);
-                if (++pass < nnext) score_issue(qb, kp, nc, dh, k0 + BK, pass);
+                if (++pass < nnext) score_issue(QB(nu), kp, nc, dh, nk0, pass);
             }
         }
-        for (; pass < nnext; pass++) { /* BK / 32 passes fit the four checkpoints; kept for other BK */
+        for (; pass < nnext; pass++) { /* BK / 32 passes fit the checkpoints; kept for other BK */
             score_store(Sn, pass);
-            if (pass + 1 < nnext) score_issue(qb, kp, nc, dh, k0 + BK, pass + 1);
+            if (pass + 1 < nnext) score_issue(QB(nu), kp, nc, dh, nk0, pass + 1);
         }
         /* O += P V: output tiles (2 query halves x 2 dim slices of 16) accumulate in place */
         const uint16_t *vblk = vp + (k0 / 32) * (dh / 16) * 512;
@@ -252,12 +280,17 @@ TARGET void att_task_amx(const att_job *j, int64_t h, int64_t q0, float *scratch
             _tile_stored(2, O + 16 * dh + sl * 16, ostride);
             _tile_stored(3, O + 16 * dh + sl * 16 + 16, ostride);
         }
+        if (!has_next) break;
+        k0 = nk0, u = nu;
     }
+done:
 #undef CHUNKS
+#undef QB
     _tile_release();
-    for (int64_t i = 0; i < nq; i++) {
-        float *dst = mat_f32_row(&j->out, q0 + i) + h * dh;
-        __m512 inv = _mm512_set1_ps(l[i] > 0 ? 1.0f / l[i] : 0.0f);
-        for (int64_t d = 0; d < dh; d += 16) _mm512_storeu_ps(dst + d, _mm512_mul_ps(_mm512_loadu_ps(O + i * dh + d), inv));
-    }
+    for (int w = 0; w < nsub; w++)
+        for (int64_t i = 0; i < nq[w]; i++) {
+            float *dst = mat_f32_row(&j->out, q0 + w * ATT_BQ + i) + h * dh, *O = Ob + (w * ATT_BQ + i) * dh;
+            __m512 inv = _mm512_set1_ps(l[w][i] > 0 ? 1.0f / l[w][i] : 0.0f);
+            for (int64_t d = 0; d < dh; d += 16) _mm512_storeu_ps(dst + d, _mm512_mul_ps(_mm512_loadu_ps(O + d), inv));
+        }
 }

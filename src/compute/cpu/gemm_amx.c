@@ -140,15 +140,18 @@ size_t cpu_gemm_amx_ws_bytes(int64_t rows, int64_t K) {
     return (pack + acc + 63) & ~(size_t)63;
 }
 
-/* Copies weight rows [n, n + 32 * np) x k [kc, ke) into the panel layout. */
+/* Copies weight rows [n, n + 32 * np) x k [kc, ke) into the panel layout, row by row: each row's slice is one
+ * sequential read the hardware prefetcher can follow (the weights mostly come from DRAM: a DiT step reads
+ * every weight once), scattered into the panel in L2. */
 TARGET static void pack_panels(const cpu_gemm *g, uint16_t *wp, int64_t n, int np, int64_t kc, int64_t ke) {
     const uint16_t *w = g->w;
     const int64_t ksteps = (ke - kc) / 32;
     for (int p = 0; p < np; p++)
-        for (int64_t ks = 0; ks < ksteps; ks++)
-            for (int r = 0; r < 32; r++)
-                _mm512_store_si512(wp + ((p * ksteps + ks) * 32 + r) * 32,
-                                   _mm512_loadu_si512(w + (n + p * 32 + r) * g->ldw + kc + ks * 32));
+        for (int r = 0; r < 32; r++) {
+            const uint16_t *src = w + (n + p * 32 + r) * g->ldw + kc;
+            uint16_t *dst = wp + (p * ksteps * 32 + r) * 32;
+            for (int64_t ks = 0; ks < ksteps; ks++) _mm512_store_si512(dst + ks * 1024, _mm512_loadu_si512(src + ks * 32));
+        }
 }
 
 TARGET void cpu_gemm_block_amx(const cpu_gemm *g, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
@@ -171,6 +174,13 @@ TARGET void cpu_gemm_block_amx(const cpu_gemm *g, int64_t m0, int64_t m1, int64_
             const int64_t ke = kc + kcl < K ? kc + kcl : K, ksteps = (ke - kc) / 32;
             const bool first = kc == 0, last = ke >= K;
             pack_panels(g, wp, nb, np, kc, ke);
+            /* the next K slice's weight rows are read into L2 while this slice computes, a line or two per k
+             * step, so that its pack copies from L2 instead of waiting on memory */
+            const int64_t nkc = ke, nke = nkc + kcl < K ? nkc + kcl : K, nlines_row = (nke - nkc) * 2 / 64;
+            const int64_t nw_lines = nkc < K ? (ne - nb) * nlines_row : 0;
+            const int64_t msteps = (m1 - m0 + 31) / 32, total_steps = msteps * np * ksteps;
+            const int64_t nw_per = total_steps > 0 ? (nw_lines + total_steps - 1) / total_steps : 0;
+            int64_t nw = 0;
             for (int64_t m = m0; m < m1; m += 32) {
                 const uint16_t *b0 = g->xb + m * K + kc * 16, *b1 = b0 + 16 * K;
                 /* the next 32 rows' slice: 2 x ksteps KB, spread over this step's np * ksteps tile steps */
@@ -213,6 +223,9 @@ TARGET void cpu_gemm_block_amx(const cpu_gemm *g, int64_t m0, int64_t m1, int64_
                             _mm_prefetch(nx + (pf < half ? pf * 64 : 16 * K * 2 + (pf - half) * 64), _MM_HINT_T1);
                         for (int q = 0; q < 2 && yl < yo_lines; q++, yl++)
                             __builtin_prefetch(yo + (yl >> 1) * g->ys_m + (yl & 1) * 16, 1, 3);
+                        for (int64_t q = 0; q < nw_per && nw < nw_lines; q++, nw++)
+                            _mm_prefetch((const char *)((const uint16_t *)g->w + (nb + nw / nlines_row) * g->ldw + nkc) + (nw % nlines_row) * 64,
+                                         _MM_HINT_T1);
                     }
                     if (!last) {
                         _tile_stored(0, acc[0], 64);
