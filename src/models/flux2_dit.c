@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "compute/cuda/cuda_graph_cache.h"
 #include "models/flux2_dit.h"
 #include "models/rope_tables.h"
 #include "models/views.h"
@@ -27,7 +28,7 @@ struct kiln_flux2_dit_ws {
     float *P;             /* [B*(L+N), 3D + 2F]  single block linear1 output */
     float *OM;            /* [B*(L+N), D + F]    attention out | mlp activation */
     float *vec;           /* [D] timestep vector, then SiLU(vec) */
-    float *temb;          /* [t_ch] sinusoidal + [D] hidden */
+    float *temb;          /* [t_ch] sinusoidal (the per-step input: set_timestep uploads it) + [D] hidden */
     float *mods;          /* m_img [6D] | m_txt [6D] | m_sgl [3D] | final shift [D] | final scale [D] */
     float *rcos, *rsin;   /* [L+N, Dh/2] */
 };
@@ -121,13 +122,29 @@ kiln_status kiln_flux2_dit_ws_create(const kiln_flux2_dit *m, kiln_backend *be, 
     return KILN_OK;
 }
 
+/* Every backend buffer of a workspace: for freeing, and for the graph key (a CUDA graph bakes in all of them). */
+#define WS_NBUF 20
+static void ws_bufs(const kiln_flux2_dit_ws *w, float *b[WS_NBUF]) {
+    float *all[WS_NBUF] = {w->img, w->txt, w->txt0, w->nrm,  w->qkv_i, w->qkv_t, w->cat,  w->catout, w->att_i, w->att_t,
+                           w->mlp, w->act, w->S,    w->P,    w->OM,    w->vec,   w->temb, w->mods,   w->rcos,  w->rsin};
+    memcpy(b, all, sizeof all);
+}
+
 void kiln_flux2_dit_ws_free(kiln_backend *be, kiln_flux2_dit_ws *w) {
     if (!w) return;
-    float *bufs[] = {w->img, w->txt,  w->txt0, w->nrm, w->qkv_i, w->qkv_t, w->cat,  w->catout, w->att_i, w->att_t,
-                     w->mlp, w->act,  w->S,    w->P,   w->OM,    w->vec,   w->temb, w->mods,   w->rcos,  w->rsin};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+    float *bufs[WS_NBUF];
+    ws_bufs(w, bufs);
+    for (int i = 0; i < WS_NBUF; i++)
         if (bufs[i]) be->ops->free(be, bufs[i]);
     kiln_free(w);
+}
+
+uint64_t kiln_flux2_dit_ws_key(const kiln_flux2_dit_ws *w, uint64_t key) {
+    float *bufs[WS_NBUF];
+    ws_bufs(w, bufs);
+    key = kcu_graph_key(kcu_graph_key(kcu_graph_key(key, w->B), w->L), w->N);
+    for (int i = 0; i < WS_NBUF; i++) key = kcu_graph_key(key, (int64_t)(uintptr_t)bufs[i]);
+    return key;
 }
 
 void kiln_flux2_dit_ws_new_text(kiln_flux2_dit_ws *ws) { ws->have_txt = false; }
@@ -242,16 +259,30 @@ static kiln_status single_block(const kiln_flux2_dit *m, kiln_backend *be, kiln_
     return kiln_matmul_epi(be, &S, &OM, &blk->linear2, NULL, &gated, err);
 }
 
-kiln_status kiln_flux2_dit_forward(const kiln_flux2_dit *m, kiln_backend *be, kiln_flux2_dit_ws *w,
-                                   const float *x, const float *txt, float t, float *v, kiln_err *err) {
-    const kiln_ops *op = be->ops;
-    const int64_t D = m->hidden, B = w->B, L = w->L, N = w->N, T = L + N;
-
-    /* 1. timestep vector: vec = t_out(SiLU(t_in(sinusoidal(t)))) */
+kiln_status kiln_flux2_dit_set_timestep(const kiln_flux2_dit *m, kiln_backend *be, kiln_flux2_dit_ws *w, float t,
+                                       kiln_err *err) {
     float host_emb[1024];
     if (m->t_ch > 1024) return KILN_FAIL(err, KILN_E_UNSUPPORTED, "DiT: %d timestep channels (max 1024)", m->t_ch);
     kiln_flux2_timestep_embedding(t, m->t_ch, host_emb);
-    CK(op->upload(be, w->temb, host_emb, (size_t)m->t_ch * sizeof(float), err));
+    return be->ops->upload(be, w->temb, host_emb, (size_t)m->t_ch * sizeof(float), err);
+}
+
+kiln_status kiln_flux2_dit_set_text(const kiln_flux2_dit *m, kiln_backend *be, kiln_flux2_dit_ws *w, const float *txt,
+                                    kiln_err *err) {
+    kiln_tensor C = kiln_tensor_make((void *)txt, KILN_DT_F32, 2, (int64_t[]){(int64_t)w->B * w->L, m->ctx_dim});
+    kiln_tensor TXT0 = kiln_f32_2d(w->txt0, (int64_t)w->B * w->L, m->hidden);
+    CK(kiln_matmul(be, &TXT0, &C, &m->txt_in, NULL, err));
+    w->have_txt = true;
+    return KILN_OK;
+}
+
+kiln_status kiln_flux2_dit_run(const kiln_flux2_dit *m, kiln_backend *be, kiln_flux2_dit_ws *w, const float *x,
+                               float *v, kiln_err *err) {
+    const kiln_ops *op = be->ops;
+    const int64_t D = m->hidden, B = w->B, L = w->L, N = w->N, T = L + N;
+    if (!w->have_txt) return KILN_FAIL(err, KILN_E_INTERNAL, "DiT: run before kiln_flux2_dit_set_text");
+
+    /* 1. timestep vector: vec = t_out(SiLU(t_in(sinusoidal(t)))), the sinusoidal part uploaded by set_timestep */
     kiln_tensor temb = kiln_f32_2d(w->temb, 1, m->t_ch), th = kiln_f32_2d(w->temb + m->t_ch, 1, D);
     kiln_tensor vec = kiln_f32_2d(w->vec, 1, D);
     CK(kiln_matmul(be, &th, &temb, &m->t_in, NULL, err));
@@ -269,16 +300,11 @@ kiln_status kiln_flux2_dit_forward(const kiln_flux2_dit *m, kiln_backend *be, ki
     CK(kiln_matmul(be, &f_sh, &vec, &m->final_shift, NULL, err));
     CK(kiln_matmul(be, &f_sc, &vec, &m->final_scale, NULL, err));
 
-    /* 3. input projections (the text one is the same every step: computed once per request) */
+    /* 3. input projections (the text one, txt0, is the same every step: made once by set_text) */
     kiln_tensor X = kiln_tensor_make((void *)x, KILN_DT_F32, 2, (int64_t[]){B * N, m->in_ch});
     kiln_tensor IMG = kiln_f32_2d(w->img, B * N, D), TXT = kiln_f32_2d(w->txt, B * L, D);
     kiln_tensor TXT0 = kiln_f32_2d(w->txt0, B * L, D);
     CK(kiln_matmul(be, &IMG, &X, &m->img_in, NULL, err));
-    if (!w->have_txt) {
-        kiln_tensor C = kiln_tensor_make((void *)txt, KILN_DT_F32, 2, (int64_t[]){B * L, m->ctx_dim});
-        CK(kiln_matmul(be, &TXT0, &C, &m->txt_in, NULL, err));
-        w->have_txt = true;
-    }
     CK(op->copy(be, &TXT, &TXT0, err));
 
     /* 5. double-stream blocks */
@@ -305,4 +331,11 @@ kiln_status kiln_flux2_dit_forward(const kiln_flux2_dit *m, kiln_backend *be, ki
     kiln_tensor V = kiln_f32_2d(v, B * N, m->out_ch);
     CK(kiln_matmul(be, &V, &nrm, &m->final_out, NULL, err));
     return KILN_OK;
+}
+
+kiln_status kiln_flux2_dit_forward(const kiln_flux2_dit *m, kiln_backend *be, kiln_flux2_dit_ws *w,
+                                   const float *x, const float *txt, float t, float *v, kiln_err *err) {
+    CK(kiln_flux2_dit_set_timestep(m, be, w, t, err));
+    if (!w->have_txt) CK(kiln_flux2_dit_set_text(m, be, w, txt, err));
+    return kiln_flux2_dit_run(m, be, w, x, v, err);
 }

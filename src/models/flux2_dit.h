@@ -5,8 +5,12 @@
  *     KILN_TRY(kiln_flux2_dit_load(ck, config_json_or_NULL, &dit, &err));   // BFL or diffusers names
  *     kiln_flux2_dit_ws *ws;                                               // all activations, made once
  *     KILN_TRY(kiln_flux2_dit_ws_create(dit, be, batch, n_txt, h16, w16, &ws, &err));
- *     for each step: KILN_TRY(kiln_flux2_dit_forward(dit, be, ws, x, txt, sigma, v, &err));
+ *     for each step: KILN_TRY(kiln_flux2_dit_forward(dit, be, ws, x, txt, t, v, &err));
  *     kiln_flux2_dit_ws_free(be, ws); kiln_flux2_dit_free(dit);               // ck must outlive dit
+ *
+ * forward = set_timestep (host embedding + upload) + set_text (once per request) + run. A caller replaying the
+ * step as a CUDA graph calls set_text once and set_timestep before each step itself, and captures only run:
+ * run launches ops on workspace memory and nothing else (see compute/cuda/cuda_backend.h).
  *
  * Layouts (detected from the names, never configured): BFL/ComfyUI single file (fused img/txt qkv,
  * final_layer.adaLN_modulation.1 rows = [shift; scale]) and diffusers (split to_q/to_k/to_v, norm_out rows =
@@ -102,5 +106,20 @@ size_t kiln_flux2_dit_workspace(const kiln_flux2_dit *m, int batch, int n_txt, i
  * Allocates nothing. */
 kiln_status kiln_flux2_dit_forward(const kiln_flux2_dit *m, kiln_backend *be, kiln_flux2_dit_ws *ws,
                                    const float *x, const float *txt, float t, float *v, kiln_err *err);
+
+/* The parts of forward. set_timestep: the sinusoidal embedding of t, uploaded into the workspace (the one
+ * per-step input of run). set_text: the text projection of txt into the workspace (once per request). run: the
+ * evaluation from those two, x and v as in forward; launches ops only (no upload, allocation or sync), so it
+ * can be captured as a CUDA graph. KILN_E_INTERNAL if set_text was never called. */
+kiln_status kiln_flux2_dit_set_timestep(const kiln_flux2_dit *m, kiln_backend *be, kiln_flux2_dit_ws *ws, float t,
+                                       kiln_err *err);
+kiln_status kiln_flux2_dit_set_text(const kiln_flux2_dit *m, kiln_backend *be, kiln_flux2_dit_ws *ws, const float *txt,
+                                    kiln_err *err);
+kiln_status kiln_flux2_dit_run(const kiln_flux2_dit *m, kiln_backend *be, kiln_flux2_dit_ws *ws, const float *x,
+                               float *v, kiln_err *err);
+
+/* key with the workspace's shape (batch, text and image tokens) and every buffer address mixed in
+ * (kcu_graph_key): a captured run is valid only for the same workspace memory. */
+uint64_t kiln_flux2_dit_ws_key(const kiln_flux2_dit_ws *ws, uint64_t key);
 
 #endif

@@ -17,6 +17,7 @@
 #include "base/log.h"
 #include "models/latent.h"
 #include "models/views.h"
+#include "pipeline/denoise_step.h"
 #include "pipeline/engine_internal.h"
 #include "pipeline/memory.h"
 #include "pipeline/noise.h"
@@ -42,6 +43,7 @@ typedef struct run {
     float *feat;          /* backend [Bd * L, ctx] */
     float *x, *xin, *v;   /* backend latents: [B*N, 128], [Bd*N, 128], [Bd*N, 128] */
     float *tmp;           /* backend [B*N, 128] */
+    float *dt;            /* backend [128]: the step's Euler dt (denoise_step.h) */
     float *sigmas;
     kiln_flux2_dit_ws *ws;
     kiln_trace_fn trace;  /* tests only (trace.h); host pointers, CPU backend */
@@ -240,28 +242,26 @@ done:
     return s;
 }
 
+/* Each step: upload its inputs, then the body (kiln_denoise_step_run: a CUDA graph per shape on the GPU); the
+ * timing, tracing, sync and progress stay out here because a graph body may not sync or look at host data. */
 static kiln_status denoise(run *r, kiln_err *err) {
     kiln_engine *e = r->e;
     kiln_backend *be = e->be;
-    const kiln_ops *op = be->ops;
     int64_t BN = (int64_t)r->B * r->N;
-    kiln_tensor X = kiln_f32_2d(r->x, BN, 128), T = kiln_f32_2d(r->tmp, BN, 128);
-    kiln_tensor V = kiln_f32_2d(r->v, BN, 128), VU = kiln_f32_2d(r->v + BN * 128, BN, 128);
     KILN_TRY(kiln_flux2_dit_ws_create(e->dit, be, r->Bd, r->L, r->h16, r->w16, &r->ws, err));
+    r->dt = be->ops->alloc(be, 128 * sizeof(float));
+    if (!r->dt) return KILN_FAIL(err, KILN_E_NOMEM, "denoising: out of memory");
+    KILN_TRY(kiln_flux2_dit_set_text(e->dit, be, r->ws, r->feat, err)); /* the same for every step */
+    kiln_denoise_step st = {e->dit, r->ws, r->B, r->N, r->base, r->guidance, r->x, r->xin, r->v, r->tmp, r->dt};
     double loop_t0 = kiln_clock_s();
     for (int k = 0; k < r->steps; k++) {
         double st0 = kiln_clock_s();
         float t = kiln_flux2_timestep_value(r->sigmas[k]);
-        const float *xin = r->x;
-        if (r->base) {
-            kiln_tensor XA = kiln_f32_2d(r->xin, BN, 128), XB = kiln_f32_2d(r->xin + BN * 128, BN, 128);
-            KILN_TRY(op->copy(be, &XA, &X, err));
-            KILN_TRY(op->copy(be, &XB, &X, err));
-            xin = r->xin;
-        }
-        KILN_TRY(kiln_flux2_dit_forward(e->dit, be, r->ws, xin, r->feat, t, r->v, err));
+        /* Euler: x += (sigma_next - sigma) * v, with f32 sigmas */
+        KILN_TRY(kiln_denoise_step_set(&st, be, t, r->sigmas[k + 1] - r->sigmas[k], err));
         char name[64];
-        if (r->trace) {
+        if (r->trace) { /* the halves of the body, eagerly, with a look at the velocity in between */
+            KILN_TRY(kiln_denoise_step_forward(&st, be, err));
             float ts = t / 1000.0f;
             snprintf(name, sizeof name, "step%d.timestep", k);
             trace(r, name, &ts, 1);
@@ -271,18 +271,11 @@ static kiln_status denoise(run *r, kiln_err *err) {
                 snprintf(name, sizeof name, "step%d.velocity_uncond", k);
                 trace(r, name, r->v + BN * 128, (size_t)BN * 128);
             }
+            KILN_TRY(kiln_denoise_step_update(&st, be, err));
+        } else {
+            KILN_TRY(kiln_denoise_step_run(&st, be, err));
         }
-        if (r->base) { /* v = v_u + g (v_c - v_u), as the references write it */
-            KILN_TRY(op->scale_shift(be, &T, &VU, -1.0f, 0.0f, err));
-            KILN_TRY(op->add(be, &T, &V, &T, err));
-            KILN_TRY(op->scale_shift(be, &T, &T, r->guidance, 0.0f, err));
-            KILN_TRY(op->add(be, &V, &VU, &T, err));
-        }
-        /* Euler: x += (sigma_next - sigma) * v, with f32 sigmas */
-        float dt = r->sigmas[k + 1] - r->sigmas[k];
-        KILN_TRY(op->scale_shift(be, &T, &V, dt, 0.0f, err));
-        KILN_TRY(op->add(be, &X, &X, &T, err));
-        KILN_TRY(op->sync(be, err));
+        KILN_TRY(be->ops->sync(be, err));
         if (r->trace) {
             snprintf(name, sizeof name, "step%d.latents", k);
             trace(r, name, r->x, (size_t)BN * 128);
@@ -357,7 +350,7 @@ done:
 static void run_free(run *r) {
     kiln_backend *be = r->e->be;
     for (int i = 0; i <= MAX_BATCH; i++) kiln_tokens_free(&r->tok[i]);
-    float *bufs[] = {r->feat, r->x, r->xin, r->v, r->tmp};
+    float *bufs[] = {r->feat, r->x, r->xin, r->v, r->tmp, r->dt};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]) be->ops->free(be, bufs[i]);
     kiln_free(r->sigmas);

@@ -109,6 +109,52 @@ out:
     kiln_st_close(ck);
 }
 
+/* forward's parts, as a CUDA-graph caller runs them (set_text once, set_timestep per step, run in the graph):
+ * the same bytes as forward; run refuses a workspace without text; the graph key follows the workspace. */
+static void test_split_forward(void) {
+    kiln_err err = {0};
+    kiln_st_file *ck = NULL;
+    kiln_flux2_dit *m = NULL;
+    kiln_backend *be = NULL;
+    kiln_flux2_dit_ws *a = NULL, *b = NULL;
+    golden g;
+    if (kiln_st_open(test_src_path("tests/data/tiny/comfy/flux-2-klein-4b.safetensors"), &ck, &err) != KILN_OK ||
+        kiln_flux2_dit_load(ck, NULL, &m, &err) != KILN_OK || !(be = open_be()) || !golden_open(&g, "dit_f32")) {
+        CHECK_MSG(0, "setup: %s", err.msg);
+        goto out;
+    }
+    float *x = golden_f32(&g, "img_tokens", NULL), *txt = golden_f32(&g, "txt_features", NULL);
+    float *ts = golden_f32(&g, "timestep", NULL);
+    float *v = calloc(15 * 128, sizeof(float)), *v2 = calloc(15 * 128, sizeof(float));
+    if (x && txt && ts && kiln_flux2_dit_ws_create(m, be, 1, 512, 3, 5, &a, &err) == KILN_OK &&
+        kiln_flux2_dit_ws_create(m, be, 1, 512, 3, 5, &b, &err) == KILN_OK) {
+        float t = ts[0] * 1000.0f;
+        CHECK(kiln_flux2_dit_run(m, be, b, x, v2, &err) == KILN_E_INTERNAL);
+        CHECK_ERR_CONTAINS(&err, "set_text");
+        CHECK(kiln_flux2_dit_forward(m, be, a, x, txt, t, v, &err) == KILN_OK);
+        CHECK(kiln_flux2_dit_set_text(m, be, b, txt, &err) == KILN_OK);
+        CHECK(kiln_flux2_dit_set_timestep(m, be, b, 0.5f * t, &err) == KILN_OK); /* overwritten below */
+        CHECK(kiln_flux2_dit_set_timestep(m, be, b, t, &err) == KILN_OK);
+        CHECK(kiln_flux2_dit_run(m, be, b, x, v2, &err) == KILN_OK);
+        CHECK(memcmp(v, v2, 15 * 128 * sizeof(float)) == 0);
+        CHECK(kiln_flux2_dit_ws_key(a, 1) == kiln_flux2_dit_ws_key(a, 1));
+        CHECK(kiln_flux2_dit_ws_key(a, 1) != kiln_flux2_dit_ws_key(b, 1)); /* same shape, other memory */
+        CHECK(kiln_flux2_dit_ws_key(a, 1) != kiln_flux2_dit_ws_key(a, 2));
+    }
+    kiln_flux2_dit_ws_free(be, a);
+    kiln_flux2_dit_ws_free(be, b);
+    free(x);
+    free(txt);
+    free(ts);
+    free(v);
+    free(v2);
+    golden_close(&g);
+out:
+    kiln_flux2_dit_free(m);
+    if (be) kiln_backend_close(be);
+    kiln_st_close(ck);
+}
+
 /* Loading a VAE or a text encoder as the DiT gives a clear error, not a crash. */
 static void test_wrong_file(void) {
     kiln_err err = {0};
@@ -125,6 +171,7 @@ int main(void) {
     RUN(test_bfl_single_file);
     RUN(test_diffusers_folder);
     RUN(test_fast_precision_vs_bf16);
+    RUN(test_split_forward);
     RUN(test_wrong_file);
     return test_summary();
 }

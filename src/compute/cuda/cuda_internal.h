@@ -44,7 +44,7 @@ typedef struct kiln_cuda_backend {
     size_t scratch_bytes;
     void *arena_base;   /* one device reservation that alloc() carves (NULL: every alloc is a cudaMalloc) */
     kcu_arena arena;    /* offsets into arena_base */
-    uint64_t arena_gen; /* bumps when arena_base moves: captured graphs hold its pointers */
+    uint64_t arena_gen; /* bumps when arena_base, scratch or workspace move: captured graphs hold their pointers */
     kcu_algo_cache algos;
     kcu_graph_cache graphs;
     kcu_ranges devmem;  /* cudaMalloc'd allocations outside the arena (ops->alloc fallback) */

@@ -106,7 +106,9 @@ kiln_status kcu_sync(kiln_cuda_backend *cb, kiln_err *err) {
 }
 
 /* Grows a device buffer: waits for queued work that may still read the old one, then replaces it. Grows by at
- * least 1.5x so that a sequence of slightly larger requests does not reallocate every time. */
+ * least 1.5x so that a sequence of slightly larger requests does not reallocate every time. The buffer moves, and
+ * captured graphs hold its old address: arena_gen bumps so that they are rebuilt instead of replayed (e.g. the
+ * VAE's im2col grows the scratch after a denoising step was captured; the next request would replay it). */
 static kiln_status grow(kiln_cuda_backend *cb, void **buf, size_t *cur, size_t bytes, const char *what, kiln_err *err) {
     if (bytes <= *cur) return KILN_OK;
     if (cb->capturing)
@@ -118,6 +120,7 @@ static kiln_status grow(kiln_cuda_backend *cb, void **buf, size_t *cur, size_t b
     cudaFree(*buf);
     *buf = NULL;
     *cur = 0;
+    cb->arena_gen++;
     void *p = NULL;
     cudaError_t e = cudaMalloc(&p, want);
     if (e != cudaSuccess) {
