@@ -174,13 +174,6 @@ TARGET void cpu_gemm_block_amx(const cpu_gemm *g, int64_t m0, int64_t m1, int64_
             const int64_t ke = kc + kcl < K ? kc + kcl : K, ksteps = (ke - kc) / 32;
             const bool first = kc == 0, last = ke >= K;
             pack_panels(g, wp, nb, np, kc, ke);
-            /* the next K slice's weight rows are read into L2 while this slice computes, a line or two per k
-             * step, so that its pack copies from L2 instead of waiting on memory */
-            const int64_t nkc = ke, nke = nkc + kcl < K ? nkc + kcl : K, nlines_row = (nke - nkc) * 2 / 64;
-            const int64_t nw_lines = nkc < K ? (ne - nb) * nlines_row : 0;
-            const int64_t msteps = (m1 - m0 + 31) / 32, total_steps = msteps * np * ksteps;
-            const int64_t nw_per = total_steps > 0 ? (nw_lines + total_steps - 1) / total_steps : 0;
-            int64_t nw = 0;
             for (int64_t m = m0; m < m1; m += 32) {
                 const uint16_t *b0 = g->xb + m * K + kc * 16, *b1 = b0 + 16 * K;
                 /* the next 32 rows' slice: 2 x ksteps KB, spread over this step's np * ksteps tile steps */
@@ -223,9 +216,6 @@ TARGET void cpu_gemm_block_amx(const cpu_gemm *g, int64_t m0, int64_t m1, int64_
                             _mm_prefetch(nx + (pf < half ? pf * 64 : 16 * K * 2 + (pf - half) * 64), _MM_HINT_T1);
                         for (int q = 0; q < 2 && yl < yo_lines; q++, yl++)
                             __builtin_prefetch(yo + (yl >> 1) * g->ys_m + (yl & 1) * 16, 1, 3);
-                        for (int64_t q = 0; q < nw_per && nw < nw_lines; q++, nw++)
-                            _mm_prefetch((const char *)((const uint16_t *)g->w + (nb + nw / nlines_row) * g->ldw + nkc) + (nw % nlines_row) * 64,
-                                         _MM_HINT_T1);
                     }
                     if (!last) {
                         _tile_stored(0, acc[0], 64);
