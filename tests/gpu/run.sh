@@ -14,6 +14,8 @@
 #             run-to-run bit-identity; attention and the largest DiT matmul are timed (KILN_OPS_TIME=1)
 #   peak      bf16 GEMM ceiling through cuBLASLt (tests/gpu/gemm_peak.cu) and at the DiT's shapes
 #   tiny      the whole pipeline on tests/data/tiny/diffusers: CUDA image vs CPU image (PSNR >= 35 dB FAST)
+#   graphs    the same, 4 steps: the denoising step is captured once and replayed (KILN_LOG=debug close line),
+#             and the image is byte-identical to eager launches (KILN_CUDA_GRAPHS=0)
 #   full      random full-size klein-4B weights (kiln mkweights), 4 steps: 512x512 batch 1 and 3, 1024x1024:
 #             seconds per image by stage, DiT ms/step, fraction of bf16 peak, peak GPU memory
 #   bench     `kiln bench $KILN_GPU_BENCH_ARGS` when both exist (a seed-000 style run)
@@ -161,7 +163,8 @@ F_W=$(flag --width -W) F_H=$(flag --height -H) F_SIZE=$(flag --size) F_PROMPT=$(
 gen_missing=""
 for v in F_MODEL F_DEV F_OUT F_PERF; do [ -z "${!v}" ] && gen_missing="$gen_missing ${v#F_}"; done
 [ -z "$F_W$F_SIZE" ] && gen_missing="$gen_missing SIZE"
-# gen MODEL DEVICE W H BATCH STEPS OUTPNG PERF [extra...]: one kiln generate run
+# gen MODEL DEVICE W H BATCH STEPS OUTPNG PERF [extra...]: one kiln generate run, at most 120 s (`timeout`
+# cannot run a shell function, so the limit is applied here; environment: `VAR=value gen ...`)
 gen() {
   local model=$1 dev=$2 w=$3 h=$4 b=$5 s=$6 png=$7 perf=$8
   shift 8
@@ -172,7 +175,7 @@ gen() {
   [ -n "$F_BATCH" ] && [ "$b" != 1 ] && a+=("$F_BATCH" "$b")
   if [ -n "$F_PROMPT" ]; then a+=("$F_PROMPT" "a red fox in the snow, studio light"); else a+=("a red fox in the snow, studio light"); fi
   echo "+ kiln generate ${a[*]} $*" >>"$OUT/pipeline.log"
-  "$KILN" generate "${a[@]}" "$@" >>"$OUT/pipeline.log" 2>&1
+  timeout 120 "$KILN" generate "${a[@]}" "$@" >>"$OUT/pipeline.log" 2>&1
 }
 
 # ---- tiny pipeline: CUDA vs CPU -----------------------------------------------------------------------------------
@@ -185,14 +188,24 @@ elif [ ! -d "$TINY" ]; then
   row tiny n/a "no $TINY"
 elif fits 40; then
   d=/tmp/kiln-gpu-tiny; mkdir -p $d
-  if timeout 120 gen "$TINY" cpu 64 64 1 2 $d/cpu.png $d/cpu.json && timeout 120 gen "$TINY" cuda:0 64 64 1 2 $d/cuda.png $d/cuda.json; then
+  if gen "$TINY" cpu 64 64 1 2 $d/cpu.png $d/cpu.json && gen "$TINY" cuda:0 64 64 1 2 $d/cuda.png $d/cuda.json; then
     if r=$("$PY" "$ROOT/tests/gpu/report.py" png $d/cpu.png $d/cuda.png 35); then row tiny PASS "FAST: $r"; else row tiny FAIL "FAST: $r"; fi
-    if [ -n "$F_EXACT" ] && timeout 120 gen "$TINY" cpu 64 64 1 2 $d/cpu-x.png $d/cpu-x.json "$F_EXACT" &&
-       timeout 120 gen "$TINY" cuda:0 64 64 1 2 $d/cuda-x.png $d/cuda-x.json "$F_EXACT"; then
+    if [ -n "$F_EXACT" ] && gen "$TINY" cpu 64 64 1 2 $d/cpu-x.png $d/cpu-x.json "$F_EXACT" &&
+       gen "$TINY" cuda:0 64 64 1 2 $d/cuda-x.png $d/cuda-x.json "$F_EXACT"; then
       if r=$("$PY" "$ROOT/tests/gpu/report.py" png $d/cpu-x.png $d/cuda-x.png 45); then row tiny PASS "EXACT: $r"; else row tiny FAIL "EXACT: $r"; fi
     fi
   else
     row tiny FAIL "kiln generate failed: $(tail -2 "$OUT/pipeline.log" | tr '\n' ' ' | cut -c1-200)"
+  fi
+  # CUDA graphs: step 1 eager, step 2 captured, steps 3-4 replayed (src/pipeline/denoise_step.h); a replayed
+  # graph must give the same bytes as eager launches (KILN_CUDA_GRAPHS=0)
+  if KILN_LOG=debug gen "$TINY" cuda:0 64 64 1 4 $d/graph.png $d/graph.json &&
+     KILN_CUDA_GRAPHS=0 gen "$TINY" cuda:0 64 64 1 4 $d/eager.png $d/eager.json; then
+    g=$(grep -o '[0-9]* graphs captured, [0-9]* replays' "$OUT/pipeline.log" | tail -1)
+    if cmp -s $d/graph.png $d/eager.png && [ -n "$g" ] && [ "${g%% *}" -ge 1 ]; then row graphs PASS "$g; image identical to eager"
+    else row graphs FAIL "${g:-no close log}; identical to eager: $(cmp -s $d/graph.png $d/eager.png && echo yes || echo no)"; fi
+  else
+    row graphs FAIL "kiln generate failed (pipeline.log)"
   fi
 else
   row tiny n/a "out of time"
@@ -222,10 +235,10 @@ else
       fits 45 || { row full n/a "$label: out of time"; continue; }
       d=/tmp/kiln-gpu-full; mkdir -p $d
       # warm-up (weights into the page cache and onto the GPU, algorithm cache, graph capture), then the timed run
-      timeout 120 gen "$WEIGHTS" cuda:0 "$1" "$2" "$3" 4 $d/warm.png $d/warm.json || { row full FAIL "$label: warm-up failed"; continue; }
+      gen "$WEIGHTS" cuda:0 "$1" "$2" "$3" 4 $d/warm.png $d/warm.json || { row full FAIL "$label: warm-up failed"; continue; }
       nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 100 >$d/mem.txt 2>/dev/null &
       smi=$!
-      timeout 120 gen "$WEIGHTS" cuda:0 "$1" "$2" "$3" 4 $d/img.png $d/perf.json
+      gen "$WEIGHTS" cuda:0 "$1" "$2" "$3" 4 $d/img.png $d/perf.json
       rc=$?
       kill $smi 2>/dev/null; wait $smi 2>/dev/null
       mem=$(sort -n $d/mem.txt 2>/dev/null | tail -1)
