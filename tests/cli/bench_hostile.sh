@@ -2,14 +2,7 @@
 # bench_hostile.sh - a ComfyUI-API server that answers wrongly (tests/py/comfy_double.py --evil MODE): every
 # such answer ends `kiln bench run` with a clear error naming what was wrong, a non-zero exit status, and no
 # crash (under ASan in CI: no leak either); the report written so far is kept, marked partial, and valid.
-set -euo pipefail
-: "${KILN_BIN:?}" "${KILN_SOURCE_DIR:?}"
-data="$KILN_SOURCE_DIR/tests/data/bench"
-tmp=$(mktemp -d)
-pid=""
-cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null || true; rm -rf "$tmp"; }
-trap cleanup EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+source "$(dirname "$0")/lib/bench_common.bash"
 export KILN_NVML_LIB=/nonexistent/libnvidia-ml.so.1
 expect() { # mode, message fragment
   local mode=$1 want=$2 rc

@@ -4,14 +4,7 @@
 # the report must pass `kiln bench check`, carry the decoded-pixel digests the server encoded, rotate cells
 # with recorded seeds, say why telemetry is unavailable, withhold references with the reason, cache model
 # digests; failures (no server, a server refusing prompts, a bad graph) must be clean errors.
-set -euo pipefail
-: "${KILN_BIN:?}" "${KILN_SOURCE_DIR:?}"
-data="$KILN_SOURCE_DIR/tests/data/bench"
-tmp=$(mktemp -d)
-pid=""
-cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null || true; rm -rf "$tmp"; }
-trap cleanup EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+source "$(dirname "$0")/lib/bench_common.bash"
 
 start_double() {
   rm -f "$tmp/port"

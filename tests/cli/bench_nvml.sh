@@ -4,14 +4,8 @@
 # (KILN_NVML_LIB) and scripted with FAKE_NVML_<key> variables. A quiet card gives a report with the cap and its
 # field, the cap-name check, an idle baseline, a trace with series and counters; a busy card, an unexpected GPU
 # process and a name claiming another cap are refusals (exit 9, nothing timed) unless disclosed or --force.
-set -euo pipefail
-: "${KILN_BIN:?}" "${KILN_SOURCE_DIR:?}" "${KILN_FAKE_NVML:?path of the kiln_fake_nvml library (set by CMake)}"
-data="$KILN_SOURCE_DIR/tests/data/bench"
-tmp=$(mktemp -d)
-pid=""
-cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null || true; rm -rf "$tmp"; }
-trap cleanup EXIT
-fail() { echo "FAIL: $*"; exit 1; }
+source "$(dirname "$0")/lib/bench_common.bash"
+: "${KILN_FAKE_NVML:?path of the kiln_fake_nvml library (set by CMake)}"
 python3 "$KILN_SOURCE_DIR/tests/py/comfy_double.py" --port-file "$tmp/port" --exec-ms 150 &
 pid=$!
 for _ in $(seq 600); do [ -s "$tmp/port" ] && break; sleep 0.05; done

@@ -157,7 +157,6 @@ TARGET static inline void softmax_row(const float *S, const float *bias, int64_t
         sum = _mm512_add_ps(sum, e);
         _mm256_storeu_si256((__m256i *)(P + 16 * b), (__m256i)_mm512_cvtneps_pbh(e));
     }
-    if (2 * nch < BK / 16) memset(P + 32 * nch, 0, (size_t)(BK - 32 * nch) * 2);
     *l += _mm512_reduce_add_ps(sum);
 }
 
