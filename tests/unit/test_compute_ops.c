@@ -204,6 +204,8 @@ static void test_attention(void) {
         check_attention(70, 33, 2, 2, 128, false, 0, (kiln_precision)prec);
         check_attention(40, 40, 1, 1, 512, false, 0, (kiln_precision)prec); /* the VAE's single 512-wide head */
         check_attention_ramp(33, 700, 2, 1, 128, false, 0, (kiln_precision)prec, 12.0f); /* rising running max */
+        /* one 32-query sub-block: the AMX kernel's P V of a block must land before the next block rescales O */
+        check_attention_ramp(20, 700, 2, 1, 128, false, 0, (kiln_precision)prec, 12.0f);
         check_attention_ramp(300, 300, 2, 2, 64, true, 1, (kiln_precision)prec, 12.0f);
     }
     float buf[64] = {0};

@@ -4,9 +4,11 @@
  *   K tile (16 keys, 32 dims):  row r = dims (2r, 2r+1) of each of the 16 keys   -> S = Q . K^T
  *   V tile (32 keys, 16 dims):  row r = keys (2r, 2r+1) for each of the 16 dims  -> O += P . V
  * That copy is 2 * Hkv * Sk * Dh bf16 - linear in the sequence, the only O(seq) memory besides the output.
- * A task holds 32 queries (two 16-row tiles) in bf16, and for each block of ATT_BK_AMX keys: scores into an
- * f32 [32][128] buffer (2x2 tile blocking), an AVX-512 online-softmax pass that writes P in bf16, a rescale of
- * the f32 output rows in memory, and O += P V with the O tiles loaded from and stored back to that memory. */
+ * A task holds ATT_BQ_AMX queries in sub-blocks of 32 (two 16-row tiles, bf16). For each (block of ATT_BK_AMX
+ * keys, sub-block) item: scores S = Q K^T into an f32 [32][BK] buffer (2x2 tile blocking), an AVX-512
+ * online-softmax pass that writes P in bf16 and rescales the f32 output rows in memory when the running max
+ * rises, and O += P V with the O tiles loaded from and stored back to that memory. The tile products of the
+ * neighbouring items run during each softmax pass (the tile queue below). */
 #include <immintrin.h>
 #include <math.h>
 
@@ -25,24 +27,22 @@ typedef struct amx_cfg {
 static inline void amx_load_config(const amx_cfg *c) { __asm__ volatile("ldtilecfg %0" ::"m"(*c)); }
 
 size_t att_scratch_amx(int64_t dh) {
-    size_t q = (size_t)ATT_BQ_AMX * (size_t)dh * 2, s = (size_t)ATT_BQ * BK * 4 * 2, p = (size_t)ATT_BQ * BK * 2,
+    size_t q = (size_t)ATT_BQ_AMX * (size_t)dh * 2, s = (size_t)ATT_BQ * BK * 4 * 2, p = (size_t)ATT_BQ * BK * 2 * 2,
            o = (size_t)ATT_BQ_AMX * (size_t)dh * 4;
     return (q + s + p + o + 64 * 4 + 63) & ~(size_t)63;
 }
 
-/* 2^x on 16 lanes for the softmax, x <= 0: 2^n * 2^r with n = round(x), |r| <= 1/2, 2^r by a degree-4
- * Taylor polynomial (relative error < 5e-5: P is rounded to bf16 - 4e-3 - right after), 2^n applied with
- * vscalefps. Masked scores are -inf: x is clamped to -200 first, which gives ~6e-61 -> 0 in f32. */
+/* 2^x on 16 lanes for the softmax: 2^x = 2^f * 2^floor(x) with f = x - floor(x) in [0, 1) from one
+ * vreduceps, 2^f by a degree-3 polynomial (a least-squares fit of the relative error on [0, 1]: at most 7.5e-5,
+ * against bf16's 3.9e-3 when P is rounded right after), and vscalefps, which floors its exponent operand itself,
+ * applies 2^floor(x). Masked scores are -inf: vreduceps gives 0 for it and vscalefps(p, -inf) = 0. */
 TARGET static inline __m512 exp2_512(__m512 x) {
-    x = _mm512_max_ps(x, _mm512_set1_ps(-200.0f));
-    __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_sub_ps(x, n);
-    __m512 p = _mm512_set1_ps(9.6181291e-3f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.5504109e-2f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(2.4022651e-1f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(6.9314718e-1f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    return _mm512_scalef_ps(p, n);
+    __m512 f = _mm512_reduce_ps(x, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+    __m512 p = _mm512_set1_ps(0.0780244693f);
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.226067305f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.695833445f));
+    p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.999925256f));
+    return _mm512_scalef_ps(p, x);
 }
 
 /* Keys [k0, k1) of kv head hk into the K and V tiles; k0 % 32 == 0, k1 - k0 a multiple of 32; keys past Sk
@@ -85,34 +85,103 @@ TARGET void att_amx_pack(const att_job *j, int64_t hk, int64_t k0, int64_t k1) {
     }
 }
 
-/* S[32][BK] = Q . K^T for the keys [k0, k0 + BK), one pass per 32 keys: 2 query halves x 2 key groups of 16.
- * score_issue starts pass g (its products run on the tile unit while the core goes on); score_store writes its
- * four C tiles into S. The products of a pass take ~256 cycles: issued before a stretch of softmax work and
- * stored after it, they cost the vector code nothing (see att_task_amx). */
-TARGET static inline void score_issue(const uint16_t *qb, const uint16_t *kp, int64_t nc, int64_t dh, int64_t k0, int g) {
-    const int64_t qstride = dh * 2;
-    const uint16_t *kt0 = kp + ((k0 / 16 + 2 * g) * nc) * 512, *kt1 = kt0 + nc * 512;
-    _tile_zero(0);
-    _tile_zero(1);
-    _tile_zero(2);
-    _tile_zero(3);
-    for (int64_t c = 0; c < nc; c++) {
-        _tile_loadd(4, qb + c * 32, qstride);
-        _tile_loadd(6, kt0 + c * 512, 64);
+/* The tile unit's work during one softmax pass, in k steps (one 2x2 step: 4 tile loads, 4 products). Run
+ * apart, the softmax and the products of an item add up: the tile unit idles during the exponentials, and the
+ * vector units during the products and the C-tile drains (with Dh = 128 the score tiles drain every 4 k steps).
+ * So while item t's softmax runs, the products of items t - 1 and t + 1 are issued between its rows, about one
+ * k step per row (the queue's steps spread evenly over the 32 rows): out-of-order execution overlaps them. Then
+ * O += P V of item t waits for item t + 1's softmax. The queue holds, in order:
+ *   - O += P V for the previous item: dh/32 slices of 2x2 output tiles (O loaded, nch k steps, O stored);
+ *   - S = Q . K^T for the next item: one pass per 32 keys (C zeroed, dh/32 k steps, C stored into S).
+ * A slice or pass keeps its C tiles across its k steps, so the two never interleave mid-way. Measured (docs/
+ * cpu-backend.md, "Fourth pass"): 1.26-1.42x over running the products between the softmax passes. */
+typedef struct tile_queue {
+    /* O += P V: P [32][BK] bf16, V tiles of the key block, O [32][dh] f32 */
+    const uint16_t *p, *v;
+    float *o;
+    int pv_nch, pv_sl, pv_kc, pv_nsl;
+    /* S = Q K^T: Q [32][dh] bf16, K tiles of the block, S [32][BK] f32 */
+    const uint16_t *q, *k;
+    float *s;
+    int s_n, s_g, s_c;
+    int64_t dh, nc; /* nc = dh / 32 */
+} tile_queue;
+
+static inline int tq_left(const tile_queue *t) {
+    return (t->pv_nsl - t->pv_sl) * t->pv_nch - t->pv_kc + (t->s_n - t->s_g) * (int)t->nc - t->s_c;
+}
+
+TARGET static inline void tq_step(tile_queue *t) {
+    const int64_t dh = t->dh;
+    if (t->pv_sl < t->pv_nsl) {
+        const int64_t sl = 2 * t->pv_sl, kc = t->pv_kc, ostride = dh * 4;
+        float *o = t->o + sl * 16;
+        if (kc == 0) {
+            _tile_loadd(0, o, ostride);
+            _tile_loadd(1, o + 16, ostride);
+            _tile_loadd(2, o + 16 * dh, ostride);
+            _tile_loadd(3, o + 16 * dh + 16, ostride);
+        }
+        const uint16_t *v0 = t->v + (kc * (dh / 16) + sl) * 512;
+        _tile_loadd(4, t->p + kc * 32, BK * 2);
+        _tile_loadd(6, v0, 64);
         _tile_dpbf16ps(0, 4, 6);
-        _tile_loadd(7, kt1 + c * 512, 64);
+        _tile_loadd(7, v0 + 512, 64);
         _tile_dpbf16ps(1, 4, 7);
-        _tile_loadd(5, qb + 16 * dh + c * 32, qstride);
+        _tile_loadd(5, t->p + 16 * BK + kc * 32, BK * 2);
         _tile_dpbf16ps(2, 5, 6);
         _tile_dpbf16ps(3, 5, 7);
+        if (++t->pv_kc == t->pv_nch) {
+            _tile_stored(0, o, ostride);
+            _tile_stored(1, o + 16, ostride);
+            _tile_stored(2, o + 16 * dh, ostride);
+            _tile_stored(3, o + 16 * dh + 16, ostride);
+            t->pv_kc = 0, t->pv_sl++;
+        }
+        return;
+    }
+    if (t->s_g < t->s_n) {
+        const int64_t c = t->s_c, g = t->s_g, qstride = dh * 2;
+        const uint16_t *kt0 = t->k + (2 * g * t->nc + c) * 512, *kt1 = kt0 + t->nc * 512;
+        if (c == 0) {
+            _tile_zero(0);
+            _tile_zero(1);
+            _tile_zero(2);
+            _tile_zero(3);
+        }
+        _tile_loadd(4, t->q + c * 32, qstride);
+        _tile_loadd(6, kt0, 64);
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_loadd(7, kt1, 64);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_loadd(5, t->q + 16 * dh + c * 32, qstride);
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_dpbf16ps(3, 5, 7);
+        if (++t->s_c == t->nc) {
+            float *s = t->s + g * 32;
+            _tile_stored(0, s, BK * 4);
+            _tile_stored(1, s + 16, BK * 4);
+            _tile_stored(2, s + 16 * BK, BK * 4);
+            _tile_stored(3, s + 16 * BK + 16, BK * 4);
+            t->s_c = 0, t->s_g++;
+        }
     }
 }
 
-TARGET static inline void score_store(float *S, int g) {
-    _tile_stored(0, S + g * 32, BK * 4);
-    _tile_stored(1, S + g * 32 + 16, BK * 4);
-    _tile_stored(2, S + 16 * BK + g * 32, BK * 4);
-    _tile_stored(3, S + 16 * BK + g * 32 + 16, BK * 4);
+/* Queues O += P V for keys [k0, k0 + 32 * nch) (pv_sl = pv_nsl: nothing) */
+static inline void tq_set_pv(tile_queue *t, const uint16_t *p, const uint16_t *vp, int64_t k0, int nch, float *o) {
+    t->p = p, t->v = vp + (k0 / 32) * (t->dh / 16) * 512, t->o = o;
+    t->pv_nch = nch, t->pv_sl = 0, t->pv_kc = 0, t->pv_nsl = nch > 0 ? (int)(t->dh / 32) : 0;
+}
+
+/* Queues S = Q K^T for the first 32 * n keys from k0 */
+static inline void tq_set_s(tile_queue *t, const uint16_t *q, const uint16_t *kp, int64_t k0, int n, float *s) {
+    t->q = q, t->k = kp + (k0 / 16) * t->nc * 512, t->s = s;
+    t->s_n = n, t->s_g = 0, t->s_c = 0;
+}
+
+TARGET static inline void tq_drain(tile_queue *t) {
+    while (tq_left(t) > 0) tq_step(t);
 }
 
 /* One row of the online softmax over a block: P = 2^(S - m) in bf16 (2 * nch vectors of 16 keys), l and the O
@@ -152,10 +221,10 @@ TARGET static inline void softmax_row(const float *S, const float *bias, int64_t
         *m = bmax;
     }
     __m512 mn = _mm512_set1_ps(*m), sum = _mm512_setzero_ps();
-    for (int b = 0; b < 2 * nch; b++) {
-        __m512 e = exp2_512(_mm512_sub_ps(s[b], mn));
-        sum = _mm512_add_ps(sum, e);
-        _mm256_storeu_si256((__m256i *)(P + 16 * b), (__m256i)_mm512_cvtneps_pbh(e));
+    for (int b = 0; b < 2 * nch; b += 2) {
+        __m512 e0 = exp2_512(_mm512_sub_ps(s[b], mn)), e1 = exp2_512(_mm512_sub_ps(s[b + 1], mn));
+        sum = _mm512_add_ps(sum, _mm512_add_ps(e0, e1));
+        _mm512_storeu_si512(P + 16 * b, (__m512i)_mm512_cvtne2ps_pbh(e1, e0));
     }
     *l += _mm512_reduce_add_ps(sum);
 }
@@ -165,8 +234,8 @@ TARGET static inline void softmax_row(const float *S, const float *bias, int64_t
  * 32, each with its own running max, sum and output), and each key block (BK keys: 64 KB of K and V tiles) is
  * used by all sub-blocks while it sits in L2: a quarter of the L3 traffic of 32-query tasks, which left the
  * tile unit waiting on L3 at 1/4 of its rate even with the softmax removed. Work items are (key block,
- * sub-block) pairs in that order; the scores of the next item are computed during the softmax of the current
- * one (see below). */
+ * sub-block) pairs in that order; the products of the items before and after run during each softmax pass
+ * (the tile queue above). */
 #define NSUB (ATT_BQ_AMX / ATT_BQ)
 
 TARGET void att_task_amx(const att_job *j, int64_t h, int64_t q0, float *scratch) {
@@ -175,8 +244,8 @@ TARGET void att_task_amx(const att_job *j, int64_t h, int64_t q0, float *scratch
     const int nsub = (int)((nq_all + ATT_BQ - 1) / ATT_BQ);
     uint16_t *qb = (uint16_t *)scratch;                      /* NSUB x [32][dh] bf16 */
     float *Sb = (float *)(qb + ATT_BQ_AMX * dh);             /* 2 x [32][BK] f32 (double buffer) */
-    uint16_t *P = (uint16_t *)(Sb + 2 * ATT_BQ * BK);        /* [32][BK] bf16 */
-    float *Ob = (float *)(P + ATT_BQ * BK);                  /* NSUB x [32][dh] f32 */
+    uint16_t *P = (uint16_t *)(Sb + 2 * ATT_BQ * BK);        /* 2 x [32][BK] bf16 (double buffer) */
+    float *Ob = (float *)(P + 2 * ATT_BQ * BK);                  /* NSUB x [32][dh] f32 */
     float m[NSUB][ATT_BQ], l[NSUB][ATT_BQ];
     int64_t nq[NSUB], kend[NSUB], kend_max = 0;
     /* q is scaled by scale * log2(e) as it is rounded to bf16, so scores come out in base-2 exponent units */
@@ -203,21 +272,21 @@ TARGET void att_task_amx(const att_job *j, int64_t h, int64_t q0, float *scratch
     for (int t = 0; t < 8; t++) cfg.colsb[t] = 64, cfg.rows[t] = 16;
     amx_load_config(&cfg);
     const uint16_t *kp = j->kp + hk * j->sk_pad * dh, *vp = j->vp + hk * j->sk_pad * dh;
-    const int64_t ostride = dh * 4, nc = dh / 32;
     /* 32-key chunks item (k0, u) needs: the last block (and the diagonal block when causal) may be short */
 #define CHUNKS(k0, u) ((int)(((kend[u] - (k0) < BK ? kend[u] - (k0) : BK) + 31) / 32))
 #define QB(u) (qb + (int64_t)(u) * ATT_BQ * dh)
+    tile_queue tq = {.dh = dh, .nc = dh / 32};
     int64_t k0 = 0;
     int u = 0;
     while (u < nsub && kend[u] <= 0) u++; /* (only a causal sub-block with no rows could see no key) */
     if (u == nsub || kend_max <= 0) goto done;
-    for (int g = 0; g < CHUNKS(0, u); g++) {
-        score_issue(QB(u), kp, nc, dh, 0, g);
-        score_store(Sb, g);
-    }
+    tq_set_pv(&tq, NULL, vp, 0, 0, NULL);
+    tq_set_s(&tq, QB(u), kp, 0, CHUNKS(0, u), Sb);
+    tq_drain(&tq);
     for (int64_t it = 0;; it++) {
         const int nch = CHUNKS(k0, u);
         float *S = Sb + (it & 1) * ATT_BQ * BK, *Sn = Sb + ((it + 1) & 1) * ATT_BQ * BK, *O = Ob + u * ATT_BQ * dh;
+        uint16_t *Pi = P + (it & 1) * ATT_BQ * BK;
         /* the next item: the next sub-block that still sees keys in this block, else the next block */
         int64_t nk0 = k0;
         int nu = u;
@@ -225,12 +294,13 @@ TARGET void att_task_amx(const att_job *j, int64_t h, int64_t q0, float *scratch
             if (++nu == nsub) nu = 0, nk0 += BK;
         } while (nk0 < kend_max && nk0 >= kend[nu]);
         const bool has_next = nk0 < kend_max;
-        /* the next item's scores are computed during this item's softmax: one pass issued, then 8 rows of
-         * softmax on the vector units while the tile unit works, then the pass stored and the next issued.
-         * They land in the other buffer, read one item later (vector loads cannot forward from tile stores) */
-        const int nnext = has_next ? CHUNKS(nk0, nu) : 0;
-        int pass = 0;
-        if (nnext > 0) score_issue(QB(nu), kp, nc, dh, nk0, 0);
+        /* The queue already holds O += P V of the previous item (set at the end of the last iteration). Its
+         * O rows may not be this item's: this softmax rescales O rows in memory, which must not happen while
+         * the same rows sit in tiles - so with one sub-block the previous product finishes first. */
+        if (tq.o == O) tq_drain(&tq);
+        /* the next item's scores land in the other buffer, read one item later (vector loads cannot forward
+         * from tile stores) */
+        tq_set_s(&tq, QB(has_next ? nu : u), kp, nk0, has_next ? CHUNKS(nk0, nu) : 0, Sn);
         /* which keys of the block exist and are not masked out: a 0 / -inf bias per key (only built for a block
          * that runs past the last key or has a key mask; full unmasked blocks skip the add) */
         float bias[BK] __attribute__((aligned(64)));
@@ -244,44 +314,18 @@ TARGET void att_task_amx(const att_job *j, int64_t h, int64_t q0, float *scratch
         for (int64_t i = 0; i < ATT_BQ; i++) {
             if (i < nq[u])
                 softmax_row(S + i * BK, use_bias ? bias : NULL, j->causal ? qs + i - k0 : BK, nch, &m[u][i], &l[u][i],
-                            O + i * dh, dh, P + i * BK);
+                            O + i * dh, dh, Pi + i * BK);
             else
-                memset(P + i * BK, 0, BK * 2);
-            if ((i + 1) % (ATT_BQ * 32 / BK) == 0 && pass < nnext) {
-                score_store(Sn, pass);
-                if (++pass < nnext) score_issue(QB(nu), kp, nc, dh, nk0, pass);
-            }
+                memset(Pi + i * BK, 0, BK * 2);
+            /* spread the queue evenly over the rows left */
+            for (int n = (tq_left(&tq) + (int)(ATT_BQ - 1 - i)) / (int)(ATT_BQ - i); n > 0; n--) tq_step(&tq);
         }
-        for (; pass < nnext; pass++) { /* BK / 32 passes fit the checkpoints; kept for other BK */
-            score_store(Sn, pass);
-            if (pass + 1 < nnext) score_issue(QB(nu), kp, nc, dh, nk0, pass + 1);
-        }
-        /* O += P V: output tiles (2 query halves x 2 dim slices of 16) accumulate in place */
-        const uint16_t *vblk = vp + (k0 / 32) * (dh / 16) * 512;
-        for (int64_t sl = 0; sl < dh / 16; sl += 2) {
-            _tile_loadd(0, O + sl * 16, ostride);
-            _tile_loadd(1, O + sl * 16 + 16, ostride);
-            _tile_loadd(2, O + 16 * dh + sl * 16, ostride);
-            _tile_loadd(3, O + 16 * dh + sl * 16 + 16, ostride);
-            for (int64_t kc = 0; kc < nch; kc++) {
-                const uint16_t *v0 = vblk + (kc * (dh / 16) + sl) * 512;
-                _tile_loadd(4, P + kc * 32, BK * 2);
-                _tile_loadd(6, v0, 64);
-                _tile_dpbf16ps(0, 4, 6);
-                _tile_loadd(7, v0 + 512, 64);
-                _tile_dpbf16ps(1, 4, 7);
-                _tile_loadd(5, P + 16 * BK + kc * 32, BK * 2);
-                _tile_dpbf16ps(2, 5, 6);
-                _tile_dpbf16ps(3, 5, 7);
-            }
-            _tile_stored(0, O + sl * 16, ostride);
-            _tile_stored(1, O + sl * 16 + 16, ostride);
-            _tile_stored(2, O + 16 * dh + sl * 16, ostride);
-            _tile_stored(3, O + 16 * dh + sl * 16 + 16, ostride);
-        }
+        tq_drain(&tq);
+        tq_set_pv(&tq, Pi, vp, k0, nch, O);
         if (!has_next) break;
         k0 = nk0, u = nu;
     }
+    tq_drain(&tq);
 done:
 #undef CHUNKS
 #undef QB
