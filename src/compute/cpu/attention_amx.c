@@ -311,7 +311,16 @@ TARGET void att_task_amx(const att_job *j, int64_t h, int64_t q0, float *scratch
                 bias[c] = key < sk && (!j->mask || j->mask[key]) ? 0.0f : -INFINITY;
             }
         const int64_t qs = q0 + u * ATT_BQ;
+        /* the next key block's K and V tiles into L2, spread over this block's items */
+        const int64_t blk_bytes = BK * dh * 2, pf_per_item = blk_bytes / 64 / nsub;
+        const char *pfk = k0 + BK < kend_max ? (const char *)(kp + (k0 + BK) * dh) + u * pf_per_item * 64 : NULL;
+        const char *pfv = pfk ? (const char *)(vp + (k0 + BK) * dh) + u * pf_per_item * 64 : NULL;
         for (int64_t i = 0; i < ATT_BQ; i++) {
+            if (pfk)
+                for (int64_t c = i * pf_per_item / ATT_BQ; c < (i + 1) * pf_per_item / ATT_BQ; c++) {
+                    _mm_prefetch(pfk + c * 64, _MM_HINT_T1);
+                    _mm_prefetch(pfv + c * 64, _MM_HINT_T1);
+                }
             if (i < nq[u])
                 softmax_row(S + i * BK, use_bias ? bias : NULL, j->causal ? qs + i - k0 : BK, nch, &m[u][i], &l[u][i],
                             O + i * dh, dh, Pi + i * BK);
