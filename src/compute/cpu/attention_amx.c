@@ -85,16 +85,16 @@ TARGET void att_amx_pack(const att_job *j, int64_t hk, int64_t k0, int64_t k1) {
     }
 }
 
-/* The tile unit's work during one softmax pass, in k steps (one 2x2 step: 4 tile loads, 4 products). Run
- * apart, the softmax and the products of an item add up: the tile unit idles during the exponentials, and the
- * vector units during the products and the C-tile drains (with Dh = 128 the score tiles drain every 4 k steps).
- * So while item t's softmax runs, the products of items t - 1 and t + 1 are issued between its rows, about one
- * k step per row (the queue's steps spread evenly over the 32 rows): out-of-order execution overlaps them. Then
- * O += P V of item t waits for item t + 1's softmax. The queue holds, in order:
+/* The tile unit's work during one softmax pass, in k steps (one 2x2 step: 4 tile loads, 4 products). While
+ * item t's softmax runs, O += P V of item t - 1 and S = Q K^T of item t + 1 are issued between its rows, about
+ * one k step per row (the queue's steps spread evenly over the 32 rows), so that out-of-order execution can
+ * run them beside the exponentials; O += P V of item t then waits for item t + 1's softmax. On this VM that
+ * overlap is small: tile products and 512-bit FMAs overlap only in short bursts (tools/bench/amx_overlap.c),
+ * and draining the whole queue before the rows measured the same (docs/cpu-backend.md, "Fourth pass"). The
+ * queue holds, in order:
  *   - O += P V for the previous item: dh/32 slices of 2x2 output tiles (O loaded, nch k steps, O stored);
  *   - S = Q . K^T for the next item: one pass per 32 keys (C zeroed, dh/32 k steps, C stored into S).
- * A slice or pass keeps its C tiles across its k steps, so the two never interleave mid-way. Measured (docs/
- * cpu-backend.md, "Fourth pass"): 1.26-1.42x over running the products between the softmax passes. */
+ * A slice or pass keeps its C tiles across its k steps, so the two never interleave mid-way. */
 typedef struct tile_queue {
     /* O += P V: P [32][BK] bf16, V tiles of the key block, O [32][dh] f32 */
     const uint16_t *p, *v;
