@@ -70,6 +70,8 @@ static const bcase cases[] = {
     {"vae.conv1x1.256to128@512", B_CONV, 512, 256, 128, 512, 1, 1},
     {"vae.conv3x3.128@1024", B_CONV, 1024, 128, 128, 1024, 3, 1},
     {"vae.conv3x3.s2.128@512", B_CONV, 1024, 128, 128, 512, 3, 2},
+    {"vae.conv_out.128to3@512", B_CONV, 512, 128, 3, 512, 3, 1},
+    {"vae.conv_out.128to3@1024", B_CONV, 1024, 128, 3, 1024, 3, 1},
     {"vae.group_norm.512@128", B_GN, 512, 512, 128, 0, 0, 0},
     {"vae.group_norm.128@512", B_GN, 512, 128, 512, 0, 0, 0},
     {"vae.upsample2x.512@128", B_UPS, 512, 512, 128, 0, 0, 0},

@@ -490,6 +490,10 @@ static void test_conv2d(void) {
         check_conv(2, 5, 7, 9, 11, 3, 1, 1, 1, true, true, (kiln_precision)prec);
         check_conv(1, 5, 7, 9, 11, 3, 2, 0, 1, true, false, (kiln_precision)prec); /* VAE downsample padding */
         check_conv(1, 6, 3, 8, 8, 1, 1, 0, 0, false, true, (kiln_precision)prec);
+        /* the direct path (stride 1, Co <= 16): full vectors plus a tail per row, asymmetric padding */
+        check_conv(2, 3, 3, 5, 37, 3, 1, 1, 1, true, true, (kiln_precision)prec);
+        check_conv(1, 4, 5, 6, 19, 3, 1, 0, 2, true, false, (kiln_precision)prec);
+        check_conv(1, 4, 16, 3, 33, 3, 1, 2, 0, false, true, (kiln_precision)prec);
         check_conv(1, 32, 64, 13, 10, 3, 1, 1, 1, true, true, (kiln_precision)prec); /* AMX-eligible: K 288, N 64 */
         check_conv(1, 64, 32, 9, 9, 1, 1, 0, 0, true, false, (kiln_precision)prec);
         /* AMX implicit-GEMM shapes (Ci, Co, Wo multiples of 32), incl. asymmetric padding and 1x1 */

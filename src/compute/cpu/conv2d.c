@@ -3,9 +3,11 @@
  * per-thread [pixels, Ci*k*k] matrix (zeros in the padding) and multiplies it by the weight viewed as
  * [Co, Ci*k*k] (its stored layout), writing the NCHW output directly (pixel stride 1, channel stride Ho*Wo). */
 #include "compute/cpu/conv.h"
+#include "compute/cpu/ew_kernels.h"
 #include "compute/cpu/gemm.h"
 
 #define CONV_PIX 64
+#define CONV_DIRECT_MAX_CO 16 /* narrower stride-1 outputs take the direct path */
 #define CONV_BAND_BYTES ((size_t)8 << 20) /* packed input rows per band (AMX path) */
 
 typedef struct amx_job {
@@ -55,6 +57,55 @@ static kiln_status conv_amx(kiln_cpu_backend *cb, const cpu_conv *c, int64_t n_i
         }
     }
     return KILN_OK;
+}
+
+/* The direct path, for stride-1 convs with few output channels (the VAE's conv_out: 128 -> 3 channels at full
+ * resolution). im2col + GEMM would gather Ci*k*k values per pixel to feed a GEMM only Co wide - at 1024x1024
+ * that is 1.2 G scalar gathers for 3.6 GFLOP. Here a task is one output row of one image: its Co rows (in L1)
+ * accumulate, for every input channel and tap, a whole shifted input row times one weight (ew axpy, vectorised
+ * per tier). FAST rounds each input row to bf16 once (into the thread's row buffer), as the other paths round
+ * their operands; sums are f32 either way. */
+typedef struct direct_job {
+    const cpu_conv *c;
+    const float *x;
+    float *y;
+    const cpu_ew_kernels *ew;
+    float *rows; /* FAST: one rounded input row per thread, row_stride floats apart */
+    int64_t row_stride;
+} direct_job;
+
+static void direct_task(void *ctx, size_t t, int thread) {
+    const direct_job *j = ctx;
+    const cpu_conv *c = j->c;
+    const int64_t img = (int64_t)t / c->ho, oy = (int64_t)t % c->ho, taps = c->k * c->k;
+    const float *x = j->x + img * c->ci * c->h * c->w_in;
+    float *y = j->y + (img * c->co * c->ho + oy) * c->wo, *rounded = j->rows + thread * j->row_stride;
+    const int64_t plane = c->ho * c->wo;
+    for (int64_t o = 0; o < c->co; o++) {
+        const float b = c->bias.p ? param_at(&c->bias, o) : 0.0f;
+        for (int64_t ox = 0; ox < c->wo; ox++) y[o * plane + ox] = b;
+    }
+    for (int64_t i = 0; i < c->ci; i++)
+        for (int64_t ky = 0; ky < c->k; ky++) {
+            const int64_t iy = oy + ky - c->pad_b;
+            if (iy < 0 || iy >= c->h) continue;
+            const float *xr = x + (i * c->h + iy) * c->w_in;
+            if (c->fast) {
+                j->ew->round_bf16(rounded, xr, c->w_in);
+                xr = rounded;
+            }
+            for (int64_t kx = 0; kx < c->k; kx++) {
+                /* output columns whose input column ox + kx - pad lies inside the row */
+                const int64_t lo = c->pad_b - kx > 0 ? c->pad_b - kx : 0;
+                const int64_t hi = c->w_in + c->pad_b - kx < c->wo ? c->w_in + c->pad_b - kx : c->wo;
+                if (hi <= lo) continue;
+                for (int64_t o = 0; o < c->co; o++) {
+                    const int64_t wi = (o * c->ci + i) * taps + ky * c->k + kx;
+                    const float wv = c->w_bf16 ? bf16_to_f32(((const uint16_t *)c->w)[wi]) : ((const float *)c->w)[wi];
+                    j->ew->axpy(y + o * plane + lo, xr + lo + kx - c->pad_b, wv, hi - lo);
+                }
+            }
+        }
 }
 
 typedef struct conv_job {
@@ -142,6 +193,15 @@ kiln_status cpu_conv2d(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, c
                    .pad_b = pad_begin, .pad_e = pad_end, .w = w->data, .w_bf16 = g->w_bf16, .fast = g->fast,
                    .bias = g->bias, .tier = cb->tier};
     if (cpu_conv_amx_ok(&cv)) return conv_amx(cb, &cv, xd[0], x->data, y->data, err);
+    if (stride == 1 && co <= CONV_DIRECT_MAX_CO) {
+        direct_job dj = {.c = &cv, .x = x->data, .y = y->data, .ew = cpu_ew_for(cb->tier),
+                         .row_stride = (xd[3] + 15) & ~(int64_t)15};
+        void *rows;
+        KILN_TRY(cpu_scratch(cb, sizeof(float) * (size_t)dj.row_stride * (size_t)cb->n_threads, &rows, err));
+        dj.rows = rows;
+        kiln_pool_run(cb->pool, (size_t)(xd[0] * ho), direct_task, &dj);
+        return KILN_OK;
+    }
     /* per thread: CONV_PIX f32 rows of K, then their bf16 copy (AMX pack rounds rows to 32: CONV_PIX is 64), then
      * the AMX kernel's workspace */
     j.ws_offset = ((size_t)CONV_PIX * (size_t)g->K * 6 + 63) & ~(size_t)63;

@@ -19,6 +19,10 @@ typedef struct cpu_ew_kernels {
     double (*sum_dev)(const float *x, float m, int p, int64_t n);
     /* y = x * s + t, then SiLU if silu (group norm's affine step) */
     void (*affine)(float *y, const float *x, float s, float t, bool silu, int64_t n);
+    /* y += a * x (the direct convolution's inner step, conv2d.c) */
+    void (*axpy)(float *y, const float *x, float a, int64_t n);
+    /* y = x rounded to bf16 (kept in f32): FAST operands for the direct convolution */
+    void (*round_bf16)(float *y, const float *x, int64_t n);
     /* y = ((x - m) * r) * (1 + scale) + shift   (layer_norm_modulate's apply step; scale/shift may be NULL) */
     void (*ln_apply)(float *y, const float *x, float m, float r, const float *shift, const float *scale, int64_t n);
 } cpu_ew_kernels;

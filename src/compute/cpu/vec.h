@@ -45,6 +45,22 @@ static inline __attribute__((always_inline)) float v16_hsum(v16f v) {
     return s;
 }
 
+typedef uint32_t v16u __attribute__((vector_size(64)));
+
+/* x rounded to the nearest bf16 (ties to even) and widened back to f32: the FAST operand precision, lane by
+ * lane as kiln_f32_to_bf16 rounds one value (a NaN stays a NaN, made quiet). */
+static inline __attribute__((always_inline)) v16f v16_round_bf16(v16f x) {
+    v16u u, r;
+    memcpy(&u, &x, sizeof u);
+    r = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    v16i nan = (v16i)((u & 0x7fffffffu) > 0x7f800000u);
+    v16u q = (u & 0xffff0000u) | 0x00400000u;
+    r = (v16u)(((v16i)q & nan) | ((v16i)r & ~nan));
+    v16f f;
+    memcpy(&f, &r, sizeof f);
+    return f;
+}
+
 /* exp(x): x = n ln2 + r, |r| <= ln2/2, e^r by a degree-6 Taylor polynomial (relative error < 2e-7), 2^n built
  * in the exponent bits. Inputs below -87.3 give exactly 0 (so exp(-inf) = 0), above 88.3 give +inf (exp
  * overflows f32 at 88.72; the last 0.4 is given up to keep n <= 127). NaN gives NaN. */
