@@ -184,13 +184,15 @@ TARGET static inline void tq_drain(tile_queue *t) {
     while (tq_left(t) > 0) tq_step(t);
 }
 
-/* One row of the online softmax over a block: P = 2^(S - m) in bf16 (2 * nch vectors of 16 keys), l and the O
- * row updated. The running max m is raised lazily: only when the block's max exceeds it by more than
- * ATT_RESCALE_SLACK (base-2 units) are l and the O row rescaled by 2^(m_old - m_new). Below that, P may reach
- * 2^SLACK = 256: exact in f32 sums, and bf16's relative precision does not depend on the scale. The result
- * O / l is the same softmax; most blocks after the first few skip the rescale of O entirely. lim: keys at
- * column > lim are masked (causal); bias: 0 / -inf per key, or NULL. */
-TARGET static inline void softmax_row(const float *S, const float *bias, int64_t lim, int nch, float *m, float *l,
+/* One row of the online softmax over a block: P = 2^(S - m) in bf16 (2 * nch vectors of 16 keys), the row's
+ * running sum (16 lanes, summed across lanes only at the end) and the O row updated. The running max m is
+ * raised lazily: only when a score exceeds it by more than ATT_RESCALE_SLACK (base-2 units) are the sum and the
+ * O row rescaled by 2^(m_old - m_new). Below that, P may reach 2^SLACK = 256: exact in f32 sums, and bf16's
+ * relative precision does not depend on the scale. The result O / l is the same softmax; most blocks after the
+ * first few skip the rescale of O entirely, and the common case needs no horizontal max: one compare of the
+ * lane maxima against m + SLACK. lim: keys at column > lim are masked (causal); bias: 0 / -inf per key, or
+ * NULL. */
+TARGET static inline void softmax_row(const float *S, const float *bias, int64_t lim, int nch, float *m, float *lv,
                                       float *O, int64_t dh, uint16_t *P) {
     const __m512 ninf = _mm512_set1_ps(-INFINITY);
     __m512 s[BK / 16];
@@ -206,27 +208,27 @@ TARGET static inline void softmax_row(const float *S, const float *bias, int64_t
         s[b] = v;
         mx = _mm512_max_ps(mx, v);
     }
-    float bmax = _mm512_reduce_max_ps(mx);
-    if (bmax == -INFINITY) { /* nothing visible: P row 0, O row unchanged */
-        memset(P, 0, BK * 2);
-        return;
-    }
-    if (bmax > *m + ATT_RESCALE_SLACK) { /* raise the running max (always on the first visible block) */
-        if (*m != -INFINITY) {
-            float corr = _mm512_cvtss_f32(exp2_512(_mm512_set1_ps(*m - bmax))); /* vector exp2, no libm */
-            __m512 cv = _mm512_set1_ps(corr);
-            *l *= corr;
+    /* a finite m: masked keys (-inf) give 2^-inf = 0 below, so only a score above m + SLACK needs the slow path */
+    if (*m == -INFINITY || _mm512_cmp_ps_mask(mx, _mm512_set1_ps(*m + ATT_RESCALE_SLACK), _CMP_GT_OQ)) {
+        float bmax = _mm512_reduce_max_ps(mx);
+        if (bmax == -INFINITY) { /* nothing visible yet: P row 0, O row unchanged */
+            memset(P, 0, BK * 2);
+            return;
+        }
+        if (*m != -INFINITY) { /* raise the running max: rescale the sum and the O row */
+            __m512 cv = exp2_512(_mm512_set1_ps(*m - bmax)); /* vector exp2, no libm */
+            _mm512_store_ps(lv, _mm512_mul_ps(_mm512_load_ps(lv), cv));
             for (int64_t d = 0; d < dh; d += 16) _mm512_storeu_ps(O + d, _mm512_mul_ps(_mm512_loadu_ps(O + d), cv));
         }
         *m = bmax;
     }
-    __m512 mn = _mm512_set1_ps(*m), sum = _mm512_setzero_ps();
+    __m512 mn = _mm512_set1_ps(*m), sum = _mm512_load_ps(lv);
     for (int b = 0; b < 2 * nch; b += 2) {
         __m512 e0 = exp2_512(_mm512_sub_ps(s[b], mn)), e1 = exp2_512(_mm512_sub_ps(s[b + 1], mn));
         sum = _mm512_add_ps(sum, _mm512_add_ps(e0, e1));
         _mm512_storeu_si512(P + 16 * b, (__m512i)_mm512_cvtne2ps_pbh(e1, e0));
     }
-    *l += _mm512_reduce_add_ps(sum);
+    _mm512_store_ps(lv, sum);
 }
 
 /* The key/value stream is the cost to manage: K and V of one head at 4,608 keys are 2.4 MB of bf16 - more than
@@ -246,7 +248,7 @@ TARGET void att_task_amx(const att_job *j, int64_t h, int64_t q0, float *scratch
     float *Sb = (float *)(qb + ATT_BQ_AMX * dh);             /* 2 x [32][BK] f32 (double buffer) */
     uint16_t *P = (uint16_t *)(Sb + 2 * ATT_BQ * BK);        /* 2 x [32][BK] bf16 (double buffer) */
     float *Ob = (float *)(P + 2 * ATT_BQ * BK);                  /* NSUB x [32][dh] f32 */
-    float m[NSUB][ATT_BQ], l[NSUB][ATT_BQ];
+    float m[NSUB][ATT_BQ], l[NSUB][ATT_BQ][16] __attribute__((aligned(64))); /* l: 16 lanes per row */
     int64_t nq[NSUB], kend[NSUB], kend_max = 0;
     /* q is scaled by scale * log2(e) as it is rounded to bf16, so scores come out in base-2 exponent units */
     const __m512 qscale = _mm512_set1_ps(j->scale * 1.44269504088896341f);
@@ -256,7 +258,8 @@ TARGET void att_task_amx(const att_job *j, int64_t h, int64_t q0, float *scratch
         kend[u] = j->causal ? (qs + nq[u] < sk ? qs + nq[u] : sk) : sk;
         if (kend[u] > kend_max) kend_max = kend[u];
         for (int64_t i = 0; i < ATT_BQ; i++) {
-            m[u][i] = -INFINITY, l[u][i] = 0;
+            m[u][i] = -INFINITY;
+            memset(l[u][i], 0, sizeof l[u][i]);
             const float *qr = i < nq[u] ? mat_f32_row(&j->q, qs + i) + h * dh : NULL;
             for (int64_t d = 0; d < dh; d += 32) {
                 __m512 lo = qr ? _mm512_mul_ps(_mm512_loadu_ps(qr + d), qscale) : _mm512_setzero_ps();
@@ -322,7 +325,7 @@ TARGET void att_task_amx(const att_job *j, int64_t h, int64_t q0, float *scratch
                     _mm_prefetch(pfv + c * 64, _MM_HINT_T1);
                 }
             if (i < nq[u])
-                softmax_row(S + i * BK, use_bias ? bias : NULL, j->causal ? qs + i - k0 : BK, nch, &m[u][i], &l[u][i],
+                softmax_row(S + i * BK, use_bias ? bias : NULL, j->causal ? qs + i - k0 : BK, nch, &m[u][i], l[u][i],
                             O + i * dh, dh, Pi + i * BK);
             else
                 memset(Pi + i * BK, 0, BK * 2);
@@ -342,7 +345,8 @@ done:
     for (int w = 0; w < nsub; w++)
         for (int64_t i = 0; i < nq[w]; i++) {
             float *dst = mat_f32_row(&j->out, q0 + w * ATT_BQ + i) + h * dh, *O = Ob + (w * ATT_BQ + i) * dh;
-            __m512 inv = _mm512_set1_ps(l[w][i] > 0 ? 1.0f / l[w][i] : 0.0f);
+            const float li = _mm512_reduce_add_ps(_mm512_load_ps(l[w][i]));
+            __m512 inv = _mm512_set1_ps(li > 0 ? 1.0f / li : 0.0f);
             for (int64_t d = 0; d < dh; d += 16) _mm512_storeu_ps(dst + d, _mm512_mul_ps(_mm512_loadu_ps(O + d), inv));
         }
 }
