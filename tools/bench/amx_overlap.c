@@ -9,54 +9,14 @@
  *
  *     gcc -O2 -o /tmp/amx_overlap tools/bench/amx_overlap.c && /tmp/amx_overlap
  *
- * Needs a CPU with AMX-BF16 and Linux >= 5.16 (the tile-data permission request below). */
-#define _GNU_SOURCE
-#include <immintrin.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <string.h>
-#include <sys/syscall.h>
-#include <time.h>
-#include <unistd.h>
+ * Needs a CPU with AMX-BF16 and Linux >= 5.16 (amx_bench.h). */
+#include "amx_bench.h"
 
-#define TARGET __attribute__((target("amx-tile,amx-bf16,avx512f")))
-#define ARCH_REQ_XCOMP_PERM 0x1023
-#define XFEATURE_XTILEDATA 18
+static uint16_t ONES[16 * 32] __attribute__((aligned(64))); /* 1.0 and 2^-7 alternating: finite sums */
 
-typedef struct {
-    uint8_t palette, start_row, reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} tile_cfg;
-
-static uint16_t ONES[16 * 32] __attribute__((aligned(64)));
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-/* tiles 4..7 hold operands (1.0 and 2^-7: finite sums), 0..3 are zeroed accumulators */
-TARGET static void setup(void) {
-    tile_cfg c;
-    memset(&c, 0, sizeof c);
-    c.palette = 1;
-    for (int t = 0; t < 8; t++) c.colsb[t] = 64, c.rows[t] = 16;
-    __asm__ volatile("ldtilecfg %0" ::"m"(c));
-    _tile_loadd(4, ONES, 64);
-    _tile_loadd(5, ONES, 64);
-    _tile_loadd(6, ONES, 64);
-    _tile_loadd(7, ONES, 64);
-    _tile_zero(0);
-    _tile_zero(1);
-    _tile_zero(2);
-    _tile_zero(3);
-}
-
-/* GFLOP/s of 4 products per iteration into `chains` distinct C tiles (4: the peak loop) */
+/* GFLOP/s of 4 products per iteration into 1 or 2 distinct C tiles (4: peak_gflops) */
 TARGET static double chains_gflops(int chains, long iters) {
-    setup();
+    load_operands(ONES);
     double t = now();
     if (chains == 1)
         for (long i = 0; i < iters; i++) {
@@ -65,19 +25,12 @@ TARGET static double chains_gflops(int chains, long iters) {
             _tile_dpbf16ps(0, 5, 6);
             _tile_dpbf16ps(0, 5, 7);
         }
-    else if (chains == 2)
+    else
         for (long i = 0; i < iters; i++) {
             _tile_dpbf16ps(0, 4, 6);
             _tile_dpbf16ps(1, 4, 7);
             _tile_dpbf16ps(0, 5, 6);
             _tile_dpbf16ps(1, 5, 7);
-        }
-    else
-        for (long i = 0; i < iters; i++) {
-            _tile_dpbf16ps(0, 4, 6);
-            _tile_dpbf16ps(1, 4, 7);
-            _tile_dpbf16ps(2, 5, 6);
-            _tile_dpbf16ps(3, 5, 7);
         }
     t = now() - t;
     _tile_release();
@@ -86,7 +39,7 @@ TARGET static double chains_gflops(int chains, long iters) {
 
 /* ns per iteration of: (4 products if `tiles`) then `fmas` FMAs over 16 independent zmm accumulators */
 TARGET static double overlap_ns(int tiles, int fmas, long iters) {
-    setup();
+    load_operands(ONES);
     __m512 v[16], c = _mm512_set1_ps(0.999f), b = _mm512_set1_ps(1e-7f);
     for (int i = 0; i < 16; i++) v[i] = _mm512_set1_ps((float)i);
     double t = now();
@@ -110,13 +63,10 @@ TARGET static double overlap_ns(int tiles, int fmas, long iters) {
 }
 
 int main(void) {
-    if (!__builtin_cpu_supports("avx512f") || syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)) {
-        fprintf(stderr, "amx_overlap: no AMX on this CPU (or the kernel refused tile data)\n");
-        return 2;
-    }
+    if (!amx_available("amx_overlap")) return 2;
     for (int i = 0; i < 16 * 32; i++) ONES[i] = i & 1 ? 0x3c00 : 0x3f80;
     for (int round = 0; round < 5; round++) {
-        double pk = chains_gflops(4, 300000);
+        double pk = peak_gflops(ONES, 300000);
         printf("peak %4.0f GFLOP/s  chains: 1 %3.0f%%  2 %3.0f%%  |  4 products %5.1f ns;", pk,
                100 * chains_gflops(1, 300000) / pk, 100 * chains_gflops(2, 300000) / pk, overlap_ns(1, 0, 300000));
         for (int f = 64; f <= 512; f *= 2)

@@ -6,42 +6,11 @@
  *
  *     gcc -O2 -o /tmp/amx_tile_loop tools/bench/amx_tile_loop.c && /tmp/amx_tile_loop
  *
- * Needs a CPU with AMX-BF16 and Linux >= 5.16 (the tile-data permission request below). */
-#define _GNU_SOURCE
-#include <immintrin.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <string.h>
-#include <sys/syscall.h>
-#include <time.h>
-#include <unistd.h>
-
-#define TARGET __attribute__((target("amx-tile,amx-bf16,avx512f")))
-#define ARCH_REQ_XCOMP_PERM 0x1023
-#define XFEATURE_XTILEDATA 18
-
-typedef struct {
-    uint8_t palette, start_row, reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} tile_cfg;
+ * Needs a CPU with AMX-BF16 and Linux >= 5.16 (amx_bench.h). */
+#include "amx_bench.h"
 
 static uint16_t A[8 * 1024] __attribute__((aligned(64))), B[8 * 1024] __attribute__((aligned(64)));
 static float C[64][4][256] __attribute__((aligned(64)));
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-TARGET static void configure(void) {
-    tile_cfg c;
-    memset(&c, 0, sizeof c);
-    c.palette = 1;
-    for (int t = 0; t < 8; t++) c.colsb[t] = 64, c.rows[t] = 16;
-    __asm__ volatile("ldtilecfg %0" ::"m"(c));
-}
 
 /* sets < 0: C never stored; else C stored/reloaded every S k steps, cycling through `sets` 4 KB buffers */
 TARGET static double loop_gflops(int S, int sets, long total_steps) {
@@ -80,37 +49,12 @@ TARGET static double loop_gflops(int S, int sets, long total_steps) {
     return (double)total_steps * 4 * 16384.0 / t / 1e9;
 }
 
-TARGET static double peak_gflops(long n) {
-    configure();
-    _tile_loadd(4, A, 64);
-    _tile_loadd(5, A, 64);
-    _tile_loadd(6, A, 64);
-    _tile_loadd(7, A, 64);
-    _tile_zero(0);
-    _tile_zero(1);
-    _tile_zero(2);
-    _tile_zero(3);
-    double t = now();
-    for (long i = 0; i < n; i++) {
-        _tile_dpbf16ps(0, 4, 6);
-        _tile_dpbf16ps(1, 4, 7);
-        _tile_dpbf16ps(2, 5, 6);
-        _tile_dpbf16ps(3, 5, 7);
-    }
-    t = now() - t;
-    _tile_release();
-    return (double)n * 4 * 16384.0 / t / 1e9;
-}
-
 int main(void) {
-    if (!__builtin_cpu_supports("avx512f") || syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)) {
-        fprintf(stderr, "amx_tile_loop: no AMX on this CPU (or the kernel refused tile data)\n");
-        return 2;
-    }
+    if (!amx_available("amx_tile_loop")) return 2;
     for (int i = 0; i < 8 * 1024; i++) A[i] = 0x3f80, B[i] = 0x3c00; /* 1.0 and 2^-7: finite sums */
     static const int steps[] = {4, 8, 16, 32, 96, 384};
     for (int round = 0; round < 3; round++) {
-        double pk = peak_gflops(300000);
+        double pk = peak_gflops(A, 300000);
         printf("peak %.0f GFLOP/s:", pk);
         for (int i = 0; i < 6; i++)
             printf("  S=%d noC %.0f%% C1 %.0f%% C64 %.0f%%", steps[i], 100 * loop_gflops(steps[i], -1, 400000) / pk,
