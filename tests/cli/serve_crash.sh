@@ -7,8 +7,12 @@ start_server
 N=5
 ids=()
 for i in $(seq 1 $N); do
+  # job 2 is long (512x512, 30 steps: seconds, not milliseconds), so it is surely still running when the poll
+  # below sees it and the kill lands; with all jobs tiny, jobs 2-5 could all finish before the poll ran
+  size=64 steps=3
+  [ "$i" -eq 2 ] && size=512 steps=30
   graph_body flux2_klein_t2i_template_api.json "
-g['75:66']['inputs'].update(width=64, height=64); g['75:62']['inputs'].update(width=64, height=64, steps=3)
+g['75:66']['inputs'].update(width=$size, height=$size); g['75:62']['inputs'].update(width=$size, height=$size, steps=$steps)
 g['75:73']['inputs']['noise_seed'] = $i; g['9']['inputs']['filename_prefix'] = 'crash/job$i'" >"$SCRATCH/req"
   curl -s -o "$SCRATCH/body" -d @"$SCRATCH/req" "$(url /prompt)"
   ids+=("$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['prompt_id'])" "$SCRATCH/body")")
