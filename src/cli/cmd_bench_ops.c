@@ -469,14 +469,16 @@ int kiln_cmd_bench_ops(int argc, char **argv) {
     bench_ctx c = {.be = be, .repeat = repeat, .threads = nthreads, .blas = blas};
     bool amx = strstr(be->ops->name, "amx") != NULL, avx512 = amx || strstr(be->ops->name, "avx512") != NULL;
     kiln_peak_kind f32k = avx512 ? KILN_PEAK_F32_AVX512 : KILN_PEAK_F32_AVX2;
-    c.peak_kind = exact ? f32k : amx ? KILN_PEAK_AMX_BF16 : avx512 ? KILN_PEAK_BF16_AVX512 : f32k;
+    /* the AVX-512 tier's FAST matmul is the packed f32 FMA kernel unless bf16 dot products are the faster unit */
+    bool dot = avx512 && kiln_cpu_prefers_bf16_dot();
+    c.peak_kind = exact ? f32k : amx ? KILN_PEAK_AMX_BF16 : dot ? KILN_PEAK_BF16_AVX512 : f32k;
     if (exact) be->precision = KILN_PREC_EXACT;
     if (blas) load_blas(nthreads);
     printf("# columns: name, shape, wall ms, CPU ms per thread (the op's time had it the cores to itself), rate per\n"
            "# CPU-second (GFLOP/s or GB/s), %% of peak; OpenBLAS is timed the same way on the same data\n");
     printf("# %%peak: against %s for the FAST matmul/attention/conv (f32 FMA for --exact), measured again before\n"
            "# every round of the op (median of the per-round fractions: the rate the cores give changes with load)%s\n",
-           amx ? "the AMX bf16 peak" : avx512 ? "the AVX-512 bf16 peak" : "the f32 FMA peak",
+           amx ? "the AMX bf16 peak" : dot ? "the AVX-512 bf16 peak" : "the f32 FMA peak",
            blas && !blas_sbgemm && !blas_sgemm ? "; OpenBLAS not found" : "");
     int rc = 0;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

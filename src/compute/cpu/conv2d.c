@@ -145,7 +145,7 @@ static void conv_task(void *ctx, size_t t, int thread) {
         else
             for (int64_t i = 0; i < np * K; i++) xb[i] = f32_to_bf16(col[i]);
         g.xb = xb, g.ldxb = K;
-        g.amx_ws = (char *)col + j->ws_offset;
+        g.ws = (char *)col + j->ws_offset;
     }
     cpu_gemm_block(&g, 0, np, 0, g.N);
 }

@@ -65,6 +65,7 @@ kiln_status kiln_backend_open_cpu(int n_threads, kiln_backend **out, kiln_err *e
     }
     cb->n_threads = kiln_pool_size(cb->pool);
     cb->tier = tier;
+    cb->prefer_bf16_dot = kiln_cpu_prefers_bf16_dot();
     cb->base.ops = &cpu_ops[tier];
     cb->base.kind = KILN_BACKEND_CPU;
     cb->base.device = 0;

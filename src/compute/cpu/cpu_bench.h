@@ -6,6 +6,8 @@
 #ifndef KILN_COMPUTE_CPU_BENCH_H
 #define KILN_COMPUTE_CPU_BENCH_H
 
+#include <stdbool.h>
+
 typedef enum kiln_peak_kind {
     KILN_PEAK_F32_AVX2,    /* vfmadd231ps ymm: 16 flop */
     KILN_PEAK_F32_AVX512,  /* vfmadd231ps zmm: 32 flop */
@@ -19,5 +21,8 @@ const char *kiln_peak_name(kiln_peak_kind k);
  * in all (the median of seven runs), counted per CPU-second of the process times n_threads, so that other
  * processes sharing the cores do not lower it. 0 when the CPU does not have the instructions. */
 double kiln_cpu_peak_gflops(kiln_peak_kind k, int n_threads, double seconds);
+/* Whether the AVX-512 tier's FAST matmul runs on bf16 dot products (true) or the packed f32 FMA kernel: the
+ * peak its rates are measured against (cpu_internal.h, kiln_cpu_prefers_bf16_dot). */
+bool kiln_cpu_prefers_bf16_dot(void);
 
 #endif

@@ -66,7 +66,14 @@ static kiln_cpu_tier hw_tier(void) {
         return KILN_CPU_AVX2;
     return KILN_CPU_GENERIC;
 }
+
+static bool vendor_is_amd(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(0, &a, &b, &c, &d)) return false;
+    return b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u; /* "Auth" "enti" "cAMD" */
+}
 #else
+static bool vendor_is_amd(void) { return false; }
 bool kiln_cpu_amx_enable(void) { return false; }
 static kiln_cpu_tier hw_tier(void) { return KILN_CPU_GENERIC; }
 #endif
@@ -78,4 +85,11 @@ static void detect(void) { detected = hw_tier(); }
 kiln_cpu_tier kiln_cpu_detect_tier(void) {
     pthread_once(&detect_once, detect);
     return detected;
+}
+
+bool kiln_cpu_prefers_bf16_dot(void) {
+    const char *env = getenv("KILN_GEMM");
+    if (env && strcmp(env, "dot") == 0) return true;
+    if (env && strcmp(env, "fma") == 0) return false;
+    return vendor_is_amd();
 }

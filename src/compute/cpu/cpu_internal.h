@@ -33,12 +33,20 @@ bool kiln_cpu_parse_tier(const char *s, kiln_cpu_tier *out);
 /* Asks Linux for permission to use AMX tile data in this process (arch_prctl). Idempotent; false when the
  * kernel refuses (pre-5.16 or disabled). */
 bool kiln_cpu_amx_enable(void);
+/* Whether bf16 dot products (vdpbf16ps) are the faster way to multiply bf16 matrices on this CPU's AVX-512 tier:
+ * on AMD Zen 4/5 one vdpbf16ps does twice the work of an f32 FMA at the same rate; on Intel (Cooper Lake,
+ * Sapphire Rapids) it issues at half the FMA rate (measured here: docs/cpu-backend.md). KILN_GEMM=dot|fma
+ * overrides (tests and benchmarks use it to run both kernels on one machine). */
+bool kiln_cpu_prefers_bf16_dot(void);
 
 typedef struct kiln_cpu_backend {
     kiln_backend base; /* must be first */
     kiln_pool *pool;
     int n_threads;
     kiln_cpu_tier tier;
+    /* FAST bf16 matmuls on the AVX-512 tier use bf16 dot products (vdpbf16ps) instead of the packed f32 FMA
+     * kernel: true where that instruction outruns f32 FMA (see kiln_cpu_prefers_bf16_dot) */
+    bool prefer_bf16_dot;
     /* Grow-only scratch for one op at a time (a backend, like a CUDA stream, serves one caller at a time):
      * bf16/packed activations for matmul, K/V tiles for attention. Sized on first use, so the denoising loop
      * allocates nothing after its first step. */

@@ -26,17 +26,19 @@ typedef struct cpu_gemm {
     bool w_bf16;
     bool fast; /* FAST: bf16 x . bf16 w with f32 accumulation (uses xb) */
     bool amx;  /* xb is AMX-packed and the AMX kernel runs (fast, w bf16, K % 32 == 0, N % 32 == 0) */
+    bool packed; /* the packed-panel FMA kernel runs (vector tiers; reads x as f32: FAST callers pass x rounded) */
     cpu_param bias; /* bias.p NULL = none */
     float *y;
     int64_t ys_m, ys_n;
     kiln_epilogue_kind epi;
     const float *gate;
     kiln_cpu_tier tier;
-    void *amx_ws; /* AMX: this thread's workspace, cpu_gemm_amx_ws_bytes(rows of the block, K) bytes, 64-aligned */
+    void *ws; /* this thread's workspace, 64-aligned: cpu_gemm_amx_ws_bytes(rows of the block, K) bytes for AMX,
+               * cpu_gemm_packed_ws_bytes() for the packed kernel */
 } cpu_gemm;
 
 /* Runs rows [m0, m1) x columns [n0, n1) of the product. For AMX, m0 must be a multiple of 32 and n0, n1 of 32,
- * and g->amx_ws must hold cpu_gemm_amx_ws_bytes(m1 - m0, K) bytes. */
+ * and g->ws must hold cpu_gemm_amx_ws_bytes(m1 - m0, K) bytes. */
 void cpu_gemm_block(const cpu_gemm *g, int64_t m0, int64_t m1, int64_t n0, int64_t n1);
 
 /* Stores acc (mr x nr; element (i, j) at acc[i*as_m + j*as_n]) into y rows m0.., cols n0.. with the epilogue. */
@@ -65,5 +67,29 @@ int64_t cpu_gemm_amx_block_n(void);
 /* Bytes of the per-thread AMX workspace for a block of `rows` rows: the weight panels of one K slice and, when K
  * takes several slices, the partial sums. */
 size_t cpu_gemm_amx_ws_bytes(int64_t rows, int64_t K);
+
+/* The packed-panel kernel of the vector tiers (gemm_packed.c), for matmul: per K slice of GEMM_PACKED_KC, a
+ * task widens its weight columns once into an f32 panel [column group][k][NR] (in L2), then an MR x NR
+ * micro-kernel (gemm_avx2.c, gemm_avx512.c) broadcasts x values and multiplies them by NR panel values per FMA,
+ * the accumulators staying in registers over the slice - no horizontal sums, each weight vector loaded once per
+ * MR rows. x is read as f32 (g->x, g->ldx); FAST callers pass x already rounded to bf16, so the products are
+ * the same a bf16 dot product forms. Blocks are at most GEMM_PACKED_BM rows x GEMM_PACKED_BN columns. */
+#define GEMM_PACKED_BM 480
+#define GEMM_PACKED_BN 128
+#define GEMM_PACKED_KC 256
+/* Whether the packed kernel runs this product: a vector tier, not AMX, and not the FAST bf16 product on a CPU
+ * whose bf16 dot product outruns its f32 FMA (prefer_dot: AMD Zen 4 and later). */
+bool cpu_gemm_packed_ok(const cpu_gemm *g, bool prefer_dot);
+size_t cpu_gemm_packed_ws_bytes(void);
+void cpu_gemm_block_packed(const cpu_gemm *g, int64_t m0, int64_t m1, int64_t n0, int64_t n1);
+/* acc[i * ld + j] (=, or += unless first) sum over k < kc of xr[i][k] * panel[k * NR + j], i < MR, j < NR. */
+typedef void (*cpu_gemm_micro_fn)(const float *const *xr, const float *panel, int64_t kc, float *acc, int64_t ld,
+                                  bool first);
+#define GEMM_AVX2_MR 6
+#define GEMM_AVX2_NR 16
+#define GEMM_AVX512_MR 12
+#define GEMM_AVX512_NR 32
+void cpu_gemm_micro_avx2(const float *const *xr, const float *panel, int64_t kc, float *acc, int64_t ld, bool first);
+void cpu_gemm_micro_avx512(const float *const *xr, const float *panel, int64_t kc, float *acc, int64_t ld, bool first);
 
 #endif

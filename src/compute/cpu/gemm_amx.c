@@ -164,8 +164,8 @@ TARGET void cpu_gemm_block_amx(const cpu_gemm *g, int64_t m0, int64_t m1, int64_
     }
     amx_load_config(&cfg);
     const int64_t K = g->K, kcl = amx_kc(K);
-    uint16_t *wp = g->amx_ws;
-    float *accbuf = (float *)((char *)g->amx_ws + (size_t)AMX_NB * (size_t)(kcl > 0 ? kcl : 32) * 2);
+    uint16_t *wp = g->ws;
+    float *accbuf = (float *)((char *)g->ws + (size_t)AMX_NB * (size_t)(kcl > 0 ? kcl : 32) * 2);
     float ct[4][256] __attribute__((aligned(64)));
     for (int64_t nb = n0; nb < n1; nb += AMX_NB) {
         const int64_t ne = nb + AMX_NB < n1 ? nb + AMX_NB : n1;

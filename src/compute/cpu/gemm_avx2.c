@@ -57,3 +57,29 @@ TARGET void cpu_gemm_tile_avx2(const cpu_gemm *g, int64_t m0, int mr, int64_t n0
             }
     }
 }
+
+/* The packed kernel's 6 x 16 micro-kernel (gemm_packed.c): 12 ymm sums, two panel vectors and one broadcast x
+ * value - 15 of the 16 ymm registers. */
+TARGET void cpu_gemm_micro_avx2(const float *const *xr, const float *panel, int64_t kc, float *acc, int64_t ld,
+                                bool first) {
+    __m256 c[GEMM_AVX2_MR][2];
+    #pragma GCC unroll 6
+    for (int i = 0; i < GEMM_AVX2_MR; i++) {
+        c[i][0] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(acc + i * ld);
+        c[i][1] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(acc + i * ld + 8);
+    }
+    for (int64_t k = 0; k < kc; k++) {
+        __m256 w0 = _mm256_load_ps(panel + k * 16), w1 = _mm256_load_ps(panel + k * 16 + 8);
+        #pragma GCC unroll 6
+        for (int i = 0; i < GEMM_AVX2_MR; i++) {
+            __m256 a = _mm256_broadcast_ss(xr[i] + k);
+            c[i][0] = _mm256_fmadd_ps(a, w0, c[i][0]);
+            c[i][1] = _mm256_fmadd_ps(a, w1, c[i][1]);
+        }
+    }
+    #pragma GCC unroll 6
+    for (int i = 0; i < GEMM_AVX2_MR; i++) {
+        _mm256_storeu_ps(acc + i * ld, c[i][0]);
+        _mm256_storeu_ps(acc + i * ld + 8, c[i][1]);
+    }
+}

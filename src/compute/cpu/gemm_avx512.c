@@ -96,3 +96,29 @@ TARGET void cpu_gemm_tile_avx512(const cpu_gemm *g, int64_t m0, int mr, int64_t 
     if (g->fast) tile_fast(g, m0, mr, n0, nr, acc);
     else tile_exact(g, m0, mr, n0, nr, acc);
 }
+
+/* The packed kernel's 12 x 32 micro-kernel (gemm_packed.c): 24 zmm sums, two panel vectors per k, each x value
+ * broadcast straight from memory into the FMA. */
+TARGET void cpu_gemm_micro_avx512(const float *const *xr, const float *panel, int64_t kc, float *acc, int64_t ld,
+                                  bool first) {
+    __m512 c[GEMM_AVX512_MR][2];
+    #pragma GCC unroll 12
+    for (int i = 0; i < GEMM_AVX512_MR; i++) {
+        c[i][0] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(acc + i * ld);
+        c[i][1] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(acc + i * ld + 16);
+    }
+    for (int64_t k = 0; k < kc; k++) {
+        __m512 w0 = _mm512_load_ps(panel + k * 32), w1 = _mm512_load_ps(panel + k * 32 + 16);
+        #pragma GCC unroll 12
+        for (int i = 0; i < GEMM_AVX512_MR; i++) {
+            __m512 a = _mm512_set1_ps(xr[i][k]);
+            c[i][0] = _mm512_fmadd_ps(a, w0, c[i][0]);
+            c[i][1] = _mm512_fmadd_ps(a, w1, c[i][1]);
+        }
+    }
+    #pragma GCC unroll 12
+    for (int i = 0; i < GEMM_AVX512_MR; i++) {
+        _mm512_storeu_ps(acc + i * ld, c[i][0]);
+        _mm512_storeu_ps(acc + i * ld + 16, c[i][1]);
+    }
+}
