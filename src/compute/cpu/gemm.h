@@ -72,24 +72,37 @@ size_t cpu_gemm_amx_ws_bytes(int64_t rows, int64_t K);
  * task widens its weight columns once into an f32 panel [column group][k][NR] (in L2), then an MR x NR
  * micro-kernel (gemm_avx2.c, gemm_avx512.c) broadcasts x values and multiplies them by NR panel values per FMA,
  * the accumulators staying in registers over the slice - no horizontal sums, each weight vector loaded once per
- * MR rows. x is read as f32 (g->x, g->ldx); FAST callers pass x already rounded to bf16, so the products are
- * the same a bf16 dot product forms. Blocks are at most GEMM_PACKED_BM rows x GEMM_PACKED_BN columns. */
+ * MR rows. x is read as f32 from g->x in the layout cpu_gemm_pack_x writes: groups of MR rows, each [K][MR]
+ * (FAST rounds x to bf16 there, so the products are the ones a bf16 dot product forms). Blocks are at most
+ * GEMM_PACKED_BM rows (m0 a multiple of it) x GEMM_PACKED_BN columns. */
 #define GEMM_PACKED_BM 480
 #define GEMM_PACKED_BN 128
 #define GEMM_PACKED_KC 256
 /* Whether the packed kernel runs this product: a vector tier, not AMX, and not the FAST bf16 product on a CPU
  * whose bf16 dot product outruns its f32 FMA (prefer_dot: AMD Zen 4 and later). */
 bool cpu_gemm_packed_ok(const cpu_gemm *g, bool prefer_dot);
+/* Rows per x group (MR) for this tier, and the floats of the packed copy of `rows` rows. */
+int cpu_gemm_packed_mr(kiln_cpu_tier tier);
+size_t cpu_gemm_packed_x_floats(int64_t rows, int64_t K, kiln_cpu_tier tier);
+/* Packs rows [r0, r1) of x (f32 [M, K], row stride ldx; r0 a multiple of MR) into dst, the packed copy of all
+ * M rows; rounds to bf16 when fast; rows past M are zero. */
+void cpu_gemm_pack_x(float *dst, const float *x, int64_t ldx, int64_t M, int64_t K, int64_t r0, int64_t r1,
+                     bool fast, kiln_cpu_tier tier);
 size_t cpu_gemm_packed_ws_bytes(void);
 void cpu_gemm_block_packed(const cpu_gemm *g, int64_t m0, int64_t m1, int64_t n0, int64_t n1);
-/* acc[i * ld + j] (=, or += unless first) sum over k < kc of xr[i][k] * panel[k * NR + j], i < MR, j < NR. */
-typedef void (*cpu_gemm_micro_fn)(const float *const *xr, const float *panel, int64_t kc, float *acc, int64_t ld,
-                                  bool first);
+/* acc[i * ld + j] (=, or += unless first) sum over k < kc of xp[k * MR + i] * panel[k * NR + j], i < MR,
+ * j < NR. */
+typedef void (*cpu_gemm_micro_fn)(const float *xp, const float *panel, int64_t kc, float *acc, int64_t ld, bool first);
 #define GEMM_AVX2_MR 6
 #define GEMM_AVX2_NR 16
 #define GEMM_AVX512_MR 12
 #define GEMM_AVX512_NR 32
-void cpu_gemm_micro_avx2(const float *const *xr, const float *panel, int64_t kc, float *acc, int64_t ld, bool first);
-void cpu_gemm_micro_avx512(const float *const *xr, const float *panel, int64_t kc, float *acc, int64_t ld, bool first);
+/* Widen weight rows [n0, n1) x k [kc, ke) into the panel ([group of NR][k][NR]; columns n1..ncols are zero). */
+void cpu_gemm_pack_panel_avx2(const cpu_gemm *g, float *panel, int64_t n0, int64_t n1, int64_t ncols, int64_t kc,
+                              int64_t ke);
+void cpu_gemm_pack_panel_avx512(const cpu_gemm *g, float *panel, int64_t n0, int64_t n1, int64_t ncols, int64_t kc,
+                                int64_t ke);
+void cpu_gemm_micro_avx2(const float *xp, const float *panel, int64_t kc, float *acc, int64_t ld, bool first);
+void cpu_gemm_micro_avx512(const float *xp, const float *panel, int64_t kc, float *acc, int64_t ld, bool first);
 
 #endif

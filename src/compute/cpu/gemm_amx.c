@@ -9,6 +9,7 @@
 #include <immintrin.h>
 
 #include "compute/cpu/gemm.h"
+#include "compute/cpu/transpose_avx512.h"
 
 #define TARGET __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512bf16,prfchw")))
 
@@ -27,31 +28,6 @@ bool cpu_gemm_amx_ok(const cpu_gemm *g) {
 }
 
 size_t cpu_gemm_amx_packed_bytes(int64_t rows, int64_t K) { return (size_t)((rows + 31) & ~(int64_t)31) * (size_t)K * 2; }
-
-/* Transposes the 16 x 16 f32 tile t (row stride 16) in registers: r[i] = column i of t. */
-TARGET static inline void transpose16(const float *t, __m512 r[16]) {
-    __m512 a[16], b[16];
-    for (int i = 0; i < 16; i++) a[i] = _mm512_load_ps(t + 16 * i);
-    for (int i = 0; i < 16; i += 2) { /* interleave pairs of rows: 32-bit elements */
-        b[i] = _mm512_unpacklo_ps(a[i], a[i + 1]);
-        b[i + 1] = _mm512_unpackhi_ps(a[i], a[i + 1]);
-    }
-    for (int i = 0; i < 16; i += 4) { /* 64-bit elements */
-        a[i] = (__m512)_mm512_unpacklo_pd((__m512d)b[i], (__m512d)b[i + 2]);
-        a[i + 1] = (__m512)_mm512_unpackhi_pd((__m512d)b[i], (__m512d)b[i + 2]);
-        a[i + 2] = (__m512)_mm512_unpacklo_pd((__m512d)b[i + 1], (__m512d)b[i + 3]);
-        a[i + 3] = (__m512)_mm512_unpackhi_pd((__m512d)b[i + 1], (__m512d)b[i + 3]);
-    }
-    /* now a[4q + j] holds, in each 128-bit lane L, elements (row 4q..4q+3, column 4L + j); gather lanes */
-    for (int i = 0; i < 4; i++) {
-        __m512 x0 = _mm512_shuffle_f32x4(a[i], a[4 + i], 0x88), x1 = _mm512_shuffle_f32x4(a[i], a[4 + i], 0xdd);
-        __m512 y0 = _mm512_shuffle_f32x4(a[8 + i], a[12 + i], 0x88), y1 = _mm512_shuffle_f32x4(a[8 + i], a[12 + i], 0xdd);
-        r[i] = _mm512_shuffle_f32x4(x0, y0, 0x88);
-        r[8 + i] = _mm512_shuffle_f32x4(x0, y0, 0xdd);
-        r[4 + i] = _mm512_shuffle_f32x4(x1, y1, 0x88);
-        r[12 + i] = _mm512_shuffle_f32x4(x1, y1, 0xdd);
-    }
-}
 
 TARGET void cpu_gemm_pack_amx(uint16_t *dst, const float *x, int64_t ldx, int64_t M, int64_t K, int64_t r0, int64_t r1) {
     const float zero[32] __attribute__((aligned(64))) = {0};

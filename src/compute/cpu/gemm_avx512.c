@@ -5,6 +5,7 @@
 #include <immintrin.h>
 
 #include "compute/cpu/gemm.h"
+#include "compute/cpu/transpose_avx512.h"
 
 #define TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,fma")))
 
@@ -98,8 +99,8 @@ TARGET void cpu_gemm_tile_avx512(const cpu_gemm *g, int64_t m0, int mr, int64_t 
 }
 
 /* The packed kernel's 12 x 32 micro-kernel (gemm_packed.c): 24 zmm sums, two panel vectors per k, each x value
- * broadcast straight from memory into the FMA. */
-TARGET void cpu_gemm_micro_avx512(const float *const *xr, const float *panel, int64_t kc, float *acc, int64_t ld,
+ * broadcast from the packed x group. */
+TARGET void cpu_gemm_micro_avx512(const float *xp, const float *panel, int64_t kc, float *acc, int64_t ld,
                                   bool first) {
     __m512 c[GEMM_AVX512_MR][2];
     #pragma GCC unroll 12
@@ -111,7 +112,7 @@ TARGET void cpu_gemm_micro_avx512(const float *const *xr, const float *panel, in
         __m512 w0 = _mm512_load_ps(panel + k * 32), w1 = _mm512_load_ps(panel + k * 32 + 16);
         #pragma GCC unroll 12
         for (int i = 0; i < GEMM_AVX512_MR; i++) {
-            __m512 a = _mm512_set1_ps(xr[i][k]);
+            __m512 a = _mm512_set1_ps(xp[k * GEMM_AVX512_MR + i]);
             c[i][0] = _mm512_fmadd_ps(a, w0, c[i][0]);
             c[i][1] = _mm512_fmadd_ps(a, w1, c[i][1]);
         }
@@ -120,5 +121,35 @@ TARGET void cpu_gemm_micro_avx512(const float *const *xr, const float *panel, in
     for (int i = 0; i < GEMM_AVX512_MR; i++) {
         _mm512_storeu_ps(acc + i * ld, c[i][0]);
         _mm512_storeu_ps(acc + i * ld + 16, c[i][1]);
+    }
+}
+
+/* The packed kernel's weight pack (gemm_packed.c): 16 weight rows x 16 k at a time are widened and transposed
+ * in registers, so each k's 16 columns leave as one store; edges (rows past n1, k tails) go element by element. */
+TARGET void cpu_gemm_pack_panel_avx512(const cpu_gemm *g, float *panel, int64_t n0, int64_t n1, int64_t ncols,
+                                       int64_t kc, int64_t ke) {
+    const int nr = GEMM_AVX512_NR;
+    const int64_t kl = ke - kc;
+    float t[16][16] __attribute__((aligned(64)));
+    for (int64_t j0 = 0; j0 < ncols; j0 += 16) {
+        float *grp = panel + (j0 / nr) * kl * nr + j0 % nr;
+        int64_t k = 0;
+        if (n0 + j0 + 16 <= n1)
+            for (; k + 16 <= kl; k += 16) {
+                for (int r = 0; r < 16; r++) {
+                    const int64_t off = (n0 + j0 + r) * g->ldw + kc + k;
+                    __m512 v = g->w_bf16 ? widen_bf16(_mm256_loadu_si256((const __m256i *)((const uint16_t *)g->w + off)))
+                                         : _mm512_loadu_ps((const float *)g->w + off);
+                    _mm512_store_ps(t[r], v);
+                }
+                __m512 c[16];
+                transpose16(&t[0][0], c);
+                for (int i = 0; i < 16; i++) _mm512_store_ps(grp + (k + i) * nr, c[i]);
+            }
+        for (; k < kl; k++)
+            for (int r = 0; r < 16; r++) {
+                const int64_t n = n0 + j0 + r, off = n * g->ldw + kc + k;
+                grp[k * nr + r] = n >= n1 ? 0.0f : g->w_bf16 ? bf16_to_f32(((const uint16_t *)g->w)[off]) : ((const float *)g->w)[off];
+            }
     }
 }

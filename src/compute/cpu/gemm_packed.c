@@ -13,26 +13,34 @@ bool cpu_gemm_packed_ok(const cpu_gemm *g, bool prefer_dot) {
     return !(g->tier >= KILN_CPU_AVX512 && g->fast && prefer_dot);
 }
 
-size_t cpu_gemm_packed_ws_bytes(void) {
-    return sizeof(float) * ((size_t)GEMM_PACKED_BN * GEMM_PACKED_KC + (size_t)GEMM_PACKED_BM * GEMM_PACKED_BN);
+int cpu_gemm_packed_mr(kiln_cpu_tier tier) { return tier >= KILN_CPU_AVX512 ? GEMM_AVX512_MR : GEMM_AVX2_MR; }
+
+size_t cpu_gemm_packed_x_floats(int64_t rows, int64_t K, kiln_cpu_tier tier) {
+    const int mr = cpu_gemm_packed_mr(tier);
+    return (size_t)((rows + mr - 1) / mr * mr) * (size_t)K;
 }
 
-/* Widens weight rows [n0, n1) x k [kc, ke) into the panel; columns n1.. of the last group are zero. */
-static void pack_panel(const cpu_gemm *g, float *panel, int64_t n0, int64_t n1, int64_t ncols, int64_t kc,
-                       int64_t ke, int nr) {
-    const int64_t kl = ke - kc;
-    for (int64_t j = 0; j < ncols; j++) {
-        float *dst = panel + (j / nr) * kl * nr + j % nr;
-        if (n0 + j >= n1) {
-            for (int64_t k = 0; k < kl; k++) dst[k * nr] = 0.0f;
-        } else if (g->w_bf16) {
-            const uint16_t *src = (const uint16_t *)g->w + (n0 + j) * g->ldw + kc;
-            for (int64_t k = 0; k < kl; k++) dst[k * nr] = bf16_to_f32(src[k]);
-        } else {
-            const float *src = (const float *)g->w + (n0 + j) * g->ldw + kc;
-            for (int64_t k = 0; k < kl; k++) dst[k * nr] = src[k];
+/* One group's broadcasts then come from one sequential stream at fixed offsets (a single pointer register),
+ * instead of MR row streams whose rows may lie a multiple of 4 KB apart and share L1 sets. */
+void cpu_gemm_pack_x(float *dst, const float *x, int64_t ldx, int64_t M, int64_t K, int64_t r0, int64_t r1,
+                     bool fast, kiln_cpu_tier tier) {
+    const int mr = cpu_gemm_packed_mr(tier);
+    for (int64_t m = r0; m < r1; m++) {
+        float *d = dst + (m / mr) * mr * K + m % mr;
+        if (m >= M) {
+            for (int64_t k = 0; k < K; k++) d[k * mr] = 0.0f;
+            continue;
         }
+        const float *src = x + m * ldx;
+        if (fast)
+            for (int64_t k = 0; k < K; k++) d[k * mr] = round_bf16(src[k]);
+        else
+            for (int64_t k = 0; k < K; k++) d[k * mr] = src[k];
     }
+}
+
+size_t cpu_gemm_packed_ws_bytes(void) {
+    return sizeof(float) * ((size_t)GEMM_PACKED_BN * GEMM_PACKED_KC + (size_t)GEMM_PACKED_BM * GEMM_PACKED_BN);
 }
 
 void cpu_gemm_block_packed(const cpu_gemm *g, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
@@ -41,17 +49,16 @@ void cpu_gemm_block_packed(const cpu_gemm *g, int64_t m0, int64_t m1, int64_t n0
     const cpu_gemm_micro_fn micro = wide ? cpu_gemm_micro_avx512 : cpu_gemm_micro_avx2;
     const int64_t ncols = (n1 - n0 + nr - 1) / nr * nr, K = g->K;
     float *panel = g->ws, *acc = panel + (size_t)GEMM_PACKED_BN * GEMM_PACKED_KC;
-    /* the accumulator rows of the block, rounded up to MR (rows past m1 compute copies of row m1 - 1 and are
+    /* the accumulator rows of the block, rounded up to MR (rows past M are packed as zeros, rows past m1 are
      * never stored) */
     if (K == 0) memset(acc, 0, sizeof(float) * (size_t)((m1 - m0 + mr - 1) / mr * mr) * GEMM_PACKED_BN);
     for (int64_t kc = 0; kc < K; kc += GEMM_PACKED_KC) {
         const int64_t ke = kc + GEMM_PACKED_KC < K ? kc + GEMM_PACKED_KC : K, kl = ke - kc;
-        pack_panel(g, panel, n0, n1, ncols, kc, ke, nr);
+        (wide ? cpu_gemm_pack_panel_avx512 : cpu_gemm_pack_panel_avx2)(g, panel, n0, n1, ncols, kc, ke);
         for (int64_t m = m0; m < m1; m += mr) {
-            const float *xr[GEMM_AVX512_MR];
-            for (int i = 0; i < mr; i++) xr[i] = g->x + (m + i < m1 ? m + i : m1 - 1) * g->ldx + kc;
+            const float *xp = g->x + m * K + kc * mr; /* group m / mr starts at (m / mr) * mr * K */
             for (int64_t q = 0; q < ncols; q += nr)
-                micro(xr, panel + q * kl, kl, acc + (m - m0) * GEMM_PACKED_BN + q, GEMM_PACKED_BN, kc == 0);
+                micro(xp, panel + q * kl, kl, acc + (m - m0) * GEMM_PACKED_BN + q, GEMM_PACKED_BN, kc == 0);
         }
     }
     cpu_gemm_store(g, m0, (int)(m1 - m0), n0, (int)(n1 - n0), acc, GEMM_PACKED_BN, 1);

@@ -16,27 +16,24 @@ typedef struct mm_job {
     int64_t block_m, block_n, nblk_n;
     const float *x;
     int64_t ldx;
-    char *ws; /* AMX: per-thread workspaces, ws_bytes apart */
+    char *ws; /* AMX / packed kernel: per-thread workspaces, ws_bytes apart */
     size_t ws_bytes;
+    int64_t pack_rows; /* rows of x each pack task converts */
 } mm_job;
 
 static void pack_task(void *ctx, size_t i, int thread) {
     mm_job *j = ctx;
-    int64_t r = j->r0 + (int64_t)i * 32, re = r + 32 < j->r1 ? r + 32 : j->r1;
+    int64_t r = j->r0 + (int64_t)i * j->pack_rows, re = r + j->pack_rows < j->r1 ? r + j->pack_rows : j->r1;
     uint16_t *xb = (uint16_t *)j->g.xb;
     if (j->g.amx) { /* the pack covers the chunk (row r0 at offset 0) padded with zero rows to a multiple of 32 */
         cpu_gemm_pack_amx(xb, j->x + j->r0 * j->ldx, j->ldx, j->r1 - j->r0, j->g.K, r - j->r0, r - j->r0 + 32);
         return;
     }
-    if (j->g.packed) { /* f32 rows (holding bf16 values for FAST): the packed kernel reads x as f32 */
-        for (int64_t row = r; row < re; row++) {
-            const float *xr = j->x + row * j->ldx;
-            float *o = (float *)j->g.x + (row - j->r0) * j->g.ldx;
-            if (j->g.fast)
-                for (int64_t k = 0; k < j->g.K; k++) o[k] = round_bf16(xr[k]);
-            else
-                memcpy(o, xr, sizeof(float) * (size_t)j->g.K);
-        }
+    if (j->g.packed) { /* whole groups of MR rows (pack_rows is a multiple of MR); the last one zero-padded */
+        const int mr = cpu_gemm_packed_mr(j->g.tier);
+        const int64_t end = re == j->r1 ? (re - j->r0 + mr - 1) / mr * mr : re - j->r0;
+        cpu_gemm_pack_x((float *)j->g.x, j->x + j->r0 * j->ldx, j->ldx, j->r1 - j->r0, j->g.K, r - j->r0, end,
+                        j->g.fast, j->g.tier);
         return;
     }
     for (int64_t row = r; row < re; row++) {
@@ -76,7 +73,7 @@ kiln_status cpu_matmul(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, c
                          "matmul: shapes do not chain: y [%lld, %lld] = x [%lld, %lld] . w [%lld, %lld]^T",
                          (long long)ym.rows, (long long)ym.cols, (long long)xm.rows, (long long)xm.cols,
                          (long long)wm.rows, (long long)wm.cols);
-    mm_job j = {.x = (const float *)xm.data, .ldx = xm.ld};
+    mm_job j = {.x = (const float *)xm.data, .ldx = xm.ld, .pack_rows = 32};
     cpu_gemm *g = &j.g;
     g->M = xm.rows, g->N = wm.rows, g->K = xm.cols;
     g->x = (const float *)xm.data, g->ldx = xm.ld;
@@ -98,20 +95,18 @@ kiln_status cpu_matmul(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, c
     void *scratch = NULL;
     j.block_m = BLOCK_M, j.block_n = BLOCK_N;
     if (g->packed) {
-        /* x copied into scratch rows (rounded to bf16 for FAST), chunked like the bf16 copy below. The copy's row
-         * stride is padded by one cache line: with rows a multiple of 4 KB apart (K = 1024, 3072, ...) the
-         * micro-kernel's MR row streams would all fall into the same L1 sets (an L1-resident microbenchmark of
-         * the 12 x 32 kernel ran at ~78% of the FMA peak with K = 3072 rows, ~88% with the padded stride) */
-        const int64_t ldx = ((g->K + 15) & ~(int64_t)15) + 16;
-        const size_t row_bytes = (size_t)ldx * 4;
-        chunk = (int64_t)(MATMUL_SCRATCH_MAX / row_bytes) & ~(int64_t)31;
-        if (chunk < 32) chunk = 32;
+        /* x copied into scratch in the micro-kernel's layout (rounded to bf16 for FAST), chunked like the bf16
+         * copy below; chunks and pack tasks are multiples of 96 rows, so of MR (6 or 12) */
+        j.pack_rows = 96;
+        const size_t row_bytes = (size_t)(g->K > 0 ? g->K : 1) * 4;
+        chunk = (int64_t)(MATMUL_SCRATCH_MAX / row_bytes) / GEMM_PACKED_BM * GEMM_PACKED_BM;
+        if (chunk < GEMM_PACKED_BM) chunk = GEMM_PACKED_BM;
         if (chunk > g->M) chunk = g->M;
-        const size_t xr_bytes = ((size_t)chunk * row_bytes + 63) & ~(size_t)63;
+        const size_t xr_bytes = (cpu_gemm_packed_x_floats(chunk, g->K, g->tier) * 4 + 63) & ~(size_t)63;
         j.block_m = GEMM_PACKED_BM, j.block_n = GEMM_PACKED_BN;
         j.ws_bytes = cpu_gemm_packed_ws_bytes();
         KILN_TRY(cpu_scratch(cb, xr_bytes + j.ws_bytes * (size_t)cb->n_threads, &scratch, err));
-        g->x = scratch, g->ldx = ldx;
+        g->x = scratch, g->ldx = g->K;
         j.ws = (char *)scratch + xr_bytes;
     } else if (g->fast) {
         size_t row_bytes = (size_t)(g->K > 0 ? g->K : 1) * 2;
@@ -138,7 +133,8 @@ kiln_status cpu_matmul(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, c
     for (int64_t r0 = 0; r0 < g->M; r0 += chunk) {
         j.r0 = r0;
         j.r1 = r0 + chunk < g->M ? r0 + chunk : g->M;
-        if (g->fast || g->packed) kiln_pool_run(cb->pool, (size_t)((j.r1 - r0 + 31) / 32), pack_task, &j);
+        if (g->fast || g->packed) kiln_pool_run(cb->pool, (size_t)((j.r1 - r0 + j.pack_rows - 1) / j.pack_rows), pack_task,
+                                                  &j);
         int64_t nblk_m = (j.r1 - r0 + j.block_m - 1) / j.block_m;
         kiln_pool_run(cb->pool, (size_t)(nblk_m * j.nblk_n), block_task, &j);
     }
