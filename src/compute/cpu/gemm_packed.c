@@ -55,10 +55,20 @@ void cpu_gemm_block_packed(const cpu_gemm *g, int64_t m0, int64_t m1, int64_t n0
     for (int64_t kc = 0; kc < K; kc += GEMM_PACKED_KC) {
         const int64_t ke = kc + GEMM_PACKED_KC < K ? kc + GEMM_PACKED_KC : K, kl = ke - kc;
         (wide ? cpu_gemm_pack_panel_avx512 : cpu_gemm_pack_panel_avx2)(g, panel, n0, n1, ncols, kc, ke);
+        /* the next slice's weight lines, prefetched into L2 a few per micro-kernel call: the pack then finds them
+         * there instead of waiting on memory (a DiT step reads each weight from DRAM) */
+        const int64_t ne = ke + GEMM_PACKED_KC < K ? ke + GEMM_PACKED_KC : K, wsz = g->w_bf16 ? 2 : 4;
+        const int64_t row_lines = ((ne - ke) * wsz + 63) / 64, pf_lines = (n1 - n0) * row_lines;
+        const int64_t calls = (m1 - m0 + mr - 1) / mr * (ncols / nr), per = (pf_lines + calls - 1) / calls;
+        const char *wnext = (const char *)g->w + ke * wsz;
+        int64_t pf = 0;
         for (int64_t m = m0; m < m1; m += mr) {
             const float *xp = g->x + m * K + kc * mr; /* group m / mr starts at (m / mr) * mr * K */
-            for (int64_t q = 0; q < ncols; q += nr)
+            for (int64_t q = 0; q < ncols; q += nr) {
+                for (int64_t e = 0; e < per && pf < pf_lines; e++, pf++)
+                    __builtin_prefetch(wnext + (n0 + pf / row_lines) * g->ldw * wsz + pf % row_lines * 64, 0, 2);
                 micro(xp, panel + q * kl, kl, acc + (m - m0) * GEMM_PACKED_BN + q, GEMM_PACKED_BN, kc == 0);
+            }
         }
     }
     cpu_gemm_store(g, m0, (int)(m1 - m0), n0, (int)(n1 - n0), acc, GEMM_PACKED_BN, 1);
