@@ -126,6 +126,10 @@ static void test_matmul(void) {
     check_matmul(40, 64, 64, true, 2, KILN_EPI_ADD, KILN_PREC_FAST, false);
     check_matmul(0, 64, 64, true, 0, KILN_EPI_NONE, KILN_PREC_FAST, false);
     check_matmul(3, 32, 0, true, 1, KILN_EPI_NONE, KILN_PREC_FAST, false);
+    /* packed kernel (vector tiers, and the AMX tier when N % 32 != 0): three row blocks; then x in two row
+     * chunks (K = 12288: 960 rows of f32 per 48 MB chunk) */
+    check_matmul(1700, 40, 40, true, 1, KILN_EPI_GATED_RESIDUAL, KILN_PREC_FAST, true);
+    check_matmul(1100, 8, 12288, true, 2, KILN_EPI_ADD, KILN_PREC_FAST, false);
     /* AMX: several K slices of unequal length, two column blocks (256 + 64), rows not a multiple of 32 */
     check_matmul(45, 320, 3200, true, 1, KILN_EPI_NONE, KILN_PREC_FAST, false);
     check_matmul(45, 320, 3200, true, 2, KILN_EPI_GATED_RESIDUAL, KILN_PREC_FAST, true);

@@ -74,7 +74,7 @@ size_t cpu_gemm_amx_ws_bytes(int64_t rows, int64_t K);
  * the accumulators staying in registers over the slice - no horizontal sums, each weight vector loaded once per
  * MR rows. x is read as f32 from g->x in the layout cpu_gemm_pack_x writes: groups of MR rows, each [K][MR]
  * (FAST rounds x to bf16 there, so the products are the ones a bf16 dot product forms). Blocks are at most
- * GEMM_PACKED_BM rows (m0 a multiple of it) x GEMM_PACKED_BN columns. */
+ * GEMM_PACKED_BM rows (m0 a multiple of 96) x GEMM_PACKED_BN columns. */
 #define GEMM_PACKED_BM 480
 #define GEMM_PACKED_BN 128
 #define GEMM_PACKED_KC 256

@@ -99,11 +99,14 @@ kiln_status cpu_matmul(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, c
          * copy below; chunks and pack tasks are multiples of 96 rows, so of MR (6 or 12) */
         j.pack_rows = 96;
         const size_t row_bytes = (size_t)(g->K > 0 ? g->K : 1) * 4;
-        chunk = (int64_t)(MATMUL_SCRATCH_MAX / row_bytes) / GEMM_PACKED_BM * GEMM_PACKED_BM;
-        if (chunk < GEMM_PACKED_BM) chunk = GEMM_PACKED_BM;
+        chunk = (int64_t)(MATMUL_SCRATCH_MAX / row_bytes) / 96 * 96;
+        if (chunk < 96) chunk = 96;
         if (chunk > g->M) chunk = g->M;
         const size_t xr_bytes = (cpu_gemm_packed_x_floats(chunk, g->K, g->tier) * 4 + 63) & ~(size_t)63;
-        j.block_m = GEMM_PACKED_BM, j.block_n = GEMM_PACKED_BN;
+        /* row blocks of at most GEMM_PACKED_BM, equal in size (a short last block would re-read the whole weight
+         * for a few rows); starts stay multiples of 96 */
+        const int64_t nblk_m = (chunk + GEMM_PACKED_BM - 1) / GEMM_PACKED_BM;
+        j.block_m = ((chunk + nblk_m - 1) / nblk_m + 95) / 96 * 96, j.block_n = GEMM_PACKED_BN;
         j.ws_bytes = cpu_gemm_packed_ws_bytes();
         KILN_TRY(cpu_scratch(cb, xr_bytes + j.ws_bytes * (size_t)cb->n_threads, &scratch, err));
         g->x = scratch, g->ldx = g->K;
