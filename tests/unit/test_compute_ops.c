@@ -522,6 +522,8 @@ static void test_conv2d(void) {
         check_conv(2, 64, 32, 5, 32, 3, 1, 1, 1, true, true, (kiln_precision)prec);
         check_conv(1, 32, 64, 4, 64, 3, 1, 0, 2, true, false, (kiln_precision)prec);
         check_conv(1, 32, 64, 3, 64, 1, 1, 0, 0, true, true, (kiln_precision)prec);
+        /* packed kernel (vector tiers): two pixel tiles of 192, two column blocks (128 + 8) */
+        check_conv(1, 8, 136, 7, 30, 3, 1, 1, 1, true, true, (kiln_precision)prec);
     }
     float buf[256] = {0};
     kiln_tensor x = t4(buf, 1, 2, 4, 4), y = t4(buf + 64, 1, 3, 4, 4);
@@ -584,11 +586,12 @@ int main(void) {
         RUN(test_upsample);
         RUN(test_memory_and_cuda_stub);
         kiln_backend_close(be);
-        if (tier == KILN_CPU_AVX512) { /* the other FAST matmul kernel of this tier (which one runs is by vendor) */
+        if (tier == KILN_CPU_AVX512) { /* the other FAST matmul/conv kernel of this tier (which runs is by vendor) */
             setenv("KILN_GEMM", kiln_cpu_prefers_bf16_dot() ? "fma" : "dot", 1);
             printf("# tier avx512, KILN_GEMM=%s\n", getenv("KILN_GEMM"));
             if (kiln_backend_open_cpu(2, &be, &err) != KILN_OK) return 1;
             RUN(test_matmul);
+            RUN(test_conv2d);
             kiln_backend_close(be);
             unsetenv("KILN_GEMM");
         }

@@ -1,12 +1,16 @@
 /* conv2d.c - 2-D convolution (NCHW, k = 1 or 3, stride 1 or 2, separate begin/end padding) as im2col + the
- * matmul core. Each task takes CONV_PIX output pixels of one image, gathers their receptive fields into a
- * per-thread [pixels, Ci*k*k] matrix (zeros in the padding) and multiplies it by the weight viewed as
- * [Co, Ci*k*k] (its stored layout), writing the NCHW output directly (pixel stride 1, channel stride Ho*Wo). */
+ * matmul core. Each task takes CONV_PIX (CONV_PIX_PACKED) output pixels of one image, gathers their receptive
+ * fields into a per-thread [pixels, Ci*k*k] matrix (zeros in the padding; in the packed kernel's x layout when
+ * that kernel runs) and multiplies it by the weight viewed as [Co, Ci*k*k] (its stored layout), writing the
+ * NCHW output directly (pixel stride 1, channel stride Ho*Wo). On AMX most convs take the implicit GEMM of
+ * conv_amx.c instead; narrow outputs take the direct path. */
 #include "compute/cpu/conv.h"
 #include "compute/cpu/ew_kernels.h"
 #include "compute/cpu/gemm.h"
 
-#define CONV_PIX 64
+#define CONV_PIX 64         /* output pixels per im2col task (dot-tile and AMX GEMM paths) */
+#define CONV_PIX_PACKED 192 /* ... for the packed FMA kernel: each task widens the weight into its panels once per
+                             * 128 output channels and K slice, so more pixels share that cost (a multiple of 12) */
 #define CONV_DIRECT_MAX_CO 16 /* narrower stride-1 outputs take the direct path */
 #define CONV_BAND_BYTES ((size_t)8 << 20) /* packed input rows per band (AMX path) */
 
@@ -112,33 +116,83 @@ typedef struct conv_job {
     cpu_gemm g; /* template: w, bias, tier, fast */
     const float *x;
     float *y;
-    int64_t ci, h, w, co, ho, wo, k, stride, pad, tiles_per_img;
+    int64_t ci, h, w, co, ho, wo, k, stride, pad, tiles_per_img, pix;
     char *scratch;
     size_t per_thread, ws_offset; /* ws_offset: the AMX workspace within a thread's scratch */
 } conv_job;
 
+/* im2col for the packed kernel, straight into its x layout: groups of mr pixels, [K][mr] each, rounded to bf16
+ * for FAST, the last group padded with zero pixels. Within a group, one (ci, ky, kx) entry of mr pixels of the
+ * same output row is a run of the input row (stride 1): copied as such when it lies inside the image, so the
+ * common case is a short contiguous copy instead of mr bounds-checked gathers. */
+static void gather_packed(const conv_job *j, const float *x, float *col, int64_t p0, int64_t np, int64_t K) {
+    const int mr = cpu_gemm_packed_mr(j->g.tier);
+    const bool round = j->g.fast;
+    for (int64_t g0 = 0; g0 < np; g0 += mr) {
+        float *dst = col + g0 * K;
+        const int n = np - g0 < mr ? (int)(np - g0) : mr;
+        int64_t oy[GEMM_AVX512_MR], ox[GEMM_AVX512_MR];
+        for (int i = 0; i < n; i++) oy[i] = (p0 + g0 + i) / j->wo, ox[i] = (p0 + g0 + i) % j->wo;
+        const bool run = n == mr && j->stride == 1 && oy[mr - 1] == oy[0];
+        int64_t e = 0;
+        for (int64_t ci = 0; ci < j->ci; ci++)
+            for (int64_t ky = 0; ky < j->k; ky++)
+                for (int64_t kx = 0; kx < j->k; kx++, e++) {
+                    float *d = dst + e * mr;
+                    const int64_t iy0 = oy[0] * j->stride + ky - j->pad, ix0 = ox[0] + kx - j->pad;
+                    if (run && iy0 >= 0 && iy0 < j->h && ix0 >= 0 && ix0 + mr <= j->w) {
+                        const float *src = x + (ci * j->h + iy0) * j->w + ix0;
+                        if (round)
+                            for (int i = 0; i < mr; i++) d[i] = round_bf16(src[i]);
+                        else
+                            memcpy(d, src, sizeof(float) * (size_t)mr);
+                        continue;
+                    }
+                    for (int i = 0; i < mr; i++) {
+                        float v = 0.0f;
+                        if (i < n) {
+                            const int64_t iy = oy[i] * j->stride + ky - j->pad, ix = ox[i] * j->stride + kx - j->pad;
+                            if (iy >= 0 && iy < j->h && ix >= 0 && ix < j->w) v = x[(ci * j->h + iy) * j->w + ix];
+                        }
+                        d[i] = round ? round_bf16(v) : v;
+                    }
+                }
+    }
+}
+
 static void conv_task(void *ctx, size_t t, int thread) {
     const conv_job *j = ctx;
-    int64_t img = (int64_t)t / j->tiles_per_img, p0 = ((int64_t)t % j->tiles_per_img) * CONV_PIX;
-    int64_t np = j->ho * j->wo - p0 < CONV_PIX ? j->ho * j->wo - p0 : CONV_PIX, K = j->ci * j->k * j->k;
+    int64_t img = (int64_t)t / j->tiles_per_img, p0 = ((int64_t)t % j->tiles_per_img) * j->pix;
+    int64_t np = j->ho * j->wo - p0 < j->pix ? j->ho * j->wo - p0 : j->pix, K = j->ci * j->k * j->k;
     float *col = (float *)(j->scratch + (size_t)thread * j->per_thread);
     const float *x = j->x + img * j->ci * j->h * j->w;
-    for (int64_t p = 0; p < np; p++) {
-        int64_t oy = (p0 + p) / j->wo, ox = (p0 + p) % j->wo;
-        float *c = col + p * K;
-        for (int64_t ci = 0; ci < j->ci; ci++)
-            for (int64_t ky = 0; ky < j->k; ky++) {
-                int64_t iy = oy * j->stride + ky - j->pad;
-                for (int64_t kx = 0; kx < j->k; kx++) {
-                    int64_t ix = ox * j->stride + kx - j->pad;
-                    *c++ = iy >= 0 && iy < j->h && ix >= 0 && ix < j->w ? x[(ci * j->h + iy) * j->w + ix] : 0.0f;
+    const bool packed = j->g.packed;
+    if (packed) {
+        gather_packed(j, x, col, p0, np, K);
+    } else {
+        for (int64_t p = 0; p < np; p++) {
+            int64_t oy = (p0 + p) / j->wo, ox = (p0 + p) % j->wo;
+            float *c = col + p * K;
+            for (int64_t ci = 0; ci < j->ci; ci++)
+                for (int64_t ky = 0; ky < j->k; ky++) {
+                    int64_t iy = oy * j->stride + ky - j->pad;
+                    for (int64_t kx = 0; kx < j->k; kx++) {
+                        int64_t ix = ox * j->stride + kx - j->pad;
+                        *c++ = iy >= 0 && iy < j->h && ix >= 0 && ix < j->w ? x[(ci * j->h + iy) * j->w + ix] : 0.0f;
+                    }
                 }
-            }
+        }
     }
     cpu_gemm g = j->g;
     g.M = np, g.K = K;
     g.x = col, g.ldx = K;
     g.y = j->y + img * j->co * j->ho * j->wo + p0;
+    if (packed) {
+        g.ws = (char *)col + j->ws_offset;
+        for (int64_t n0 = 0; n0 < g.N; n0 += GEMM_PACKED_BN)
+            cpu_gemm_block_packed(&g, 0, np, n0, n0 + GEMM_PACKED_BN < g.N ? n0 + GEMM_PACKED_BN : g.N);
+        return;
+    }
     if (g.fast) {
         uint16_t *xb = (uint16_t *)(col + CONV_PIX * K);
         if (g.amx) cpu_gemm_pack_amx(xb, col, K, np, K, 0, (np + 31) & ~31);
@@ -202,14 +256,22 @@ kiln_status cpu_conv2d(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, c
         kiln_pool_run(cb->pool, (size_t)(xd[0] * ho), direct_task, &dj);
         return KILN_OK;
     }
-    /* per thread: CONV_PIX f32 rows of K, then their bf16 copy (AMX pack rounds rows to 32: CONV_PIX is 64), then
-     * the AMX kernel's workspace */
-    j.ws_offset = ((size_t)CONV_PIX * (size_t)g->K * 6 + 63) & ~(size_t)63;
-    j.per_thread = j.ws_offset + (g->amx ? cpu_gemm_amx_ws_bytes(CONV_PIX, g->K) : 0);
+    g->packed = cpu_gemm_packed_ok(g, cb->prefer_bf16_dot);
+    if (g->packed) { /* per thread: the packed pixel rows, then the packed kernel's workspace */
+        j.pix = CONV_PIX_PACKED;
+        j.ws_offset = (cpu_gemm_packed_x_floats(CONV_PIX_PACKED, g->K, cb->tier) * 4 + 63) & ~(size_t)63;
+        j.per_thread = j.ws_offset + cpu_gemm_packed_ws_bytes();
+    } else {
+        /* per thread: CONV_PIX f32 rows of K, then their bf16 copy (AMX pack rounds rows to 32: CONV_PIX is 64),
+         * then the AMX kernel's workspace */
+        j.pix = CONV_PIX;
+        j.ws_offset = ((size_t)CONV_PIX * (size_t)g->K * 6 + 63) & ~(size_t)63;
+        j.per_thread = j.ws_offset + (g->amx ? cpu_gemm_amx_ws_bytes(CONV_PIX, g->K) : 0);
+    }
     void *s;
     KILN_TRY(cpu_scratch(cb, j.per_thread * (size_t)cb->n_threads, &s, err));
     j.scratch = s;
-    j.tiles_per_img = (ho * wo + CONV_PIX - 1) / CONV_PIX;
+    j.tiles_per_img = (ho * wo + j.pix - 1) / j.pix;
     kiln_pool_run(cb->pool, (size_t)(xd[0] * j.tiles_per_img), conv_task, &j);
     return KILN_OK;
 }
