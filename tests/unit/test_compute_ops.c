@@ -556,6 +556,21 @@ static void test_memory_and_cuda_stub(void) {
     CHECK(src[99] == 7);
     ERR_OK(be->ops->sync(be, err));
     be->ops->free(be, p);
+    /* a misspelt kernel or tier override is refused, not ignored */
+    kiln_backend *other = NULL;
+    kiln_err oerr = {0};
+    setenv("KILN_GEMM", "fast", 1);
+    CHECK(kiln_backend_open_cpu(1, &other, &oerr) == KILN_E_INVALID && other == NULL);
+    CHECK_ERR_CONTAINS(&oerr, "KILN_GEMM=fast");
+    unsetenv("KILN_GEMM");
+    const char *tier_env = getenv("KILN_CPU");
+    char saved[16];
+    snprintf(saved, sizeof saved, "%s", tier_env ? tier_env : "");
+    setenv("KILN_CPU", "avx3", 1);
+    CHECK(kiln_backend_open_cpu(1, &other, &oerr) == KILN_E_INVALID && other == NULL);
+    CHECK_ERR_CONTAINS(&oerr, "KILN_CPU=avx3");
+    if (tier_env) setenv("KILN_CPU", saved, 1);
+    else unsetenv("KILN_CPU");
 #ifndef KILN_HAVE_CUDA
     kiln_backend *cu = (kiln_backend *)1;
     kiln_err err = {0};

@@ -56,6 +56,9 @@ kiln_status kiln_backend_open_cpu(int n_threads, kiln_backend **out, kiln_err *e
                              kiln_cpu_tier_name(tier));
         tier = want;
     }
+    const char *gemm = getenv("KILN_GEMM");
+    if (gemm && *gemm && strcmp(gemm, "dot") != 0 && strcmp(gemm, "fma") != 0)
+        return KILN_FAIL(err, KILN_E_INVALID, "KILN_GEMM=%s: expected dot or fma", gemm);
     kiln_cpu_backend *cb = kiln_calloc(1, sizeof *cb);
     if (!cb) return KILN_FAIL(err, KILN_E_NOMEM, "out of memory opening the CPU backend");
     kiln_status s = kiln_pool_create(n_threads, &cb->pool, err);
