@@ -41,6 +41,7 @@ static const bcase cases[] = {
     {"dit.double.proj", B_MATMUL, 512, 1024, 3072, 3072, KILN_EPI_GATED_RESIDUAL, 0},
     {"dit.double.mlp_in", B_MATMUL, 512, 1024, 18432, 3072, KILN_EPI_NONE, 0},
     {"dit.double.mlp_out", B_MATMUL, 512, 1024, 3072, 9216, KILN_EPI_GATED_RESIDUAL, 0},
+    {"dit.double.modulation", B_MATMUL, 512, 1, 18432, 3072, KILN_EPI_NONE, 0}, /* one vector: a read of w */
     {"dit.single.linear1", B_MATMUL, 1024, 4608, 27648, 3072, KILN_EPI_NONE, 0},
     {"dit.single.linear2", B_MATMUL, 1024, 4608, 3072, 12288, KILN_EPI_GATED_RESIDUAL, 0},
     {"dit.double.qkv", B_MATMUL, 1024, 4096, 9216, 3072, KILN_EPI_NONE, 0},
