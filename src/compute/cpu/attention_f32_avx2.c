@@ -2,8 +2,10 @@
 #include <math.h>
 
 #include "compute/cpu/attention.h"
+#define VEC_AVX2 /* vec.h: forms GCC lowers well for two-ymm vectors */
 #include "compute/cpu/vec.h"
 
 #define ATT_NAME att_task_f32_avx2
 #define ATT_TARGET __attribute__((target("avx2,fma")))
+#define ATT_PV 4 /* output vectors held in registers: 8 of the 16 ymm */
 #include "compute/cpu/attention_f32.inc"

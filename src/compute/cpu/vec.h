@@ -22,7 +22,17 @@ static inline __attribute__((always_inline)) v16f v16_load(const float *p) {
     return v;
 }
 static inline __attribute__((always_inline)) void v16_store(float *p, v16f v) { memcpy(p, &v, sizeof v); }
-static inline __attribute__((always_inline)) v16f v16_set1(float f) { return (v16f){0} + f; }
+/* On AVX2 (a v16f is two ymm; the including file defines VEC_AVX2 first) "(v16f){0} + f" became scalar stores to
+ * the stack reloaded as vectors - a store-forwarding stall per broadcast - while every lane written from the
+ * scalar gives broadcasts. On AVX-512 the reverse held (the f32 attention ran at 0.57x with the lane list), so
+ * each tier keeps the form that is fast there (docs/cpu-backend.md, "Elementwise and norms"). */
+static inline __attribute__((always_inline)) v16f v16_set1(float f) {
+#ifdef VEC_AVX2
+    return (v16f){f, f, f, f, f, f, f, f, f, f, f, f, f, f, f, f};
+#else
+    return (v16f){0} + f;
+#endif
+}
 /* GCC's C front end has no ?: on vectors: select with the all-ones masks that comparisons return. */
 static inline __attribute__((always_inline)) v16f v16_select(v16i mask, v16f a, v16f b) {
     v16i ai, bi;
@@ -33,7 +43,31 @@ static inline __attribute__((always_inline)) v16f v16_select(v16i mask, v16f a, 
     memcpy(&f, &r, sizeof f);
     return f;
 }
-static inline __attribute__((always_inline)) v16f v16_max(v16f a, v16f b) { return v16_select(a > b, a, b); }
+/* Lane comparisons (all-ones / zero masks). On AVX2 (VEC_AVX2) GCC 12 lowers a 16-lane vector comparison to 16
+ * scalar compares; two 8-lane comparisons (vcmpps each) made the AVX2 f32 attention 2.2x and swiglu 4.3x faster
+ * (with the v16_set1 above). On AVX-512 the split is slower (swiglu 0.17x), so other tiers compare all 16 lanes. */
+typedef float v8f_half __attribute__((vector_size(32)));
+typedef int32_t v8i_half __attribute__((vector_size(32)));
+typedef uint32_t v8u_half __attribute__((vector_size(32)));
+#ifdef VEC_AVX2
+#define V16_CMP(NAME, T, HT, OP)                                                                              \
+    static inline __attribute__((always_inline)) v16i NAME(T a, T b) {                                        \
+        HT al, ah, bl, bh;                                                                                    \
+        memcpy(&al, &a, 32), memcpy(&ah, (const char *)&a + 32, 32);                                          \
+        memcpy(&bl, &b, 32), memcpy(&bh, (const char *)&b + 32, 32);                                          \
+        v8i_half rl = (v8i_half)(al OP bl), rh = (v8i_half)(ah OP bh);                                        \
+        v16i r;                                                                                               \
+        memcpy(&r, &rl, 32), memcpy((char *)&r + 32, &rh, 32);                                                \
+        return r;                                                                                             \
+    }
+#else
+#define V16_CMP(NAME, T, HT, OP)                                                                              \
+    static inline __attribute__((always_inline)) v16i NAME(T a, T b) { return (v16i)(a OP b); }
+#endif
+V16_CMP(v16_gt, v16f, v8f_half, >)
+V16_CMP(v16_lt, v16f, v8f_half, <)
+V16_CMP(v16_ne, v16f, v8f_half, !=)
+static inline __attribute__((always_inline)) v16f v16_max(v16f a, v16f b) { return v16_select(v16_gt(a, b), a, b); }
 static inline __attribute__((always_inline)) float v16_hmax(v16f v) {
     float m = v[0];
     for (int i = 1; i < 16; i++) m = v[i] > m ? v[i] : m;
@@ -46,6 +80,10 @@ static inline __attribute__((always_inline)) float v16_hsum(v16f v) {
 }
 
 typedef uint32_t v16u __attribute__((vector_size(64)));
+V16_CMP(v16u_gt, v16u, v8u_half, >)
+static inline __attribute__((always_inline)) v16u v16_set1u(uint32_t u) {
+    return (v16u){u, u, u, u, u, u, u, u, u, u, u, u, u, u, u, u};
+}
 
 /* x rounded to the nearest bf16 (ties to even) and widened back to f32: the FAST operand precision, lane by
  * lane as kiln_f32_to_bf16 rounds one value (a NaN stays a NaN, made quiet). */
@@ -53,7 +91,7 @@ static inline __attribute__((always_inline)) v16f v16_round_bf16(v16f x) {
     v16u u, r;
     memcpy(&u, &x, sizeof u);
     r = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
-    v16i nan = (v16i)((u & 0x7fffffffu) > 0x7f800000u);
+    v16i nan = v16u_gt(u & 0x7fffffffu, v16_set1u(0x7f800000u));
     v16u q = (u & 0xffff0000u) | 0x00400000u;
     r = (v16u)(((v16i)q & nan) | ((v16i)r & ~nan));
     v16f f;
@@ -66,8 +104,8 @@ static inline __attribute__((always_inline)) v16f v16_round_bf16(v16f x) {
  * overflows f32 at 88.72; the last 0.4 is given up to keep n <= 127). NaN gives NaN. */
 static inline __attribute__((always_inline)) v16f v16_exp(v16f x) {
     const v16f lo = v16_set1(-87.3f), hi = v16_set1(88.3f);
-    v16f xc = v16_select(x < lo, lo, x);
-    xc = v16_select(xc > hi, hi, xc);
+    v16f xc = v16_select(v16_lt(x, lo), lo, x);
+    xc = v16_select(v16_gt(xc, hi), hi, xc);
     v16f t = xc * 1.44269504088896341f;
     v16f n = (t + 12582912.0f) - 12582912.0f; /* round to nearest */
     v16f r = xc - n * 0.693359375f + n * 2.12194440e-4f; /* ln2 split in two for precision */
@@ -82,9 +120,9 @@ static inline __attribute__((always_inline)) v16f v16_exp(v16f x) {
     v16f s;
     memcpy(&s, &e, sizeof s);
     v16f y = p * s;
-    y = v16_select(x < lo, (v16f){0}, y);
-    y = v16_select(x > hi, v16_set1(__builtin_inff()), y);
-    return v16_select(x != x, x, y);
+    y = v16_select(v16_lt(x, lo), (v16f){0}, y);
+    y = v16_select(v16_gt(x, hi), v16_set1(__builtin_inff()), y);
+    return v16_select(v16_ne(x, x), x, y);
 }
 
 #endif
