@@ -7,5 +7,4 @@
 
 #define ATT_NAME att_task_f32_avx2
 #define ATT_TARGET __attribute__((target("avx2,fma")))
-#define ATT_PV 4 /* output vectors held in registers: 8 of the 16 ymm */
 #include "compute/cpu/attention_f32.inc"

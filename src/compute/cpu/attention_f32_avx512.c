@@ -6,5 +6,4 @@
 
 #define ATT_NAME att_task_f32_avx512
 #define ATT_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma")))
-#define ATT_PV 8 /* output vectors held in registers: 8 of the 32 zmm */
 #include "compute/cpu/attention_f32.inc"

@@ -6,5 +6,4 @@
 
 #define ATT_NAME att_task_f32_generic
 #define ATT_TARGET 
-#define ATT_PV 2 /* output vectors held in registers: 8 of the 16 xmm */
 #include "compute/cpu/attention_f32.inc"
