@@ -138,6 +138,7 @@ typedef struct bench_ctx {
     int repeat, threads;
     bool blas;
     int peak_kind; /* kiln_peak_kind the FAST/EXACT compute ops are measured against */
+    int attn_peak_kind; /* the same for attention: only AMX has a bf16 attention kernel, the others are f32 */
 } bench_ctx;
 
 /* The peak is measured again right before every timed round of a compute op (a short run of the same
@@ -288,9 +289,12 @@ static int run_attention(bench_ctx *c, const bcase *bc) {
     q.stride[0] = k.stride[0] = v.stride[0] = ld;
     kiln_tensor ot = kiln_tensor_make(o, KILN_DT_F32, 2, (int64_t[]){S, hq * dh});
     double secs;
+    const int matmul_peak = c->peak_kind;
+    c->peak_kind = c->attn_peak_kind;
     TIME_OP(c, secs, c->be->ops->attention(c->be, &ot, &q, &k, &v, (int)hq, (int)hkv, 0.08838834764831845f, bc->d != 0,
                                            NULL, err),
             true);
+    c->peak_kind = matmul_peak;
     /* 4 S^2 Dh flops per head (QK^T and PV), halved when causal */
     double flops = 4.0 * (double)S * S * dh * hq * (bc->d ? 0.5 : 1.0);
     char shape[64];
@@ -473,13 +477,16 @@ int kiln_cmd_bench_ops(int argc, char **argv) {
     /* the AVX-512 tier's FAST matmul is the packed f32 FMA kernel unless bf16 dot products are the faster unit */
     bool dot = avx512 && kiln_cpu_prefers_bf16_dot();
     c.peak_kind = exact ? f32k : amx ? KILN_PEAK_AMX_BF16 : dot ? KILN_PEAK_BF16_AVX512 : f32k;
+    c.attn_peak_kind = amx && !exact ? KILN_PEAK_AMX_BF16 : f32k;
     if (exact) be->precision = KILN_PREC_EXACT;
     if (blas) load_blas(nthreads);
     printf("# columns: name, shape, wall ms, CPU ms per thread (the op's time had it the cores to itself), rate per\n"
            "# CPU-second (GFLOP/s or GB/s), %% of peak; OpenBLAS is timed the same way on the same data\n");
-    printf("# %%peak: against %s for the FAST matmul/attention/conv (f32 FMA for --exact), measured again before\n"
-           "# every round of the op (median of the per-round fractions: the rate the cores give changes with load)%s\n",
+    printf("# %%peak: against %s for the FAST matmul/conv and %s for attention (f32 FMA for --exact),\n"
+           "# measured again before every round of the op (median of the per-round fractions: the rate the cores give\n"
+           "# changes with load)%s\n",
            amx ? "the AMX bf16 peak" : dot ? "the AVX-512 bf16 peak" : "the f32 FMA peak",
+           amx ? "the AMX bf16 peak" : "the f32 FMA peak",
            blas && !blas_sbgemm && !blas_sgemm ? "; OpenBLAS not found" : "");
     int rc = 0;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

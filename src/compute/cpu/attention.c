@@ -8,8 +8,24 @@
 
 #include "compute/cpu/attention.h"
 
-size_t att_scratch_f32(int64_t dh) {
-    return ((size_t)(ATT_BQ * dh + dh * ATT_BK + ATT_BK) * sizeof(float) + 63) & ~(size_t)63;
+size_t att_scratch_f32(int64_t dh) { /* packed Q, O, the score block and the block's key mask */
+    return ((size_t)(2 * ATT_BQ_F32 * dh + ATT_BQ_F32 * ATT_BKP + ATT_BK) * sizeof(float) + 63) & ~(size_t)63;
+}
+
+/* Per call, not per task: every query block of a head reads the same keys and values. A scalar transpose of K
+ * per task cost as much as the score products themselves; V rows read in place lie a whole fused-QKV row apart
+ * (36 KB in the DiT), a different page for every key, and the P V loop stalled on them (half of its time by
+ * perf), so V is copied into contiguous rows per kv head. */
+void att_f32_pack_kv(const att_job *j, int64_t hk, int64_t k0) {
+    const int64_t dh = j->dh;
+    float *kt = j->kt + (hk * j->sk_pad + k0) * dh, *vc = j->vc + (hk * j->sk_pad + k0) * dh;
+    for (int64_t c = 0; c < ATT_BK; c++) {
+        const bool in = k0 + c < j->k.rows;
+        const float *kr = in ? mat_f32_row(&j->k, k0 + c) + hk * dh : NULL;
+        for (int64_t d = 0; d < dh; d++) kt[d * ATT_BK + c] = in ? kr[d] : 0.0f;
+        if (in) memcpy(vc + c * dh, mat_f32_row(&j->v, k0 + c) + hk * dh, sizeof(float) * (size_t)dh);
+        else memset(vc + c * dh, 0, sizeof(float) * (size_t)dh);
+    }
 }
 
 /* The portable reference kernel: any dh, plain loops. */
@@ -77,6 +93,11 @@ static void run_task(void *ctx, size_t t, int thread) {
 
 static void pack_task(void *ctx, size_t t, int thread) {
     const att_job *j = ctx;
+    if (j->kt) {
+        int64_t nblk = j->sk_pad / ATT_BK, hk = (int64_t)t / nblk, b = (int64_t)t % nblk;
+        att_f32_pack_kv(j, hk, b * ATT_BK);
+        return;
+    }
     int64_t nblk = j->sk_pad / ATT_BK_AMX, hk = (int64_t)t / nblk, b = (int64_t)t % nblk;
     att_amx_pack(j, hk, b * ATT_BK_AMX, (b + 1) * ATT_BK_AMX);
 }
@@ -115,6 +136,7 @@ kiln_status cpu_attention(kiln_backend *be, kiln_tensor *out, const kiln_tensor 
     /* kernel choice: AMX for FAST when the head size fits whole tiles; else the f32 vector kernel of the tier */
     bool amx = cb->tier >= KILN_CPU_AMX && be->precision == KILN_PREC_FAST && j.dh % 32 == 0 && j.dh <= 512 && j.k.rows > 0;
     size_t pack_bytes = 0;
+    bool f32 = false;
     if (amx) {
         r.task = att_task_amx;
         j.bq = ATT_BQ_AMX;
@@ -125,7 +147,11 @@ kiln_status cpu_attention(kiln_backend *be, kiln_tensor *out, const kiln_tensor 
         r.task = cb->tier >= KILN_CPU_AVX512 ? att_task_f32_avx512
                  : cb->tier >= KILN_CPU_AVX2 ? att_task_f32_avx2
                                               : att_task_f32_generic;
+        f32 = true;
+        j.bq = ATT_BQ_F32;
         j.per_thread = att_scratch_f32(j.dh);
+        j.sk_pad = (j.k.rows + ATT_BK - 1) / ATT_BK * ATT_BK;
+        pack_bytes = (size_t)(2 * n_kv_heads * j.sk_pad * j.dh) * sizeof(float);
     } else {
         j.per_thread = ((size_t)ATT_BQ * (size_t)(j.dh + ATT_BK) * sizeof(float) + 63) & ~(size_t)63;
     }
@@ -137,6 +163,10 @@ kiln_status cpu_attention(kiln_backend *be, kiln_tensor *out, const kiln_tensor 
         j.kp = (uint16_t *)(j.scratch + j.per_thread * (size_t)cb->n_threads);
         j.vp = j.kp + n_kv_heads * j.sk_pad * j.dh;
         kiln_pool_run(cb->pool, (size_t)(n_kv_heads * (j.sk_pad / ATT_BK_AMX)), pack_task, &j);
+    } else if (f32) { /* K transposed per key block and V in rows: O(seq) memory, built once, read by every task */
+        j.kt = (float *)(j.scratch + j.per_thread * (size_t)cb->n_threads);
+        j.vc = j.kt + n_kv_heads * j.sk_pad * j.dh;
+        kiln_pool_run(cb->pool, (size_t)(n_kv_heads * (j.sk_pad / ATT_BK)), pack_task, &j);
     }
     kiln_pool_run(cb->pool, (size_t)(n_q_heads * j.nqb), run_task, &r);
     return KILN_OK;

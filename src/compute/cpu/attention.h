@@ -6,8 +6,10 @@
 
 #include "compute/cpu/cpu_internal.h"
 
-#define ATT_BQ 32  /* queries per task */
-#define ATT_BK 64  /* keys per block in the f32 kernels */
+#define ATT_BQ 32  /* queries per task of the scalar kernel, per sub-block of the AMX kernel */
+#define ATT_BQ_F32 48 /* queries per task in the f32 vector kernels (a multiple of every tier's ATT_MR) */
+#define ATT_BK 128 /* keys per block in the f32 kernels */
+#define ATT_BKP (ATT_BK + 16) /* row stride of the f32 kernels' score block (padded off a multiple of 256 B) */
 #define ATT_BK_AMX 128 /* keys per block in the AMX kernel */
 #define ATT_BQ_AMX 128 /* queries per task in the AMX kernel (a multiple of ATT_BQ; see attention_amx.c) */
 
@@ -21,6 +23,9 @@ typedef struct att_job {
     size_t per_thread;
     /* AMX: K and V of every kv head as bf16 B tiles (attention_amx.c), keys padded to ATT_BK_AMX */
     uint16_t *kp, *vp;
+    /* f32 vector kernels: K of every kv head transposed per block of ATT_BK keys, [hkv][sk_pad / ATT_BK][dh][ATT_BK],
+     * and V of every kv head as contiguous rows, [hkv][sk_pad][dh] (keys past Sk zero; keys padded to ATT_BK) */
+    float *kt, *vc;
     int64_t sk_pad;
 } att_job;
 
@@ -30,6 +35,7 @@ void att_task_f32_generic(const att_job *j, int64_t h, int64_t q0, float *scratc
 void att_task_f32_avx2(const att_job *j, int64_t h, int64_t q0, float *scratch);
 void att_task_f32_avx512(const att_job *j, int64_t h, int64_t q0, float *scratch);
 size_t att_scratch_f32(int64_t dh); /* bytes per thread for the f32 kernels */
+void att_f32_pack_kv(const att_job *j, int64_t hk, int64_t k0); /* j->kt, j->vc of kv head hk, keys [k0, k0 + ATT_BK) */
 
 /* AMX (FAST, dh % 32 == 0): pack K/V of kv head hk, keys [k0, k1) (multiples of 32 except the end), then tasks. */
 void att_amx_pack(const att_job *j, int64_t hk, int64_t k0, int64_t k1);
