@@ -134,6 +134,7 @@ static void test_matmul(void) {
     check_matmul(45, 320, 3200, true, 1, KILN_EPI_NONE, KILN_PREC_FAST, false);
     check_matmul(45, 320, 3200, true, 2, KILN_EPI_GATED_RESIDUAL, KILN_PREC_FAST, true);
     check_matmul(33, 288, 1600, true, 0, KILN_EPI_ADD, KILN_PREC_FAST, false);
+    check_matmul(20, 40, 7, true, 1, KILN_EPI_NONE, KILN_PREC_FAST, false); /* odd K: the bf16 pairs' tail */
     /* shape errors */
     float buf[64] = {0};
     kiln_tensor x = t2(buf, KILN_DT_F32, 2, 4), w = t2(buf, KILN_DT_F32, 3, 5), y = t2(buf, KILN_DT_F32, 2, 3);

@@ -26,7 +26,8 @@ typedef struct cpu_gemm {
     bool w_bf16;
     bool fast; /* FAST: bf16 x . bf16 w with f32 accumulation (uses xb) */
     bool amx;  /* xb is AMX-packed and the AMX kernel runs (fast, w bf16, K % 32 == 0, N % 32 == 0) */
-    bool packed; /* the packed-panel FMA kernel runs (vector tiers; reads x as f32: FAST callers pass x rounded) */
+    bool packed; /* the packed-panel kernel runs (vector tiers; reads x as f32: FAST callers pass x rounded) */
+    bool dot;    /* with packed: its bf16 variant (x as bf16 pairs, vdpbf16ps micro-kernel; AVX-512 BF16, FAST) */
     cpu_param bias; /* bias.p NULL = none */
     float *y;
     int64_t ys_m, ys_n;
@@ -78,16 +79,23 @@ size_t cpu_gemm_amx_ws_bytes(int64_t rows, int64_t K);
 #define GEMM_PACKED_BM 480
 #define GEMM_PACKED_BN 128
 #define GEMM_PACKED_KC 256
-/* Whether the packed kernel runs this product: a vector tier, not AMX, and not the FAST bf16 product on a CPU
- * whose bf16 dot product outruns its f32 FMA (prefer_dot: AMD Zen 4 and later). */
+/* Whether the packed f32 FMA kernel runs this product: a vector tier, not AMX, and not the FAST bf16 product on a
+ * CPU whose bf16 dot product outruns its f32 FMA (prefer_dot: AMD Zen 4 and later). */
 bool cpu_gemm_packed_ok(const cpu_gemm *g, bool prefer_dot);
+/* Whether the packed kernel's bf16 variant runs it instead (g->dot): exactly that FAST product on such a CPU.
+ * Per K slice of GEMM_PACKED_KC_DOT the panel holds bf16 weight pairs [column group][k/2][NR][2], x is packed
+ * as bf16 pairs [K/2][MR][2] (cpu_gemm_pack_x with dot), and each vdpbf16ps of the 12 x 32 micro-kernel adds
+ * two k steps. Same panel bytes as the f32 panel: twice the k per slice. */
+bool cpu_gemm_packed_dot_ok(const cpu_gemm *g, bool prefer_dot);
+#define GEMM_PACKED_KC_DOT 512
 /* Rows per x group (MR) for this tier, and the floats of the packed copy of `rows` rows. */
 int cpu_gemm_packed_mr(kiln_cpu_tier tier);
 size_t cpu_gemm_packed_x_floats(int64_t rows, int64_t K, kiln_cpu_tier tier);
 /* Packs rows [r0, r1) of x (f32 [M, K], row stride ldx; r0 a multiple of MR) into dst, the packed copy of all
- * M rows; rounds to bf16 when fast; rows past M are zero. */
+ * M rows; rounds to bf16 when fast; rows past M are zero. With dot: bf16 pairs [ceil(K/2)][MR] (32 bits each,
+ * k even in the low half; an odd K's last pair has a zero high half) in the same buffer. */
 void cpu_gemm_pack_x(float *dst, const float *x, int64_t ldx, int64_t M, int64_t K, int64_t r0, int64_t r1,
-                     bool fast, kiln_cpu_tier tier);
+                     bool fast, bool dot, kiln_cpu_tier tier);
 size_t cpu_gemm_packed_ws_bytes(void);
 void cpu_gemm_block_packed(const cpu_gemm *g, int64_t m0, int64_t m1, int64_t n0, int64_t n1);
 /* acc[i * ld + j] (=, or += unless first) sum over k < kc of xp[k * MR + i] * panel[k * NR + j], i < MR,
@@ -104,5 +112,11 @@ void cpu_gemm_pack_panel_avx512(const cpu_gemm *g, float *panel, int64_t n0, int
                                 int64_t ke);
 void cpu_gemm_micro_avx2(const float *xp, const float *panel, int64_t kc, float *acc, int64_t ld, bool first);
 void cpu_gemm_micro_avx512(const float *xp, const float *panel, int64_t kc, float *acc, int64_t ld, bool first);
+/* The bf16 variant (g->dot): xp and panel hold bf16 pairs as 32-bit words, kp pairs of k. */
+void cpu_gemm_micro_dot_avx512(const float *xp, const float *panel, int64_t kp, float *acc, int64_t ld, bool first);
+/* Weight rows [n0, n1) x k [kc, ke) as bf16 pairs into the panel ([group of NR][k/2][NR] 32-bit words; columns
+ * n1..ncols and k >= ke are zero). */
+void cpu_gemm_pack_panel_dot_avx512(const cpu_gemm *g, float *panel, int64_t n0, int64_t n1, int64_t ncols,
+                                    int64_t kc, int64_t ke);
 
 #endif

@@ -153,3 +153,59 @@ TARGET void cpu_gemm_pack_panel_avx512(const cpu_gemm *g, float *panel, int64_t 
             }
     }
 }
+
+/* The bf16 variant's 12 x 32 micro-kernel: per pair of k, two panel vectors (16 columns x 2 k each) and one
+ * 32-bit broadcast of each row's pair; vdpbf16ps adds both products into the f32 sums. */
+TARGET void cpu_gemm_micro_dot_avx512(const float *xp, const float *panel, int64_t kp, float *acc, int64_t ld,
+                                      bool first) {
+    const uint32_t *xw = (const uint32_t *)xp;
+    __m512 c[GEMM_AVX512_MR][2];
+    #pragma GCC unroll 12
+    for (int i = 0; i < GEMM_AVX512_MR; i++) {
+        c[i][0] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(acc + i * ld);
+        c[i][1] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(acc + i * ld + 16);
+    }
+    for (int64_t k = 0; k < kp; k++) {
+        const __m512bh w0 = (__m512bh)_mm512_load_ps(panel + k * 32), w1 = (__m512bh)_mm512_load_ps(panel + k * 32 + 16);
+        #pragma GCC unroll 12
+        for (int i = 0; i < GEMM_AVX512_MR; i++) {
+            const __m512bh a = (__m512bh)_mm512_set1_epi32((int)xw[k * GEMM_AVX512_MR + i]);
+            c[i][0] = _mm512_dpbf16_ps(c[i][0], a, w0);
+            c[i][1] = _mm512_dpbf16_ps(c[i][1], a, w1);
+        }
+    }
+    #pragma GCC unroll 12
+    for (int i = 0; i < GEMM_AVX512_MR; i++) {
+        _mm512_storeu_ps(acc + i * ld, c[i][0]);
+        _mm512_storeu_ps(acc + i * ld + 16, c[i][1]);
+    }
+}
+
+/* The bf16 variant's weight pack: a bf16 pair is one 32-bit word, so 16 weight rows x 16 pairs (64 bytes of each
+ * row) transpose as a 16 x 16 block of words into 16 panel vectors "pair p of 16 columns"; edges word by word. */
+TARGET void cpu_gemm_pack_panel_dot_avx512(const cpu_gemm *g, float *panel, int64_t n0, int64_t n1, int64_t ncols,
+                                           int64_t kc, int64_t ke) {
+    const int nr = GEMM_AVX512_NR;
+    const int64_t np = (ke - kc + 1) / 2; /* pairs in the slice */
+    const uint16_t *w = g->w;
+    uint32_t *pw = (uint32_t *)panel;
+    float t[16][16] __attribute__((aligned(64)));
+    for (int64_t j0 = 0; j0 < ncols; j0 += 16) {
+        uint32_t *grp = pw + (j0 / nr) * np * nr + j0 % nr;
+        int64_t p = 0;
+        if (n0 + j0 + 16 <= n1)
+            for (; kc + 2 * (p + 16) <= ke; p += 16) {
+                for (int r = 0; r < 16; r++)
+                    _mm512_store_ps(t[r], _mm512_loadu_ps((const float *)(w + (n0 + j0 + r) * g->ldw + kc + 2 * p)));
+                __m512 c[16];
+                transpose16(&t[0][0], c);
+                for (int i = 0; i < 16; i++) _mm512_store_ps((float *)(grp + (p + i) * nr), c[i]);
+            }
+        for (; p < np; p++)
+            for (int r = 0; r < 16; r++) {
+                const int64_t n = n0 + j0 + r, k = kc + 2 * p;
+                const uint16_t *wr = w + n * g->ldw;
+                grp[p * nr + r] = n >= n1 ? 0 : (uint32_t)wr[k] | (k + 1 < ke ? (uint32_t)wr[k + 1] << 16 : 0);
+            }
+    }
+}

@@ -13,6 +13,10 @@ bool cpu_gemm_packed_ok(const cpu_gemm *g, bool prefer_dot) {
     return !(g->tier >= KILN_CPU_AVX512 && g->fast && prefer_dot);
 }
 
+bool cpu_gemm_packed_dot_ok(const cpu_gemm *g, bool prefer_dot) {
+    return !g->amx && g->tier >= KILN_CPU_AVX512 && g->fast && g->w_bf16 && prefer_dot;
+}
+
 int cpu_gemm_packed_mr(kiln_cpu_tier tier) { return tier >= KILN_CPU_AVX512 ? GEMM_AVX512_MR : GEMM_AVX2_MR; }
 
 size_t cpu_gemm_packed_x_floats(int64_t rows, int64_t K, kiln_cpu_tier tier) {
@@ -23,8 +27,21 @@ size_t cpu_gemm_packed_x_floats(int64_t rows, int64_t K, kiln_cpu_tier tier) {
 /* One group's broadcasts then come from one sequential stream at fixed offsets (a single pointer register),
  * instead of MR row streams whose rows may lie a multiple of 4 KB apart and share L1 sets. */
 void cpu_gemm_pack_x(float *dst, const float *x, int64_t ldx, int64_t M, int64_t K, int64_t r0, int64_t r1,
-                     bool fast, kiln_cpu_tier tier) {
+                     bool fast, bool dot, kiln_cpu_tier tier) {
     const int mr = cpu_gemm_packed_mr(tier);
+    if (dot) { /* bf16 pairs: word (p, i) of a group = rows' k = 2p (low half), 2p + 1 (high half) */
+        const int64_t K2 = (K + 1) / 2;
+        uint32_t *dw = (uint32_t *)dst;
+        for (int64_t m = r0; m < r1; m++) {
+            uint32_t *d = dw + (m / mr) * mr * K2 + m % mr;
+            const float *src = m < M ? x + m * ldx : NULL;
+            for (int64_t p = 0; p < K2; p++)
+                d[p * mr] = !src ? 0
+                                 : (uint32_t)f32_to_bf16(src[2 * p]) |
+                                       (2 * p + 1 < K ? (uint32_t)f32_to_bf16(src[2 * p + 1]) << 16 : 0);
+        }
+        return;
+    }
     for (int64_t m = r0; m < r1; m++) {
         float *d = dst + (m / mr) * mr * K + m % mr;
         if (m >= M) {
@@ -44,26 +61,30 @@ size_t cpu_gemm_packed_ws_bytes(void) {
 }
 
 void cpu_gemm_block_packed(const cpu_gemm *g, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
-    const bool wide = g->tier >= KILN_CPU_AVX512;
+    const bool wide = g->tier >= KILN_CPU_AVX512, dot = g->dot;
     const int mr = wide ? GEMM_AVX512_MR : GEMM_AVX2_MR, nr = wide ? GEMM_AVX512_NR : GEMM_AVX2_NR;
-    const cpu_gemm_micro_fn micro = wide ? cpu_gemm_micro_avx512 : cpu_gemm_micro_avx2;
-    const int64_t ncols = (n1 - n0 + nr - 1) / nr * nr, K = g->K;
+    const cpu_gemm_micro_fn micro = dot ? cpu_gemm_micro_dot_avx512 : wide ? cpu_gemm_micro_avx512 : cpu_gemm_micro_avx2;
+    /* the bf16 variant counts x and panel rows in pairs of k (32-bit words), over slices twice as long */
+    const int64_t ncols = (n1 - n0 + nr - 1) / nr * nr, K = g->K, kcs = dot ? GEMM_PACKED_KC_DOT : GEMM_PACKED_KC;
+    const int64_t xk = dot ? (K + 1) / 2 : K; /* x words per row of a group */
     float *panel = g->ws, *acc = panel + (size_t)GEMM_PACKED_BN * GEMM_PACKED_KC;
     /* the accumulator rows of the block, rounded up to MR (rows past M are packed as zeros, rows past m1 are
      * never stored) */
     if (K == 0) memset(acc, 0, sizeof(float) * (size_t)((m1 - m0 + mr - 1) / mr * mr) * GEMM_PACKED_BN);
-    for (int64_t kc = 0; kc < K; kc += GEMM_PACKED_KC) {
-        const int64_t ke = kc + GEMM_PACKED_KC < K ? kc + GEMM_PACKED_KC : K, kl = ke - kc;
-        (wide ? cpu_gemm_pack_panel_avx512 : cpu_gemm_pack_panel_avx2)(g, panel, n0, n1, ncols, kc, ke);
+    for (int64_t kc = 0; kc < K; kc += kcs) {
+        const int64_t ke = kc + kcs < K ? kc + kcs : K, kl = dot ? (ke - kc + 1) / 2 : ke - kc;
+        if (dot) cpu_gemm_pack_panel_dot_avx512(g, panel, n0, n1, ncols, kc, ke);
+        else (wide ? cpu_gemm_pack_panel_avx512 : cpu_gemm_pack_panel_avx2)(g, panel, n0, n1, ncols, kc, ke);
         /* the next slice's weight lines, prefetched into L2 a few per micro-kernel call: the pack then finds them
          * there instead of waiting on memory (a DiT step reads each weight from DRAM) */
-        const int64_t ne = ke + GEMM_PACKED_KC < K ? ke + GEMM_PACKED_KC : K, wsz = g->w_bf16 ? 2 : 4;
+        const int64_t ne = ke + kcs < K ? ke + kcs : K, wsz = g->w_bf16 ? 2 : 4;
         const int64_t row_lines = ((ne - ke) * wsz + 63) / 64, pf_lines = (n1 - n0) * row_lines;
         const int64_t calls = (m1 - m0 + mr - 1) / mr * (ncols / nr), per = (pf_lines + calls - 1) / calls;
         const char *wnext = (const char *)g->w + ke * wsz;
         int64_t pf = 0;
         for (int64_t m = m0; m < m1; m += mr) {
-            const float *xp = g->x + m * K + kc * mr; /* group m / mr starts at (m / mr) * mr * K */
+            /* group m / mr starts at (m / mr) * mr * xk words; this slice at word (kc / 2 for dot) * mr */
+            const float *xp = g->x + m * xk + (dot ? kc / 2 : kc) * mr;
             for (int64_t q = 0; q < ncols; q += nr) {
                 for (int64_t e = 0; e < per && pf < pf_lines; e++, pf++)
                     __builtin_prefetch(wnext + (n0 + pf / row_lines) * g->ldw * wsz + pf % row_lines * 64, 0, 2);

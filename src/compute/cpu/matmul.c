@@ -33,7 +33,7 @@ static void pack_task(void *ctx, size_t i, int thread) {
         const int mr = cpu_gemm_packed_mr(j->g.tier);
         const int64_t end = re == j->r1 ? (re - j->r0 + mr - 1) / mr * mr : re - j->r0;
         cpu_gemm_pack_x((float *)j->g.x, j->x + j->r0 * j->ldx, j->ldx, j->r1 - j->r0, j->g.K, r - j->r0, end,
-                        j->g.fast, j->g.tier);
+                        j->g.fast, j->g.dot, j->g.tier);
         return;
     }
     for (int64_t row = r; row < re; row++) {
@@ -92,7 +92,10 @@ kiln_status cpu_matmul(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, c
     g->amx = cpu_gemm_amx_ok(g);
     /* fewer rows than one micro-kernel group (the DiT's modulation vectors, M = 1): the packed kernel would widen
      * and transpose the whole weight for a product that is only a read of it; the dot tiles read it in place */
-    g->packed = g->M >= cpu_gemm_packed_mr(g->tier) && cpu_gemm_packed_ok(g, cb->prefer_bf16_dot);
+    if (g->M >= cpu_gemm_packed_mr(g->tier)) {
+        g->dot = cpu_gemm_packed_dot_ok(g, cb->prefer_bf16_dot);
+        g->packed = g->dot || cpu_gemm_packed_ok(g, cb->prefer_bf16_dot);
+    }
     int64_t chunk = g->M;
     void *scratch = NULL;
     j.block_m = BLOCK_M, j.block_n = BLOCK_N;
