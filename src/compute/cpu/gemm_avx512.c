@@ -99,9 +99,10 @@ TARGET void cpu_gemm_tile_avx512(const cpu_gemm *g, int64_t m0, int mr, int64_t 
 }
 
 /* The packed kernel's 12 x 32 micro-kernel (gemm_packed.c): 24 zmm sums, two panel vectors per k, each x value
- * broadcast from the packed x group. */
-TARGET void cpu_gemm_micro_avx512(const float *xp, const float *panel, int64_t kc, float *acc, int64_t ld,
-                                  bool first) {
+ * broadcast from the packed x group. The bf16 variant (dot) has the same shape over pairs of k: the panel vectors
+ * hold 16 columns x 2 k of bf16, each row's pair is one 32-bit broadcast, and vdpbf16ps adds both products. */
+TARGET static inline __attribute__((always_inline)) void micro_12x32(const float *xp, const float *panel, int64_t kc,
+                                                                    float *acc, int64_t ld, bool first, const bool dot) {
     __m512 c[GEMM_AVX512_MR][2];
     #pragma GCC unroll 12
     for (int i = 0; i < GEMM_AVX512_MR; i++) {
@@ -109,12 +110,18 @@ TARGET void cpu_gemm_micro_avx512(const float *xp, const float *panel, int64_t k
         c[i][1] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(acc + i * ld + 16);
     }
     for (int64_t k = 0; k < kc; k++) {
-        __m512 w0 = _mm512_load_ps(panel + k * 32), w1 = _mm512_load_ps(panel + k * 32 + 16);
+        const __m512 w0 = _mm512_load_ps(panel + k * 32), w1 = _mm512_load_ps(panel + k * 32 + 16);
         #pragma GCC unroll 12
         for (int i = 0; i < GEMM_AVX512_MR; i++) {
-            __m512 a = _mm512_set1_ps(xp[k * GEMM_AVX512_MR + i]);
-            c[i][0] = _mm512_fmadd_ps(a, w0, c[i][0]);
-            c[i][1] = _mm512_fmadd_ps(a, w1, c[i][1]);
+            if (dot) {
+                const __m512bh a = (__m512bh)_mm512_set1_epi32(((const int32_t *)xp)[k * GEMM_AVX512_MR + i]);
+                c[i][0] = _mm512_dpbf16_ps(c[i][0], a, (__m512bh)w0);
+                c[i][1] = _mm512_dpbf16_ps(c[i][1], a, (__m512bh)w1);
+            } else {
+                const __m512 a = _mm512_set1_ps(xp[k * GEMM_AVX512_MR + i]);
+                c[i][0] = _mm512_fmadd_ps(a, w0, c[i][0]);
+                c[i][1] = _mm512_fmadd_ps(a, w1, c[i][1]);
+            }
         }
     }
     #pragma GCC unroll 12
@@ -122,6 +129,15 @@ TARGET void cpu_gemm_micro_avx512(const float *xp, const float *panel, int64_t k
         _mm512_storeu_ps(acc + i * ld, c[i][0]);
         _mm512_storeu_ps(acc + i * ld + 16, c[i][1]);
     }
+}
+
+TARGET void cpu_gemm_micro_avx512(const float *xp, const float *panel, int64_t kc, float *acc, int64_t ld, bool first) {
+    micro_12x32(xp, panel, kc, acc, ld, first, false);
+}
+
+TARGET void cpu_gemm_micro_dot_avx512(const float *xp, const float *panel, int64_t kp, float *acc, int64_t ld,
+                                      bool first) {
+    micro_12x32(xp, panel, kp, acc, ld, first, true);
 }
 
 /* The packed kernel's weight pack (gemm_packed.c): 16 weight rows x 16 k at a time are widened and transposed
@@ -151,33 +167,6 @@ TARGET void cpu_gemm_pack_panel_avx512(const cpu_gemm *g, float *panel, int64_t 
                 const int64_t n = n0 + j0 + r, off = n * g->ldw + kc + k;
                 grp[k * nr + r] = n >= n1 ? 0.0f : g->w_bf16 ? bf16_to_f32(((const uint16_t *)g->w)[off]) : ((const float *)g->w)[off];
             }
-    }
-}
-
-/* The bf16 variant's 12 x 32 micro-kernel: per pair of k, two panel vectors (16 columns x 2 k each) and one
- * 32-bit broadcast of each row's pair; vdpbf16ps adds both products into the f32 sums. */
-TARGET void cpu_gemm_micro_dot_avx512(const float *xp, const float *panel, int64_t kp, float *acc, int64_t ld,
-                                      bool first) {
-    const uint32_t *xw = (const uint32_t *)xp;
-    __m512 c[GEMM_AVX512_MR][2];
-    #pragma GCC unroll 12
-    for (int i = 0; i < GEMM_AVX512_MR; i++) {
-        c[i][0] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(acc + i * ld);
-        c[i][1] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(acc + i * ld + 16);
-    }
-    for (int64_t k = 0; k < kp; k++) {
-        const __m512bh w0 = (__m512bh)_mm512_load_ps(panel + k * 32), w1 = (__m512bh)_mm512_load_ps(panel + k * 32 + 16);
-        #pragma GCC unroll 12
-        for (int i = 0; i < GEMM_AVX512_MR; i++) {
-            const __m512bh a = (__m512bh)_mm512_set1_epi32((int)xw[k * GEMM_AVX512_MR + i]);
-            c[i][0] = _mm512_dpbf16_ps(c[i][0], a, w0);
-            c[i][1] = _mm512_dpbf16_ps(c[i][1], a, w1);
-        }
-    }
-    #pragma GCC unroll 12
-    for (int i = 0; i < GEMM_AVX512_MR; i++) {
-        _mm512_storeu_ps(acc + i * ld, c[i][0]);
-        _mm512_storeu_ps(acc + i * ld + 16, c[i][1]);
     }
 }
 
