@@ -121,15 +121,24 @@ typedef struct conv_job {
     size_t per_thread, ws_offset; /* ws_offset: the AMX workspace within a thread's scratch */
 } conv_job;
 
-/* im2col for the packed kernel, straight into its x layout: groups of mr pixels, [K][mr] each, rounded to bf16
- * for FAST, the last group padded with zero pixels. Within a group, one (ci, ky, kx) entry of mr pixels of the
- * same output row is a run of the input row (stride 1): copied as such when it lies inside the image, so the
- * common case is a short contiguous copy instead of mr bounds-checked gathers. */
+/* Writes element (k index e, pixel i of the group) of a packed x group: f32 [K][mr], or for the bf16 variant
+ * (dot) bf16 pairs [K/2][mr][2]. */
+static inline void put_packed(float *dst, bool dot, int mr, int64_t e, int i, float v) {
+    if (dot) ((uint16_t *)dst)[((e >> 1) * mr + i) * 2 + (e & 1)] = f32_to_bf16(v);
+    else dst[e * mr + i] = v;
+}
+
+/* im2col for the packed kernel, straight into its x layout: groups of mr pixels, [K][mr] each (bf16 pairs
+ * [K/2][mr] for the bf16 variant), rounded to bf16 for FAST, the last group padded with zero pixels. Within a
+ * group, one (ci, ky, kx) entry of mr pixels of the same output row is a run of the input row (stride 1): copied
+ * as such when it lies inside the image, so the common case is a short contiguous copy instead of mr
+ * bounds-checked gathers. */
 static void gather_packed(const conv_job *j, const float *x, float *col, int64_t p0, int64_t np, int64_t K) {
     const int mr = cpu_gemm_packed_mr(j->g.tier);
-    const bool round = j->g.fast;
+    const bool round = j->g.fast, dot = j->g.dot;
+    const int64_t kw = dot ? (K + 1) / 2 : K; /* words per pixel row of a group */
     for (int64_t g0 = 0; g0 < np; g0 += mr) {
-        float *dst = col + g0 * K;
+        float *dst = col + g0 * kw;
         const int n = np - g0 < mr ? (int)(np - g0) : mr;
         int64_t oy[GEMM_AVX512_MR], ox[GEMM_AVX512_MR];
         for (int i = 0; i < n; i++) oy[i] = (p0 + g0 + i) / j->wo, ox[i] = (p0 + g0 + i) % j->wo;
@@ -138,14 +147,15 @@ static void gather_packed(const conv_job *j, const float *x, float *col, int64_t
         for (int64_t ci = 0; ci < j->ci; ci++)
             for (int64_t ky = 0; ky < j->k; ky++)
                 for (int64_t kx = 0; kx < j->k; kx++, e++) {
-                    float *d = dst + e * mr;
                     const int64_t iy0 = oy[0] * j->stride + ky - j->pad, ix0 = ox[0] + kx - j->pad;
                     if (run && iy0 >= 0 && iy0 < j->h && ix0 >= 0 && ix0 + mr <= j->w) {
                         const float *src = x + (ci * j->h + iy0) * j->w + ix0;
-                        if (round)
-                            for (int i = 0; i < mr; i++) d[i] = round_bf16(src[i]);
+                        if (dot)
+                            for (int i = 0; i < mr; i++) put_packed(dst, true, mr, e, i, src[i]);
+                        else if (round)
+                            for (int i = 0; i < mr; i++) dst[e * mr + i] = round_bf16(src[i]);
                         else
-                            memcpy(d, src, sizeof(float) * (size_t)mr);
+                            memcpy(dst + e * mr, src, sizeof(float) * (size_t)mr);
                         continue;
                     }
                     for (int i = 0; i < mr; i++) {
@@ -154,9 +164,11 @@ static void gather_packed(const conv_job *j, const float *x, float *col, int64_t
                             const int64_t iy = oy[i] * j->stride + ky - j->pad, ix = ox[i] * j->stride + kx - j->pad;
                             if (iy >= 0 && iy < j->h && ix >= 0 && ix < j->w) v = x[(ci * j->h + iy) * j->w + ix];
                         }
-                        d[i] = round ? round_bf16(v) : v;
+                        put_packed(dst, dot, mr, e, i, round ? round_bf16(v) : v);
                     }
                 }
+        if (dot && K % 2) /* the last pair's high half */
+            for (int i = 0; i < mr; i++) put_packed(dst, true, mr, K, i, 0.0f);
     }
 }
 
@@ -256,7 +268,8 @@ kiln_status cpu_conv2d(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, c
         kiln_pool_run(cb->pool, (size_t)(xd[0] * ho), direct_task, &dj);
         return KILN_OK;
     }
-    g->packed = cpu_gemm_packed_ok(g, cb->prefer_bf16_dot);
+    g->dot = cpu_gemm_packed_dot_ok(g, cb->prefer_bf16_dot);
+    g->packed = g->dot || cpu_gemm_packed_ok(g, cb->prefer_bf16_dot);
     if (g->packed) { /* per thread: the packed pixel rows, then the packed kernel's workspace */
         j.pix = CONV_PIX_PACKED;
         j.ws_offset = (cpu_gemm_packed_x_floats(CONV_PIX_PACKED, g->K, cb->tier) * 4 + 63) & ~(size_t)63;
