@@ -13,6 +13,7 @@
 #include <math.h>
 
 #include "compute/cpu/attention.h"
+#include "compute/cpu/transpose_avx512.h"
 
 #define TARGET __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,fma")))
 #define BK ATT_BK_AMX
@@ -66,8 +67,9 @@ TARGET void att_amx_pack(const att_job *j, int64_t hk, int64_t k0, int64_t k1) {
                 _mm512_store_si512(tmp[t], pr); /* tmp[key][dim pair] */
             }
             uint32_t *tile = (uint32_t *)(kp + ((g / 16) * (dh / 32) + c) * 512);
-            for (int r = 0; r < 16; r++)
-                for (int t = 0; t < 16; t++) tile[r * 16 + t] = tmp[t][r];
+            __m512 rows[16]; /* tile row r = dim pair r of the 16 keys: the 16 x 16 words transposed in registers */
+            transpose16((const float *)&tmp[0][0], rows);
+            for (int r = 0; r < 16; r++) _mm512_storeu_ps((float *)(tile + r * 16), rows[r]);
         }
     }
     for (int64_t g = k0; g < k1; g += 32) { /* V: 32 keys, one tile per 16 dims; row r = keys 2r, 2r+1 */
