@@ -268,8 +268,7 @@ kiln_status cpu_conv2d(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, c
         kiln_pool_run(cb->pool, (size_t)(xd[0] * ho), direct_task, &dj);
         return KILN_OK;
     }
-    g->dot = cpu_gemm_packed_dot_ok(g, cb->prefer_bf16_dot);
-    g->packed = g->dot || cpu_gemm_packed_ok(g, cb->prefer_bf16_dot);
+    cpu_gemm_select_packed(g, cb->prefer_bf16_dot);
     if (g->packed) { /* per thread: the packed pixel rows, then the packed kernel's workspace */
         j.pix = CONV_PIX_PACKED;
         j.ws_offset = (cpu_gemm_packed_x_floats(CONV_PIX_PACKED, g->K, cb->tier) * 4 + 63) & ~(size_t)63;

@@ -79,14 +79,13 @@ size_t cpu_gemm_amx_ws_bytes(int64_t rows, int64_t K);
 #define GEMM_PACKED_BM 480
 #define GEMM_PACKED_BN 128
 #define GEMM_PACKED_KC 256
-/* Whether the packed f32 FMA kernel runs this product: a vector tier, not AMX, and not the FAST bf16 product on a
- * CPU whose bf16 dot product outruns its f32 FMA (prefer_dot: AMD Zen 4 and later). */
-bool cpu_gemm_packed_ok(const cpu_gemm *g, bool prefer_dot);
-/* Whether the packed kernel's bf16 variant runs it instead (g->dot): exactly that FAST product on such a CPU.
- * Per K slice of GEMM_PACKED_KC_DOT the panel holds bf16 weight pairs [column group][k/2][NR][2], x is packed
- * as bf16 pairs [K/2][MR][2] (cpu_gemm_pack_x with dot), and each vdpbf16ps of the 12 x 32 micro-kernel adds
- * two k steps. Same panel bytes as the f32 panel: twice the k per slice. */
-bool cpu_gemm_packed_dot_ok(const cpu_gemm *g, bool prefer_dot);
+/* Chooses the packed kernel for this product (sets g->packed, and g->dot for its bf16 variant): the f32 FMA
+ * kernel on a vector tier without AMX, except that the FAST bf16 product on a CPU whose bf16 dot product
+ * outruns its f32 FMA (prefer_dot: AMD Zen 4 and later) takes the bf16 variant. In the variant, per K slice of
+ * GEMM_PACKED_KC_DOT the panel holds bf16 weight pairs [column group][k/2][NR][2], x is packed as bf16 pairs
+ * [K/2][MR][2] (cpu_gemm_pack_x with dot), and each vdpbf16ps of the 12 x 32 micro-kernel adds two k steps.
+ * Same panel bytes as the f32 panel: twice the k per slice. */
+void cpu_gemm_select_packed(cpu_gemm *g, bool prefer_dot);
 #define GEMM_PACKED_KC_DOT 512
 /* Rows per x group (MR) for this tier, and the floats of the packed copy of `rows` rows. */
 int cpu_gemm_packed_mr(kiln_cpu_tier tier);

@@ -8,13 +8,9 @@
  * per-thread buffer (GEMM_PACKED_BN x GEMM_PACKED_KC floats = 128 KB), not an f32 copy of the weight. */
 #include "compute/cpu/gemm.h"
 
-bool cpu_gemm_packed_ok(const cpu_gemm *g, bool prefer_dot) {
-    if (g->amx || g->tier < KILN_CPU_AVX2) return false;
-    return !(g->tier >= KILN_CPU_AVX512 && g->fast && prefer_dot);
-}
-
-bool cpu_gemm_packed_dot_ok(const cpu_gemm *g, bool prefer_dot) {
-    return !g->amx && g->tier >= KILN_CPU_AVX512 && g->fast && g->w_bf16 && prefer_dot;
+void cpu_gemm_select_packed(cpu_gemm *g, bool prefer_dot) {
+    g->packed = !g->amx && g->tier >= KILN_CPU_AVX2;
+    g->dot = g->packed && g->tier >= KILN_CPU_AVX512 && g->fast && g->w_bf16 && prefer_dot;
 }
 
 int cpu_gemm_packed_mr(kiln_cpu_tier tier) { return tier >= KILN_CPU_AVX512 ? GEMM_AVX512_MR : GEMM_AVX2_MR; }
@@ -29,30 +25,24 @@ size_t cpu_gemm_packed_x_floats(int64_t rows, int64_t K, kiln_cpu_tier tier) {
 void cpu_gemm_pack_x(float *dst, const float *x, int64_t ldx, int64_t M, int64_t K, int64_t r0, int64_t r1,
                      bool fast, bool dot, kiln_cpu_tier tier) {
     const int mr = cpu_gemm_packed_mr(tier);
-    if (dot) { /* bf16 pairs: word (p, i) of a group = rows' k = 2p (low half), 2p + 1 (high half) */
-        const int64_t K2 = (K + 1) / 2;
-        uint32_t *dw = (uint32_t *)dst;
-        for (int64_t m = r0; m < r1; m++) {
-            uint32_t *d = dw + (m / mr) * mr * K2 + m % mr;
-            const float *src = m < M ? x + m * ldx : NULL;
-            for (int64_t p = 0; p < K2; p++)
-                d[p * mr] = !src ? 0
-                                 : (uint32_t)f32_to_bf16(src[2 * p]) |
-                                       (2 * p + 1 < K ? (uint32_t)f32_to_bf16(src[2 * p + 1]) << 16 : 0);
-        }
-        return;
-    }
+    const int64_t kw = dot ? (K + 1) / 2 : K; /* 32-bit words per row: f32 values, or bf16 pairs for dot */
     for (int64_t m = r0; m < r1; m++) {
-        float *d = dst + (m / mr) * mr * K + m % mr;
+        float *d = dst + (m / mr) * mr * kw + m % mr;
         if (m >= M) {
-            for (int64_t k = 0; k < K; k++) d[k * mr] = 0.0f;
+            for (int64_t k = 0; k < kw; k++) d[k * mr] = 0.0f;
             continue;
         }
         const float *src = x + m * ldx;
-        if (fast)
+        if (dot) { /* word p: k = 2p in the low half, 2p + 1 in the high half (zero past an odd K) */
+            uint32_t *dw = (uint32_t *)d;
+            for (int64_t p = 0; p < K / 2; p++)
+                dw[p * mr] = (uint32_t)f32_to_bf16(src[2 * p]) | (uint32_t)f32_to_bf16(src[2 * p + 1]) << 16;
+            if (K % 2) dw[(K / 2) * mr] = f32_to_bf16(src[K - 1]);
+        } else if (fast) {
             for (int64_t k = 0; k < K; k++) d[k * mr] = round_bf16(src[k]);
-        else
+        } else {
             for (int64_t k = 0; k < K; k++) d[k * mr] = src[k];
+        }
     }
 }
 

@@ -92,10 +92,7 @@ kiln_status cpu_matmul(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, c
     g->amx = cpu_gemm_amx_ok(g);
     /* fewer rows than one micro-kernel group (the DiT's modulation vectors, M = 1): the packed kernel would widen
      * and transpose the whole weight for a product that is only a read of it; the dot tiles read it in place */
-    if (g->M >= cpu_gemm_packed_mr(g->tier)) {
-        g->dot = cpu_gemm_packed_dot_ok(g, cb->prefer_bf16_dot);
-        g->packed = g->dot || cpu_gemm_packed_ok(g, cb->prefer_bf16_dot);
-    }
+    if (g->M >= cpu_gemm_packed_mr(g->tier)) cpu_gemm_select_packed(g, cb->prefer_bf16_dot);
     int64_t chunk = g->M;
     void *scratch = NULL;
     j.block_m = BLOCK_M, j.block_n = BLOCK_N;
