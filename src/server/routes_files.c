@@ -117,6 +117,7 @@ static enum MHD_Result upload_field(void *cls, enum MHD_ValueKind kind, const ch
             if (!filename || strlen(filename) >= sizeof u->filename) u->bad_name = true;
             else snprintf(u->filename, sizeof u->filename, "%s", filename);
         }
+        if (size == 0) return MHD_YES; /* an empty part: no data pointer to copy from (u->data may be NULL) */
         if (u->len + size > u->limit) {
             u->too_big = true;
             return MHD_YES;
@@ -134,11 +135,14 @@ static enum MHD_Result upload_field(void *cls, enum MHD_ValueKind kind, const ch
     } else {
         char *dst = !strcmp(key, "subfolder") ? u->subfolder : !strcmp(key, "type") ? u->type : NULL;
         size_t cap = !strcmp(key, "subfolder") ? sizeof u->subfolder : sizeof u->type;
+        if (size == 0) return MHD_YES;
         if (dst && off + size < cap) {
             memcpy(dst + off, data, size);
             dst[off + size] = 0;
         }
-        if (!strcmp(key, "overwrite") && size) u->overwrite = !strncmp(data, "true", 4) || data[0] == '1';
+        /* the chunk is `size` bytes, not a C string */
+        if (!strcmp(key, "overwrite") && off == 0)
+            u->overwrite = (size >= 4 && !memcmp(data, "true", 4)) || data[0] == '1';
     }
     return MHD_YES;
 }
