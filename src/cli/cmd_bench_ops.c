@@ -151,8 +151,10 @@ typedef struct bench_ctx {
  * cent, and quiet multi-thread runs scale linearly (2 threads: 2.0-2.05x one). */
 #define ADJACENT_PEAK_S 0.05
 
-/* Times fn R times after a warm-up; returns the median seconds (or -1 on an op error). */
-#define TIME_OP(ctx, secs, call, with_peak)                                                                    \
+/* Times fn R times after a warm-up; returns the median seconds (or -1 on an op error). peak: the kiln_peak_kind
+ * measured next to each round, or NO_PEAK. */
+#define NO_PEAK (-1)
+#define TIME_OP(ctx, secs, call, peak)                                                                         \
     do {                                                                                                      \
         double ts_[64], cs_[64], pc_[64];                                                                     \
         int r_ = (ctx)->repeat > 64 ? 64 : (ctx)->repeat;                                                     \
@@ -164,9 +166,9 @@ typedef struct bench_ctx {
             break;                                                                                            \
         }                                                                                                     \
         for (int i_ = 0; i_ < r_; i_++) {                                                                     \
-            double pk_ = (with_peak) ? (ctx)->threads * kiln_cpu_peak_gflops((kiln_peak_kind)(ctx)->peak_kind, 1, \
-                                                                             ADJACENT_PEAK_S)                 \
-                                     : 0;                                                                     \
+            double pk_ = (peak) != NO_PEAK                                                                    \
+                             ? (ctx)->threads * kiln_cpu_peak_gflops((kiln_peak_kind)(peak), 1, ADJACENT_PEAK_S)  \
+                             : 0;                                                                             \
             double t0_ = kiln_clock_s(), c0_ = cpu_s();                                                       \
             (void)(call);                                                                                     \
             ts_[i_] = kiln_clock_s() - t0_;                                                                   \
@@ -234,7 +236,7 @@ static int run_matmul(bench_ctx *c, const bcase *bc) {
     kiln_tensor gt = kiln_tensor_make(gate, KILN_DT_F32, 1, (int64_t[]){N});
     kiln_epilogue epi = {(kiln_epilogue_kind)bc->d, &gt};
     double secs, flops = 2.0 * (double)M * N * K;
-    TIME_OP(c, secs, kiln_matmul_epi(c->be, &yt, &xt, &wt, NULL, &epi, err), true);
+    TIME_OP(c, secs, kiln_matmul_epi(c->be, &yt, &xt, &wt, NULL, &epi, err), c->peak_kind);
     double cpu = c->last_cpu, cbsb = -1, cbsg = -1;
     char shape[64], extra[160] = "";
     snprintf(shape, sizeof shape, "[%lld,%lld]x[%lld,%lld]^T", (long long)M, (long long)K, (long long)N, (long long)K);
@@ -289,12 +291,9 @@ static int run_attention(bench_ctx *c, const bcase *bc) {
     q.stride[0] = k.stride[0] = v.stride[0] = ld;
     kiln_tensor ot = kiln_tensor_make(o, KILN_DT_F32, 2, (int64_t[]){S, hq * dh});
     double secs;
-    const int matmul_peak = c->peak_kind;
-    c->peak_kind = c->attn_peak_kind;
     TIME_OP(c, secs, c->be->ops->attention(c->be, &ot, &q, &k, &v, (int)hq, (int)hkv, 0.08838834764831845f, bc->d != 0,
                                            NULL, err),
-            true);
-    c->peak_kind = matmul_peak;
+            c->attn_peak_kind);
     /* 4 S^2 Dh flops per head (QK^T and PV), halved when causal */
     double flops = 4.0 * (double)S * S * dh * hq * (bc->d ? 0.5 : 1.0);
     char shape[64];
@@ -321,7 +320,7 @@ static int run_conv(bench_ctx *c, const bcase *bc) {
     kiln_tensor yt = kiln_tensor_make(y, KILN_DT_F32, 4, (int64_t[]){1, co, ho, ho});
     kiln_tensor wt = kiln_tensor_make(w, KILN_DT_BF16, 4, (int64_t[]){co, ci, k, k});
     double secs, flops = 2.0 * (double)co * ho * ho * ci * k * k;
-    TIME_OP(c, secs, c->be->ops->conv2d(c->be, &yt, &xt, &wt, NULL, (int)s, pb, pe, err), true);
+    TIME_OP(c, secs, c->be->ops->conv2d(c->be, &yt, &xt, &wt, NULL, (int)s, pb, pe, err), c->peak_kind);
     char shape[64];
     snprintf(shape, sizeof shape, "%lld->%lld %lldx%lld k%lld s%lld", (long long)ci, (long long)co, (long long)h,
              (long long)h, (long long)k, (long long)s);
@@ -349,37 +348,37 @@ static int run_rowop(bench_ctx *c, const bcase *bc) {
     char shape[64];
     snprintf(shape, sizeof shape, "[%lld,%lld]", (long long)R, (long long)C);
     switch (bc->kind) {
-    case B_LN_MOD: TIME_OP(c, secs, be->ops->layer_norm_modulate(be, &yt, &xt, &vt, &v2t, 1e-6f, err), false); break;
+    case B_LN_MOD: TIME_OP(c, secs, be->ops->layer_norm_modulate(be, &yt, &xt, &vt, &v2t, 1e-6f, err), NO_PEAK); break;
     case B_RMS: {
         kiln_tensor gt = kiln_tensor_make(v, KILN_DT_F32, 1, (int64_t[]){bc->c});
-        TIME_OP(c, secs, be->ops->rms_norm(be, &yt, &xt, &gt, 1e-6f, err), false);
+        TIME_OP(c, secs, be->ops->rms_norm(be, &yt, &xt, &gt, 1e-6f, err), NO_PEAK);
         break;
     }
     case B_ROPE: {
         kiln_tensor ct = kiln_tensor_make(y, KILN_DT_F32, 2, (int64_t[]){R, 64});
         kiln_tensor st = kiln_tensor_make(y + R * 64, KILN_DT_F32, 2, (int64_t[]){R, 64});
-        TIME_OP(c, secs, be->ops->rope(be, &xt, &ct, &st, (int)(C / 128), true, err), false);
+        TIME_OP(c, secs, be->ops->rope(be, &xt, &ct, &st, (int)(C / 128), true, err), NO_PEAK);
         break;
     }
     case B_SWIGLU: {
         kiln_tensor abt = kiln_tensor_make(x, KILN_DT_F32, 2, (int64_t[]){R, 2 * C});
-        TIME_OP(c, secs, be->ops->swiglu(be, &yt, &abt, err), false);
+        TIME_OP(c, secs, be->ops->swiglu(be, &yt, &abt, err), NO_PEAK);
         bytes = 12.0 * (double)n;
         break;
     }
     case B_SILU_MUL:
-        TIME_OP(c, secs, be->ops->silu_mul(be, &yt, &xt, &yt, err), false);
+        TIME_OP(c, secs, be->ops->silu_mul(be, &yt, &xt, &yt, err), NO_PEAK);
         bytes = 12.0 * (double)n;
         break;
     case B_GATED_ADD:
-        TIME_OP(c, secs, be->ops->gated_add(be, &yt, &vt, &xt, err), false);
+        TIME_OP(c, secs, be->ops->gated_add(be, &yt, &vt, &xt, err), NO_PEAK);
         bytes = 12.0 * (double)n;
         break;
     case B_COPY: {
         kiln_tensor half = kiln_tensor_make(y, KILN_DT_F32, 2, (int64_t[]){R / 2, C});
         kiln_tensor xh = kiln_tensor_make(x, KILN_DT_F32, 2, (int64_t[]){R / 2, C});
         half.stride[0] = C, xh.stride[0] = C;
-        TIME_OP(c, secs, be->ops->copy(be, &half, &xh, err), false);
+        TIME_OP(c, secs, be->ops->copy(be, &half, &xh, err), NO_PEAK);
         bytes = 4.0 * (double)n;
         break;
     }
@@ -389,7 +388,7 @@ static int run_rowop(bench_ctx *c, const bcase *bc) {
         kiln_tensor ot = kiln_tensor_make(y, KILN_DT_F32, 4, (int64_t[]){1, ch, hw, hw});
         kiln_tensor gt = kiln_tensor_make(v, KILN_DT_F32, 1, (int64_t[]){ch});
         kiln_tensor bt = kiln_tensor_make(v2, KILN_DT_F32, 1, (int64_t[]){ch});
-        TIME_OP(c, secs, be->ops->group_norm(be, &ot, &it, 32, &gt, &bt, 1e-6f, true, err), false);
+        TIME_OP(c, secs, be->ops->group_norm(be, &ot, &it, 32, &gt, &bt, 1e-6f, true, err), NO_PEAK);
         bytes = 8.0 * (double)(ch * hw * hw);
         snprintf(shape, sizeof shape, "[1,%lld,%lld,%lld] silu", (long long)ch, (long long)hw, (long long)hw);
         break;
@@ -398,7 +397,7 @@ static int run_rowop(bench_ctx *c, const bcase *bc) {
         int64_t ch = bc->a, hw = bc->b;
         kiln_tensor it = kiln_tensor_make(x, KILN_DT_F32, 4, (int64_t[]){1, ch, hw, hw});
         kiln_tensor ot = kiln_tensor_make(y, KILN_DT_F32, 4, (int64_t[]){1, ch, 2 * hw, 2 * hw});
-        TIME_OP(c, secs, be->ops->upsample2x(be, &ot, &it, err), false);
+        TIME_OP(c, secs, be->ops->upsample2x(be, &ot, &it, err), NO_PEAK);
         bytes = 20.0 * (double)(ch * hw * hw);
         snprintf(shape, sizeof shape, "[1,%lld,%lld,%lld]", (long long)ch, (long long)hw, (long long)hw);
         break;
