@@ -18,7 +18,7 @@
  *     kiln_engine_close(eng);
  *
  * Errors: every function returning kiln_status fills the caller's kiln_err (base/status.h) with a message;
- * KILN_E_INVALID for a bad request (size not a multiple of 16, zero steps, prompt too long...), KILN_E_NOT_FOUND
+ * KILN_E_INVALID for a bad request (size not a multiple of 16, zero steps...), KILN_E_NOT_FOUND
  * / KILN_E_FORMAT for missing or mismatched model files, KILN_E_LIMIT when the request cannot fit in memory
  * (refused before any work starts), KILN_E_CANCELLED when the progress callback asked to stop.
  *
@@ -49,9 +49,11 @@ extern "C" {
 typedef struct kiln_engine kiln_engine;
 
 typedef enum kiln_variant {
-    KILN_VARIANT_AUTO = 0,  /* diffusers folder: model_index.json "is_distilled"; single files: distilled */
+    KILN_VARIANT_AUTO = 0,  /* diffusers folder: model_index.json "is_distilled" (absent: base, as the official
+                             * pipeline defaults it); single files: distilled */
     KILN_VARIANT_DISTILLED, /* FLUX.2 [klein]: 4 steps, no CFG */
-    KILN_VARIANT_BASE,      /* FLUX.2 [klein] base: true CFG with the empty prompt, 50 steps, guidance 4 */
+    KILN_VARIANT_BASE,      /* FLUX.2 [klein] base: CFG (guidance 4, > 1 needed) against the negative
+                             * prompt ("" by default), 50 steps */
 } kiln_variant;
 
 typedef enum kiln_device_kind { KILN_DEVICE_CPU = 0, KILN_DEVICE_CUDA = 1 } kiln_device_kind;
@@ -133,7 +135,13 @@ typedef struct kiln_request {
     /* Optional: one seed per image (batch entries), replacing seed + i, so that images of different requests
      * batched into one forward each get exactly the noise they would get alone. NULL = seed + i. */
     const uint64_t *seeds;
-    float guidance;           /* base only: CFG scale; <= 0 = default 4.0. Ignored by the distilled model */
+    /* base only: CFG scale, 0 = default 4.0; CFG runs only when it is > 1 (as Flux2KleinPipeline decides), so 1
+     * or less gives the conditional prediction alone. Ignored by the distilled model. Negative: refused. */
+    float guidance;
+    /* Optional, base with CFG only: the text of the unconditional branch (diffusers' negative_prompt, encoded
+     * like the prompt). NULL or "" = the empty prompt, the official pipeline's default. One for the whole batch.
+     * Ignored, with a warning in the result, when CFG does not run (distilled model, guidance <= 1). */
+    const char *negative_prompt;
     /* Optional injected initial noise, f32 [batch, 128, H/16, W/16] (the patchified, normalised latent
      * space the DiT works in): replaces the seeded generator, for comparisons with other implementations. */
     const float *noise;
@@ -148,8 +156,7 @@ kiln_request kiln_request_default(void);
 
 /* Runs one request to completion: validation, text encoding, noise, schedule, denoising, decoding. On success
  * *out holds the images and timings (free with kiln_result_free); on failure *out is NULL and err says why.
- * Errors: KILN_E_INVALID (bad request: size, steps, batch, noise size, prompt longer than the template
- * allows), KILN_E_LIMIT (will not fit in memory: refused before any work), KILN_E_CANCELLED, KILN_E_NOMEM. */
+ * Errors: KILN_E_INVALID (bad request: size, steps, batch, noise size, guidance), KILN_E_LIMIT (will not fit in memory: refused before any work), KILN_E_CANCELLED, KILN_E_NOMEM. */
 kiln_status kiln_generate(kiln_engine *eng, const kiln_request *req, kiln_result **out, kiln_err *err);
 
 /* Bytes of memory the request will need beyond the memory-mapped weights (activations, text features,
@@ -193,6 +200,9 @@ struct kiln_result {
     /* CPU time of the whole process per stage (all threads), in ms: with wall time it shows how much of the
      * machine a stage got (a loaded machine stretches wall time, not CPU time). In the perf dump as cpu_ms. */
     double stage_cpu_ms[KILN_STAGE_COUNT];
+    /* NULL, or what the caller should tell the user, one warning per '\n'-terminated line: a prompt truncated to
+     * the template's 512 tokens (how many tokens were dropped), guidance or a negative prompt ignored. */
+    char *warnings;
 };
 
 void kiln_result_free(kiln_result *res); /* NULL allowed */

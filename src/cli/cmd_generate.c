@@ -1,7 +1,8 @@
 /* cmd_generate.c - `kiln generate`: text to PNG with FLUX.2 [klein].
  *
  *   kiln generate -p PROMPT (--model DIR | --unet F --clip F --vae F) [-W 512] [-H 512] [--steps N] [--seed S]
- *                 [-n N] [-o out.png] [--perf-dump F] [--noise F] [--guidance G] [--base] [--exact]
+ *                 [-n N] [-o out.png] [--perf-dump F] [--noise F] [--guidance G] [--negative-prompt TEXT]
+ *                 [--base] [--exact]
  *
  * n > 1 writes out.png, out-1.png, out-2.png ... (or fills a %d in the name with 0, 1, 2 ...). Every PNG
  * carries its parameters in text chunks. Exit codes: kiln_status_exit_code (2 bad input, 3 missing file,
@@ -40,7 +41,9 @@ static void usage(FILE *out) {
             "  -o, --output F        PNG path (default out.png); n > 1: F, F-1, F-2... or a %%d pattern\n"
             "  --perf-dump F         write the per-stage timings as JSON\n"
             "  --noise F             inject the initial noise [n,128,H/16,W/16] (safetensors or raw f32)\n"
-            "  --guidance G          CFG scale for klein base (default 4.0)\n"
+            "  --guidance G          CFG scale for klein base (default 4.0; 1 or less: no CFG, as diffusers)\n"
+            "  --negative-prompt TEXT\n"
+            "                        klein base with CFG: the unconditional branch's text (default \"\")\n"
             "  --base                single files are klein base (true CFG, 50 steps); folders say it themselves\n"
             "  --distilled           force the distilled variant\n"
             "  --tokenizer DIR       folder holding tokenizer.json (default: the model's, else kiln's copy)\n"
@@ -175,6 +178,9 @@ int kiln_cmd_generate(int argc, char **argv) {
                 fprintf(stderr, "kiln generate: --guidance needs a number in (0, 100) (got '%s')\n", val);
                 return 2;
             }
+        } else if (!strcmp(a, "--negative-prompt")) {
+            TAKES_VALUE;
+            req.negative_prompt = val;
         } else if (!strcmp(a, "--base")) {
             cfg.variant = KILN_VARIANT_BASE;
         } else if (!strcmp(a, "--distilled")) {
@@ -267,6 +273,13 @@ int kiln_cmd_generate(int argc, char **argv) {
     kiln_result *res = NULL;
     kiln_status s = kiln_generate(eng, &req, &res, &err);
     kiln_progress_bar_finish(&bar);
+    /* warnings (a truncated prompt, an ignored negative prompt) are printed even with -q */
+    for (const char *wl = s == KILN_OK ? res->warnings : NULL; wl && *wl;) {
+        const char *nl = strchr(wl, '\n');
+        int len = nl ? (int)(nl - wl) : (int)strlen(wl);
+        fprintf(stderr, "kiln generate: warning: %.*s\n", len, wl);
+        wl += len + (nl ? 1 : 0);
+    }
     if (s != KILN_OK) {
         fprintf(stderr, "kiln generate: %s\n", err.msg);
         kiln_engine_close(eng);
@@ -289,6 +302,7 @@ int kiln_cmd_generate(int argc, char **argv) {
         kiln_png_text text[] = {
             {"prompt", prompt},   {"seed", seedbuf},   {"width", w},
             {"height", h},        {"steps", steps},    {"guidance", guid},
+            {"negative_prompt", req.negative_prompt ? req.negative_prompt : ""},
             {"variant", res->variant == KILN_VARIANT_BASE ? "klein-base" : "klein"},
             {"model", model},     {"noise", noise_path ? noise_path : "kiln-xoshiro256-boxmuller"},
             {"Software", "kiln " KILN_VERSION},

@@ -60,6 +60,34 @@ static size_t weight_bytes(const kiln_st_file *ck, int skip_from) {
     return total;
 }
 
+/* model_index.json: the pipeline class, the scheduler class and is_distilled (absent: false, i.e. klein base,
+ * as Flux2KleinPipeline's __init__ defaults it). */
+static kiln_status read_model_index(kiln_engine *e, kiln_err *err) {
+    char mi[4200];
+    snprintf(mi, sizeof mi, "%s/model_index.json", e->model_dir);
+    json_t *c;
+    KILN_TRY(kiln_config_open(mi, &c, err));
+    kiln_status s = KILN_OK;
+    const char *cls = kiln_cfg_str(c, "_class_name");
+    if (cls && strcmp(cls, "Flux2KleinPipeline"))
+        s = KILN_FAIL(err, KILN_E_UNSUPPORTED, "%s: _class_name \"%s\" is not supported (kiln runs "
+                      "Flux2KleinPipeline)", mi, cls);
+    const json_t *sch = kiln_cfg_get(c, "scheduler");
+    const char *scls = json_is_array(sch) ? json_string_value(json_array_get(sch, 1)) : NULL;
+    if (s == KILN_OK && scls && strcmp(scls, "FlowMatchEulerDiscreteScheduler"))
+        s = KILN_FAIL(err, KILN_E_UNSUPPORTED, "%s: scheduler \"%s\" is not supported (kiln implements "
+                      "FlowMatchEulerDiscreteScheduler)", mi, scls);
+    bool distilled = false;
+    if (s == KILN_OK) s = kiln_cfg_boolean(c, mi, "is_distilled", &distilled, err);
+    if (s == KILN_OK && e->variant == KILN_VARIANT_AUTO) {
+        e->variant = distilled ? KILN_VARIANT_DISTILLED : KILN_VARIANT_BASE;
+        if (!kiln_cfg_get(c, "is_distilled"))
+            log_info("%s has no is_distilled: klein base (CFG), as the official pipeline defaults it", mi);
+    }
+    json_decref(c);
+    return s;
+}
+
 static kiln_status find_files(kiln_engine *e, kiln_err *err) {
     if (e->model_dir) {
         if (!is_dir(e->model_dir))
@@ -75,14 +103,9 @@ static kiln_status find_files(kiln_engine *e, kiln_err *err) {
         }
         snprintf(e->dit_config, sizeof e->dit_config, "%s/transformer/config.json", e->model_dir);
         snprintf(e->te_config, sizeof e->te_config, "%s/text_encoder/config.json", e->model_dir);
-        if (e->variant == KILN_VARIANT_AUTO) {
-            char mi[4096];
-            snprintf(mi, sizeof mi, "%s/model_index.json", e->model_dir);
-            bool found = false;
-            bool distilled = kiln_config_bool(mi, "is_distilled", &found);
-            e->variant = (!found || distilled) ? KILN_VARIANT_DISTILLED : KILN_VARIANT_BASE;
-            if (!found) log_info("%s has no is_distilled; assuming the distilled klein", mi);
-        }
+        snprintf(e->vae_config, sizeof e->vae_config, "%s/vae/config.json", e->model_dir);
+        snprintf(e->sched_config, sizeof e->sched_config, "%s/scheduler/scheduler_config.json", e->model_dir);
+        KILN_TRY(read_model_index(e, err));
         return KILN_OK;
     }
     if (!e->unet_path || !e->clip_path || !e->vae_path)
@@ -95,7 +118,8 @@ static kiln_status find_files(kiln_engine *e, kiln_err *err) {
         if (!exists(src[i])) return KILN_FAIL(err, KILN_E_NOT_FOUND, "%s %s: no such file", what[i], src[i]);
         snprintf(dst[i], 4096, "%s", src[i]);
     }
-    e->dit_config[0] = e->te_config[0] = 0;
+    e->dit_config[0] = e->te_config[0] = e->vae_config[0] = e->sched_config[0] = 0;
+    /* single files carry no model_index.json: the distilled klein unless the caller says base */
     if (e->variant == KILN_VARIANT_AUTO) e->variant = KILN_VARIANT_DISTILLED;
     return KILN_OK;
 }
@@ -122,6 +146,7 @@ void kiln_engine_close_text_encoder(kiln_engine *e) {
 
 static kiln_status open_all(kiln_engine *e, kiln_err *err) {
     KILN_TRY(find_files(e, err));
+    if (kiln_sched_config_read(e->sched_config, &e->sched, err) != KILN_OK) return kiln_err_prefix(err, "%s", e->model_dir);
     if (kiln_st_open(e->dit_path, &e->dit_ck, err) != KILN_OK) return kiln_err_prefix(err, "DiT");
     if (kiln_flux2_dit_load(e->dit_ck, e->dit_config[0] ? e->dit_config : NULL, &e->dit, err) != KILN_OK)
         return kiln_err_prefix(err, "%s", e->dit_path);
@@ -137,6 +162,9 @@ static kiln_status open_all(kiln_engine *e, kiln_err *err) {
         return KILN_FAIL(err, KILN_E_FORMAT, "mismatched models: the DiT works on %d-channel tokens (out %d), the "
                          "VAE latent has %d channels (needs 4 x %d)", e->dit->in_ch, e->dit->out_ch, e->vae->z_ch,
                          e->vae->z_ch);
+    if (e->dit->in_ch != 128) /* the latent is 32 VAE channels x 2x2 patches; noise and ids assume it */
+        return KILN_FAIL(err, KILN_E_UNSUPPORTED, "DiT: %d input channels (in_channels; FLUX.2 [klein] has 128)",
+                         e->dit->in_ch);
     e->te_bytes = weight_bytes(e->te_ck, e->te->n_layers);
     e->te_ws_seq = kiln_qwen3_workspace(e->te, 1, KILN_TOK_DEFAULT_MAX_LEN);
     int scale = kiln_flux2_vae_scale(e->vae);

@@ -10,6 +10,7 @@
 #include "models/flux2_dit.h"
 #include "models/flux2_vae.h"
 #include "models/qwen3.h"
+#include "pipeline/schedule.h"
 #include "text/tokenizer.h"
 
 struct kiln_engine {
@@ -17,7 +18,9 @@ struct kiln_engine {
     kiln_engine_config cfg;      /* strings below are owned copies */
     char *model_dir, *unet_path, *clip_path, *vae_path, *tokenizer_dir, *commit;
     char te_path[4096], te_config[4096], dit_path[4096], dit_config[4096], vae_file[4096];
+    char vae_config[4096], sched_config[4096]; /* "" when the layout has none (single files) */
     kiln_variant variant;
+    kiln_sched_config sched;     /* scheduler/scheduler_config.json, else klein's */
     kiln_backend *be;
     kiln_tokenizer *tok;
     kiln_st_file *te_ck, *dit_ck, *vae_ck;  /* te_ck may be closed between requests when memory is tight */

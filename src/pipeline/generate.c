@@ -1,12 +1,13 @@
 /* generate.c - one text-to-image request through the stages of DESIGN.md, each timed (kiln_generate).
  *
- *   InputValidation     request checks, tokenization (prompt, and "" for CFG), memory estimate
- *   TextEncoding        Qwen3 -> features [batch x 512, 3 x hidden] (cond, then uncond for base)
+ *   InputValidation     request checks, tokenization (prompt, and the negative prompt for CFG), memory estimate
+ *   TextEncoding        Qwen3 -> features [batch x 512, 3 x hidden] (cond, then uncond with CFG)
  *   LatentPreparation   noise [128, H/16, W/16] per image (seed + i, or injected) -> tokens
  *   TimestepPreparation sigma schedule (empirical mu)
  *   Denoising           n x (DiT forward over the whole batch, CFG, Euler)
  *   Decoding            tokens -> BN de-normalise -> unpatchify -> VAE decode -> RGB8, one image at a time
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,11 +35,12 @@ typedef struct run {
     kiln_result *res;
     double t0, stage_t0, stage_cpu0;
     kiln_stage stage;
-    bool base;
+    bool base;            /* the klein base variant (50 steps by default) */
+    bool cfg;             /* classifier-free guidance: base and guidance > 1, as the official pipeline decides */
     int B, Bd;            /* images, and DiT batch (2B with CFG) */
     int h16, w16, N, L, steps;
     float guidance;
-    int n_seq;            /* distinct prompts to encode: 1, or batch with per-image prompts (+1 empty for CFG) */
+    int n_seq;            /* distinct prompts to encode: 1, or batch with per-image prompts (+1 negative for CFG) */
     kiln_tokens tok[MAX_BATCH + 1];
     float *feat;          /* backend [Bd * L, ctx] */
     float *x, *xin, *v;   /* backend latents: [B*N, 128], [Bd*N, 128], [Bd*N, 128] */
@@ -83,7 +85,7 @@ static void stage_end(run *r) {
 /* Bytes the request needs if every model stays resident (*keep) and if the text encoder is released before
  * the DiT runs (*release). */
 static void estimate(const kiln_engine *e, const run *r, size_t *keep, size_t *release) {
-    size_t seqs = r->n_seq ? (size_t)r->n_seq : (r->base ? 2 : 1);
+    size_t seqs = r->n_seq ? (size_t)r->n_seq : (r->cfg ? 2 : 1);
     size_t feats = (size_t)r->Bd * r->L * e->dit->ctx_dim * sizeof(float);
     size_t te_act = seqs * e->te_ws_seq + feats;
     size_t lat = (size_t)(r->B * 2 + r->Bd * 2) * r->N * e->dit->in_ch * sizeof(float);
@@ -95,6 +97,37 @@ static void estimate(const kiln_engine *e, const run *r, size_t *keep, size_t *r
     *keep = e->te_bytes + e->dit_bytes + e->vae_bytes + act;
     size_t a = e->te_bytes + te_act, b = e->dit_bytes + e->vae_bytes + feats + (dit_act > vae_act ? dit_act : vae_act);
     *release = a > b ? a : b;
+}
+
+/* Appends one line to the result's warnings (kiln.h: kiln_result.warnings) and logs it. */
+static void add_warning(run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void add_warning(run *r, const char *fmt, ...) {
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    log_info("%s", line);
+    size_t have = r->res->warnings ? strlen(r->res->warnings) : 0, add = strlen(line);
+    char *w = kiln_realloc(r->res->warnings, have + add + 2);
+    if (!w) return; /* out of memory: the warning stays in the log only */
+    memcpy(w + have, line, add);
+    w[have + add] = '\n';
+    w[have + add + 1] = 0;
+    r->res->warnings = w;
+}
+
+/* Tokenizes one prompt with the klein template. A prompt longer than the template's 512 tokens is cut as the
+ * official pipeline cuts it (the tokenizer's truncation drops the tail, the template's end included), and a
+ * warning says how many tokens went. */
+static kiln_status tokenize(run *r, const char *what, const char *p, kiln_tokens *out, kiln_err *err) {
+    kiln_tok_options opt = kiln_tok_options_klein();
+    KILN_TRY(kiln_tokenizer_encode_prompt(r->e->tok, p, strlen(p), &opt, out, err));
+    if (out->truncated)
+        add_warning(r, "%s truncated: %zu tokens dropped (with the klein template it is %zu tokens, the text encoder "
+                    "takes %zu; the end of the template is among those dropped, as in the official pipeline)",
+                    what, out->n_full - out->n_real, out->n_full, out->n_real);
+    return KILN_OK;
 }
 
 static kiln_status validate(run *r, kiln_err *err) {
@@ -112,43 +145,42 @@ static kiln_status validate(run *r, kiln_err *err) {
                          MAX_STEPS);
     if (q->batch < 1 || q->batch > MAX_BATCH)
         return KILN_FAIL(err, KILN_E_INVALID, "batch %d: must be 1..%d", q->batch, MAX_BATCH);
+    if (!(q->guidance >= 0.0f) || q->guidance > 1000.0f)
+        return KILN_FAIL(err, KILN_E_INVALID, "guidance %g: must be 0..1000 (0 = the default 4.0; 1 or less "
+                         "turns classifier-free guidance off)", q->guidance);
     r->base = e->variant == KILN_VARIANT_BASE;
+    r->guidance = q->guidance > 0 ? q->guidance : 4.0f;
+    r->cfg = r->base && r->guidance > 1.0f; /* Flux2KleinPipeline.do_classifier_free_guidance */
     r->B = q->batch;
-    r->Bd = r->base ? 2 * r->B : r->B;
+    r->Bd = r->cfg ? 2 * r->B : r->B;
     r->h16 = q->height / 16;
     r->w16 = q->width / 16;
     r->N = r->h16 * r->w16;
     r->steps = q->steps ? q->steps : (r->base ? 50 : 4);
-    r->guidance = q->guidance > 0 ? q->guidance : 4.0f;
-    if (!r->base && q->guidance > 0 && q->guidance != 1.0f)
-        log_warn("guidance %.2f ignored: the distilled klein runs without CFG", q->guidance);
+    if (!r->base && q->guidance > 1.0f)
+        add_warning(r, "guidance %.2f ignored: the distilled klein runs without CFG", q->guidance);
+    if (!r->cfg && q->negative_prompt && *q->negative_prompt)
+        add_warning(r, "negative prompt ignored: %s", r->base ? "guidance <= 1 turns classifier-free guidance off"
+                                                              : "the distilled klein runs without CFG");
     size_t need_noise = (size_t)r->B * 128 * r->N;
     if (q->noise && q->noise_count != need_noise)
         return KILN_FAIL(err, KILN_E_INVALID, "injected noise has %zu values; %d image(s) of %dx%d need %d x 128 x "
                          "%d x %d = %zu", q->noise_count, r->B, q->width, q->height, r->B, r->h16, r->w16,
                          need_noise);
-    if (e->dit->in_ch != 128)
-        return KILN_FAIL(err, KILN_E_FORMAT, "DiT has %d input channels (FLUX.2: 128)", e->dit->in_ch);
 
-    kiln_tok_options opt = kiln_tok_options_klein();
     int n_prompts = q->prompts ? r->B : 1;
     for (int i = 0; i < n_prompts; i++) {
         const char *p = q->prompts ? q->prompts[i] : q->prompt;
         if (!p) return KILN_FAIL(err, KILN_E_INVALID, "prompt %d of the batch is missing", i);
-        KILN_TRY(kiln_tokenizer_encode_prompt(e->tok, p, strlen(p), &opt, &r->tok[i], err));
+        char what[32];
+        if (q->prompts) snprintf(what, sizeof what, "prompt %d", i);
+        else snprintf(what, sizeof what, "prompt");
+        KILN_TRY(tokenize(r, what, p, &r->tok[i], err));
         r->n_seq = i + 1;
-        if (r->tok[i].truncated) {
-            size_t fixed = r->tok[i].n_full;
-            kiln_tokens empty = {0};
-            if (kiln_tokenizer_encode_prompt(e->tok, "", 0, &opt, &empty, NULL) == KILN_OK) fixed = empty.n_full;
-            kiln_tokens_free(&empty);
-            return KILN_FAIL(err, KILN_E_INVALID, "prompt too long: %zu tokens, the klein template allows %zu (%zu "
-                             "tokens in all, %zu of them the template's)", r->tok[i].n_full - fixed,
-                             r->tok[i].n - fixed, r->tok[i].n, fixed);
-        }
     }
-    if (r->base) {
-        KILN_TRY(kiln_tokenizer_encode_prompt(e->tok, "", 0, &opt, &r->tok[n_prompts], err));
+    if (r->cfg) { /* the unconditional branch: the negative prompt, "" by default (the pipeline's own) */
+        const char *neg = q->negative_prompt ? q->negative_prompt : "";
+        KILN_TRY(tokenize(r, "negative prompt", neg, &r->tok[n_prompts], err));
         r->n_seq = n_prompts + 1;
     }
     r->L = (int)r->tok[0].n;
@@ -192,7 +224,7 @@ static kiln_status encode_text(run *r, kiln_err *err) {
     }
     s = kiln_qwen3_encode(e->te, be, ids, mask, seqs, L, one, err);
     if (s != KILN_OK) goto done;
-    /* DiT batch order: the B images' prompt features, then (CFG) B copies of the empty prompt's. */
+    /* DiT batch order: the B images' prompt features, then (CFG) B copies of the negative prompt's. */
     kiln_tensor src = kiln_f32_2d(one, (int64_t)seqs * L, C), dst = kiln_f32_2d(r->feat, (int64_t)r->Bd * L, C);
     for (int i = 0; i < r->Bd && s == KILN_OK; i++) {
         int seq = i < r->B ? (per_image ? i : 0) : seqs - 1;
@@ -203,7 +235,7 @@ static kiln_status encode_text(run *r, kiln_err *err) {
     if (s == KILN_OK && r->trace) {
         size_t per = (size_t)r->B * L * (size_t)C;
         trace(r, "features", r->feat, per);
-        if (r->base) trace(r, "negative_features", r->feat + per, per);
+        if (r->cfg) trace(r, "negative_features", r->feat + per, per);
     }
 done:
     kiln_free(ids);
@@ -222,10 +254,10 @@ static kiln_status prepare_latents(run *r, kiln_err *err) {
     r->x = be->ops->alloc(be, nb);
     r->tmp = be->ops->alloc(be, nb);
     r->v = be->ops->alloc(be, (size_t)r->Bd * per * sizeof(float));
-    r->xin = r->base ? be->ops->alloc(be, (size_t)r->Bd * per * sizeof(float)) : NULL;
+    r->xin = r->cfg ? be->ops->alloc(be, (size_t)r->Bd * per * sizeof(float)) : NULL;
     float *grid = kiln_malloc(per * sizeof(float)), *host = kiln_malloc(nb);
     kiln_status s = KILN_OK;
-    if (!r->x || !r->tmp || !r->v || (r->base && !r->xin) || !grid || !host) {
+    if (!r->x || !r->tmp || !r->v || (r->cfg && !r->xin) || !grid || !host) {
         s = KILN_FAIL(err, KILN_E_NOMEM, "latents: out of memory");
         goto done;
     }
@@ -252,7 +284,7 @@ static kiln_status denoise(run *r, kiln_err *err) {
     r->dt = be->ops->alloc(be, 128 * sizeof(float));
     if (!r->dt) return KILN_FAIL(err, KILN_E_NOMEM, "denoising: out of memory");
     KILN_TRY(kiln_flux2_dit_set_text(e->dit, be, r->ws, r->feat, err)); /* the same for every step */
-    kiln_denoise_step st = {e->dit, r->ws, r->B, r->N, r->base, r->guidance, r->x, r->xin, r->v, r->tmp, r->dt};
+    kiln_denoise_step st = {e->dit, r->ws, r->B, r->N, r->cfg, r->guidance, r->x, r->xin, r->v, r->tmp, r->dt};
     double loop_t0 = kiln_clock_s();
     for (int k = 0; k < r->steps; k++) {
         double st0 = kiln_clock_s();
@@ -267,7 +299,7 @@ static kiln_status denoise(run *r, kiln_err *err) {
             trace(r, name, &ts, 1);
             snprintf(name, sizeof name, "step%d.velocity", k);
             trace(r, name, r->v, (size_t)BN * 128);
-            if (r->base) {
+            if (r->cfg) {
                 snprintf(name, sizeof name, "step%d.velocity_uncond", k);
                 trace(r, name, r->v + BN * 128, (size_t)BN * 128);
             }
@@ -420,7 +452,7 @@ kiln_status kiln_generate_traced(kiln_engine *e, const kiln_request *req, kiln_t
     r.res->n_steps = r.steps;
     STAGE(KILN_STAGE_TEXT_ENCODING, encode_text(&r, err));
     STAGE(KILN_STAGE_LATENT_PREPARATION, prepare_latents(&r, err));
-    STAGE(KILN_STAGE_TIMESTEP_PREPARATION, (kiln_flux2_schedule_f32(r.steps, r.N, r.sigmas), KILN_OK));
+    STAGE(KILN_STAGE_TIMESTEP_PREPARATION, (kiln_flux2_schedule_cfg_f32(&e->sched, r.steps, r.N, r.sigmas), KILN_OK));
     trace(&r, "sigmas", r.sigmas, (size_t)r.steps + 1);
     r.res->sigmas_first = r.sigmas[0];
     r.res->sigmas_last_nonzero = r.sigmas[r.steps - 1];
@@ -448,8 +480,9 @@ kiln_status kiln_estimate_memory(kiln_engine *e, const kiln_request *req, size_t
     run r;
     memset(&r, 0, sizeof r);
     r.base = e->variant == KILN_VARIANT_BASE;
+    r.cfg = r.base && (req->guidance > 0 ? req->guidance : 4.0f) > 1.0f;
     r.B = req->batch;
-    r.Bd = r.base ? 2 * r.B : r.B;
+    r.Bd = r.cfg ? 2 * r.B : r.B;
     r.h16 = req->height / 16;
     r.w16 = req->width / 16;
     r.N = r.h16 * r.w16;

@@ -12,6 +12,7 @@ void kiln_result_free(kiln_result *res) {
         for (int i = 0; i < res->n_images; i++) kiln_free(res->images[i].pixels);
     kiln_free(res->images);
     kiln_free(res->step_ms);
+    kiln_free(res->warnings);
     kiln_free(res);
 }
 

@@ -2,6 +2,9 @@
 #include "pipeline/schedule.h"
 
 #include <math.h>
+#include <string.h>
+
+#include "models/config.h"
 
 /* The two fitted lines of BFL's compute_empirical_mu: mu at 10 steps (a1, b1) and at 200 steps (a2, b2) as
  * functions of the token count, interpolated linearly in the step count. */
@@ -31,16 +34,78 @@ void kiln_flux2_schedule(int n_steps, long n_tokens, double *sigmas) {
     sigmas[n_steps] = 0.0;
 }
 
+kiln_sched_config kiln_sched_config_klein(void) { return (kiln_sched_config){KILN_SHIFT_EXPONENTIAL, 3.0}; }
+
+kiln_status kiln_sched_config_read(const char *path, kiln_sched_config *out, kiln_err *err) {
+    *out = kiln_sched_config_klein();
+    json_t *c;
+    KILN_TRY(kiln_config_open(path, &c, err));
+    if (!c) return KILN_OK;
+    const char *w = "scheduler/scheduler_config.json";
+    kiln_status s = KILN_OK;
+    bool dynamic = false; /* FlowMatchEulerDiscreteScheduler's default */
+    double shift = 1.0, terminal = 0.0, ntt = 1000.0;
+    /* Flags whose true value switches to maths kiln does not have (the pipeline also reads use_flow_sigmas). */
+    static const char *const refused_true[] = {"use_karras_sigmas", "use_exponential_sigmas", "use_beta_sigmas",
+                                               "invert_sigmas", "stochastic_sampling", "use_flow_sigmas"};
+    for (size_t i = 0; i < sizeof refused_true / sizeof refused_true[0] && s == KILN_OK; i++) {
+        bool on = false;
+        s = kiln_cfg_boolean(c, w, refused_true[i], &on, err);
+        if (s == KILN_OK && on)
+            s = KILN_FAIL(err, KILN_E_UNSUPPORTED, "%s: %s true is not supported (kiln implements the plain "
+                          "FLUX.2 sigmas: set it to false)", w, refused_true[i]);
+    }
+    if (s == KILN_OK) s = kiln_cfg_boolean(c, w, "use_dynamic_shifting", &dynamic, err);
+    if (s == KILN_OK) s = kiln_cfg_number(c, w, "shift", &shift, err);
+    if (s == KILN_OK) s = kiln_cfg_number(c, w, "shift_terminal", &terminal, err);
+    /* diffusers tests `if shift_terminal:` - null and 0 leave the sigmas alone */
+    if (s == KILN_OK && terminal != 0.0)
+        s = KILN_FAIL(err, KILN_E_UNSUPPORTED, "%s: shift_terminal %g is not supported (only null)", w, terminal);
+    if (s == KILN_OK) s = kiln_cfg_number(c, w, "num_train_timesteps", &ntt, err);
+    if (s == KILN_OK && ntt != 1000.0)
+        s = KILN_FAIL(err, KILN_E_UNSUPPORTED, "%s: num_train_timesteps %g is not supported (the klein pipeline "
+                      "divides the timesteps by 1000; kiln implements 1000)", w, ntt);
+    const char *tst = kiln_cfg_str(c, "time_shift_type");
+    if (s == KILN_OK && kiln_cfg_get(c, "time_shift_type") && !tst)
+        s = KILN_FAIL(err, KILN_E_FORMAT, "%s: time_shift_type must be a string", w);
+    if (s == KILN_OK && tst && strcmp(tst, "exponential") && strcmp(tst, "linear"))
+        s = KILN_FAIL(err, KILN_E_UNSUPPORTED, "%s: time_shift_type \"%s\" is not supported (\"exponential\" "
+                      "or \"linear\")", w, tst);
+    if (s == KILN_OK && !dynamic && !(shift > 0.0))
+        s = KILN_FAIL(err, KILN_E_FORMAT, "%s: shift %g must be positive", w, shift);
+    if (s == KILN_OK) {
+        out->kind = !dynamic ? KILN_SHIFT_STATIC : (tst && !strcmp(tst, "linear")) ? KILN_SHIFT_LINEAR
+                                                                                 : KILN_SHIFT_EXPONENTIAL;
+        out->shift = shift;
+    }
+    json_decref(c);
+    return s;
+}
+
 void kiln_flux2_schedule_f32(int n_steps, long n_tokens, float *sigmas) {
-    float em = (float)exp(kiln_flux2_empirical_mu(n_steps, n_tokens));
+    kiln_sched_config c = kiln_sched_config_klein();
+    kiln_flux2_schedule_cfg_f32(&c, n_steps, n_tokens, sigmas);
+}
+
+void kiln_flux2_schedule_cfg_f32(const kiln_sched_config *c, int n_steps, long n_tokens, float *sigmas) {
+    double mu = kiln_flux2_empirical_mu(n_steps, n_tokens);
+    float em = (float)exp(mu), muf = (float)mu;
+    float sh = (float)c->shift, sh1 = (float)(c->shift - 1.0); /* python float - 1, then numpy's f32 cast */
     for (int k = 0; k < n_steps; k++) {
         /* np.linspace(1.0, 1/n, n): start + k * step, step = (stop - start) / (n - 1), in double */
         double lin = n_steps == 1 ? 1.0 : 1.0 + k * ((1.0 / n_steps - 1.0) / (n_steps - 1));
         if (k == n_steps - 1 && n_steps > 1) lin = 1.0 / n_steps; /* numpy sets the endpoint exactly */
         float t = (float)lin;
+        if (c->kind == KILN_SHIFT_STATIC) {
+            /* shift * t / (1 + (shift - 1) * t), each operation rounded to f32 (volatile: no fused multiply-add) */
+            volatile float num = sh * t, prod = sh1 * t;
+            float den = 1.0f + prod;
+            sigmas[k] = num / den;
+            continue;
+        }
         float inv = 1.0f / t;
         float d = inv - 1.0f;
-        sigmas[k] = em / (em + d);
+        sigmas[k] = c->kind == KILN_SHIFT_LINEAR ? muf / (muf + d) : em / (em + d);
     }
     sigmas[n_steps] = 0.0f;
 }

@@ -12,6 +12,29 @@
 
 #include <stddef.h>
 
+#include "base/status.h"
+
+/* How set_timesteps shifts the sigmas (scheduler/scheduler_config.json of FlowMatchEulerDiscreteScheduler). */
+typedef enum kiln_shift_kind {
+    KILN_SHIFT_EXPONENTIAL = 0, /* use_dynamic_shifting, time_shift_type "exponential": e^mu / (e^mu + (1/t - 1)) */
+    KILN_SHIFT_LINEAR,          /* use_dynamic_shifting, time_shift_type "linear":      mu / (mu + (1/t - 1)) */
+    KILN_SHIFT_STATIC,          /* use_dynamic_shifting false: shift t / (1 + (shift - 1) t), mu unused */
+} kiln_shift_kind;
+
+typedef struct kiln_sched_config {
+    kiln_shift_kind kind;
+    double shift; /* KILN_SHIFT_STATIC only */
+} kiln_sched_config;
+
+/* klein's own scheduler (dynamic, exponential): also what kiln uses without a scheduler folder. */
+kiln_sched_config kiln_sched_config_klein(void);
+
+/* Reads scheduler_config.json (path NULL or absent: klein's). Refuses by name every key that changes the maths
+ * and that kiln does not implement (shift_terminal, karras/exponential/beta sigmas, invert_sigmas,
+ * stochastic_sampling, use_flow_sigmas, num_train_timesteps other than 1000, an unknown time_shift_type).
+ * Errors: KILN_E_UNSUPPORTED / KILN_E_FORMAT naming the file and the key. */
+kiln_status kiln_sched_config_read(const char *path, kiln_sched_config *out, kiln_err *err);
+
 /* mu for n_steps steps at n_tokens image tokens ((H/16)*(W/16)). */
 double kiln_flux2_empirical_mu(int n_steps, long n_tokens);
 
@@ -24,6 +47,8 @@ void kiln_flux2_schedule(int n_steps, long n_tokens, double *sigmas);
  * (numpy float32 arithmetic with e^mu rounded to f32); sigmas[n] = 0. Differs from the double schedule
  * by at most 1 ulp, but the DiT sees 1000 sigma, so the last step's velocity notices. */
 void kiln_flux2_schedule_f32(int n_steps, long n_tokens, float *sigmas);
+/* The same with a scheduler config (static or linear shift), rounded as numpy float32 rounds it. */
+void kiln_flux2_schedule_cfg_f32(const kiln_sched_config *c, int n_steps, long n_tokens, float *sigmas);
 
 /* x += (sigma_next - sigma) * v over n floats (rectified-flow Euler, f32 like the references). */
 void kiln_euler_step(float *x, const float *v, size_t n, double sigma, double sigma_next);
