@@ -83,6 +83,13 @@ typedef struct kiln_flux2_vae {
 } kiln_flux2_vae;
 
 kiln_status kiln_flux2_vae_load(const kiln_st_file *ck, kiln_flux2_vae **out, kiln_err *err);
+/* The same with vae/config.json (NULL: the FLUX.2 defaults), read as AutoencoderKLFlux2 reads it:
+ * norm_num_groups, batch_norm_eps; the structure (levels, layers_per_block, latent_channels) must agree with the
+ * weights. Refused by name: act_fn other than silu, block types other than Down/UpDecoderBlock2D, patch_size
+ * other than [2, 2], use_post_quant_conv / use_quant_conv / mid_block_add_attention false, in/out_channels other
+ * than 3. GroupNorm eps is not a config key: diffusers' Encoder/Decoder fix it at 1e-6. */
+kiln_status kiln_flux2_vae_load_config(const kiln_st_file *ck, const char *config_json, kiln_flux2_vae **out,
+                                       kiln_err *err);
 void kiln_flux2_vae_free(kiln_flux2_vae *m);
 
 /* Bytes of activations a decode of an h x w latent allocates. */

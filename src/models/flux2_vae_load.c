@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "models/config.h"
 #include "models/flux2_vae.h"
 
 static kiln_status load_resnet(kiln_wset *ws, const char *pre, bool bfl, int cin, int cout, kiln_vae_resnet *r) {
@@ -167,12 +168,113 @@ static kiln_status load_encoder(kiln_flux2_vae *m, kiln_err *err) {
     return KILN_OK;
 }
 
+/* Every string of the array key must be want (absent: OK). */
+static kiln_status expect_blocks(const json_t *c, const char *w, const char *key, const char *want, kiln_err *err) {
+    const json_t *a = kiln_cfg_get(c, key);
+    if (!a) return KILN_OK;
+    if (!json_is_array(a)) return KILN_FAIL(err, KILN_E_FORMAT, "%s: %s must be a list", w, key);
+    for (size_t i = 0; i < json_array_size(a); i++) {
+        const char *t = json_string_value(json_array_get(a, i));
+        if (!t || strcmp(t, want))
+            return KILN_FAIL(err, KILN_E_UNSUPPORTED, "%s: %s[%zu] \"%s\" is not supported (kiln implements %s)", w,
+                             key, i, t ? t : "?", want);
+    }
+    return KILN_OK;
+}
+
+static kiln_status expect_int(const json_t *c, const char *w, const char *key, int want, kiln_err *err) {
+    int v = want;
+    KILN_TRY(kiln_cfg_int(c, w, key, &v, err));
+    if (v != want) return KILN_FAIL(err, KILN_E_UNSUPPORTED, "%s: %s %d is not supported (%d)", w, key, v, want);
+    return KILN_OK;
+}
+
+/* GroupNorm needs every normalised channel count divisible by the group count. */
+static kiln_status check_groups(const kiln_flux2_vae *m, int c, const char *where, kiln_err *err) {
+    if (c % m->groups)
+        return KILN_FAIL(err, KILN_E_FORMAT, "VAE: norm_num_groups %d does not divide the %d channels of %s",
+                         m->groups, c, where);
+    return KILN_OK;
+}
+
+static kiln_status read_config(kiln_flux2_vae *m, const json_t *c, kiln_err *err) {
+    const char *w = "vae/config.json";
+    double bn_eps = m->bn_eps;
+    KILN_TRY(kiln_cfg_int(c, w, "norm_num_groups", &m->groups, err));
+    KILN_TRY(kiln_cfg_number(c, w, "batch_norm_eps", &bn_eps, err));
+    if (m->groups < 1) return KILN_FAIL(err, KILN_E_FORMAT, "%s: norm_num_groups %d must be positive", w, m->groups);
+    if (!(bn_eps > 0)) return KILN_FAIL(err, KILN_E_FORMAT, "%s: batch_norm_eps %g must be positive", w, bn_eps);
+    m->bn_eps = (float)bn_eps;
+    KILN_TRY(kiln_cfg_expect_str(c, w, "act_fn", "silu", err));
+    KILN_TRY(expect_blocks(c, w, "up_block_types", "UpDecoderBlock2D", err));
+    KILN_TRY(expect_blocks(c, w, "down_block_types", "DownEncoderBlock2D", err));
+    KILN_TRY(expect_int(c, w, "in_channels", 3, err));
+    KILN_TRY(expect_int(c, w, "out_channels", 3, err));
+    KILN_TRY(expect_int(c, w, "latent_channels", m->z_ch, err));
+    static const char *const must_be_true[] = {"use_post_quant_conv", "use_quant_conv", "mid_block_add_attention"};
+    for (size_t i = 0; i < sizeof must_be_true / sizeof must_be_true[0]; i++) {
+        bool on = true;
+        KILN_TRY(kiln_cfg_boolean(c, w, must_be_true[i], &on, err));
+        if (!on) return KILN_FAIL(err, KILN_E_UNSUPPORTED, "%s: %s false is not supported", w, must_be_true[i]);
+    }
+    const json_t *ps = kiln_cfg_get(c, "patch_size");
+    if (ps && !(json_is_array(ps) && json_array_size(ps) == 2 && json_integer_value(json_array_get(ps, 0)) == 2 &&
+                json_integer_value(json_array_get(ps, 1)) == 2))
+        return KILN_FAIL(err, KILN_E_UNSUPPORTED, "%s: patch_size is not supported (FLUX.2 latents are [2, 2] "
+                         "patches)", w);
+    /* structure: must describe the weights kiln found */
+    const json_t *dec = kiln_cfg_get(c, "decoder_block_out_channels");
+    if (!dec) dec = kiln_cfg_get(c, "block_out_channels");
+    if (json_is_array(dec) && (int)json_array_size(dec) != m->n_levels)
+        return KILN_FAIL(err, KILN_E_FORMAT, "%s: %zu decoder levels in the config, %d in the weights", w,
+                         json_array_size(dec), m->n_levels);
+    int lpb = m->up[0].n_res - 1;
+    KILN_TRY(kiln_cfg_int(c, w, "layers_per_block", &lpb, err));
+    for (int i = 0; i < m->n_levels; i++)
+        if (m->up[i].n_res != lpb + 1)
+            return KILN_FAIL(err, KILN_E_FORMAT, "%s: layers_per_block %d means %d ResNets per decoder level; "
+                             "level %d of the weights has %d", w, lpb, lpb + 1, i, m->up[i].n_res);
+    return KILN_OK;
+}
+
+static kiln_status check_all_groups(const kiln_flux2_vae *m, kiln_err *err) {
+    for (int i = 0; i < 2; i++) {
+        KILN_TRY(check_groups(m, m->mid_res[i].cin, "the mid block", err));
+        KILN_TRY(check_groups(m, m->mid_res[i].cout, "the mid block", err));
+    }
+    for (int i = 0; i < m->n_levels; i++)
+        for (int j = 0; j < m->up[i].n_res; j++) {
+            KILN_TRY(check_groups(m, m->up[i].res[j].cin, "a decoder ResNet", err));
+            KILN_TRY(check_groups(m, m->up[i].res[j].cout, "a decoder ResNet", err));
+        }
+    for (int i = 0; m->has_encoder && i < m->n_down; i++)
+        for (int j = 0; j < m->down[i].n_res; j++) {
+            KILN_TRY(check_groups(m, m->down[i].res[j].cin, "an encoder ResNet", err));
+            KILN_TRY(check_groups(m, m->down[i].res[j].cout, "an encoder ResNet", err));
+        }
+    return KILN_OK;
+}
+
 kiln_status kiln_flux2_vae_load(const kiln_st_file *ck, kiln_flux2_vae **out, kiln_err *err) {
+    return kiln_flux2_vae_load_config(ck, NULL, out, err);
+}
+
+kiln_status kiln_flux2_vae_load_config(const kiln_st_file *ck, const char *config_json, kiln_flux2_vae **out,
+                                       kiln_err *err) {
+    *out = NULL;
+    json_t *c;
+    KILN_TRY(kiln_config_open(config_json, &c, err));
     kiln_flux2_vae *m = kiln_calloc(1, sizeof *m);
-    if (!m) return KILN_FAIL(err, KILN_E_NOMEM, "VAE: out of memory");
+    if (!m) {
+        json_decref(c);
+        return KILN_FAIL(err, KILN_E_NOMEM, "VAE: out of memory");
+    }
     kiln_wset_init(&m->ws, ck, "VAE", err);
     kiln_status s = load_all(m, err);
     if (s == KILN_OK) s = load_encoder(m, err);
+    if (s == KILN_OK && c) s = read_config(m, c, err);
+    if (s == KILN_OK) s = check_all_groups(m, err);
+    json_decref(c);
     if (s != KILN_OK) {
         kiln_flux2_vae_free(m);
         return s;

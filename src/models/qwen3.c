@@ -9,6 +9,81 @@
 #include "models/rope_tables.h"
 #include "models/views.h"
 
+#define KLEIN_SEQ 512 /* the klein prompt template's token count */
+
+/* Whether layer i (< 27) attends through a sliding window (Qwen3Config: layer_types, else layers from
+ * max_window_layers on when use_sliding_window). */
+static bool layer_slides(const json_t *c, int i) {
+    const json_t *types = kiln_cfg_get(c, "layer_types");
+    if (json_is_array(types)) {
+        const char *t = json_string_value(json_array_get(types, (size_t)i));
+        return t && !strcmp(t, "sliding_attention");
+    }
+    return kiln_cfg_true(c, "use_sliding_window") && i >= (int)kiln_cfg_num(c, "max_window_layers", 28);
+}
+
+/* text_encoder/config.json (see qwen3.h). */
+static kiln_status read_config(kiln_qwen3 *m, const kiln_wset *ws, const char *path, kiln_err *err) {
+    m->eps = 1e-6f;
+    m->theta = 1e6f; /* Qwen3-4B's, for single files (no config) */
+    m->n_config_layers = 0;
+    while (kiln_w_has(ws, "model.layers.%d.input_layernorm.weight", m->n_config_layers)) m->n_config_layers++;
+    json_t *c;
+    KILN_TRY(kiln_config_open(path, &c, err));
+    if (!c) {
+        m->norm_last = m->n_config_layers == m->n_layers;
+        return KILN_OK;
+    }
+    const char *w = "text_encoder/config.json";
+    kiln_status s = KILN_OK;
+    double theta = 10000.0, eps = m->eps; /* transformers' RotaryEmbeddingConfigMixin.default_theta */
+    bool tie_last = true;
+    const json_t *rp = kiln_cfg_get(c, "rope_parameters");
+    if (kiln_cfg_get(c, "rope_scaling"))
+        s = KILN_FAIL(err, KILN_E_UNSUPPORTED, "%s: rope_scaling is not supported (kiln implements the default RoPE; "
+                      "set it to null)", w);
+    if (s == KILN_OK && rp && !json_is_object(rp))
+        s = KILN_FAIL(err, KILN_E_FORMAT, "%s: rope_parameters must be an object", w);
+    if (s == KILN_OK && rp && (json_object_get(rp, "full_attention") || json_object_get(rp, "sliding_attention")))
+        s = KILN_FAIL(err, KILN_E_UNSUPPORTED, "%s: rope_parameters per layer type is not supported", w);
+    if (s == KILN_OK && rp) {
+        const char *type = kiln_cfg_str(rp, "rope_type");
+        if (!type) type = kiln_cfg_str(rp, "type");
+        if (type && strcmp(type, "default"))
+            s = KILN_FAIL(err, KILN_E_UNSUPPORTED, "%s: rope_parameters.rope_type \"%s\" is not supported (kiln "
+                          "implements \"default\")", w, type);
+    }
+    /* priority as transformers 5: rope_parameters.rope_theta, then the top-level rope_theta, then 10000 */
+    if (s == KILN_OK) s = kiln_cfg_number(c, w, "rope_theta", &theta, err);
+    const json_t *rt = rp ? kiln_cfg_get(rp, "rope_theta") : NULL;
+    if (s == KILN_OK && rt && !json_is_number(rt))
+        s = KILN_FAIL(err, KILN_E_FORMAT, "%s: rope_parameters.rope_theta must be a number", w);
+    if (s == KILN_OK && rt) theta = json_number_value(rt);
+    if (s == KILN_OK) s = kiln_cfg_number(c, w, "rms_norm_eps", &eps, err);
+    if (s == KILN_OK) s = kiln_cfg_expect_str(c, w, "hidden_act", "silu", err);
+    if (s == KILN_OK && kiln_cfg_true(c, "attention_bias"))
+        s = KILN_FAIL(err, KILN_E_UNSUPPORTED, "%s: attention_bias true is not supported (Qwen3 has none)", w);
+    if (s == KILN_OK) s = kiln_cfg_int(c, w, "num_hidden_layers", &m->n_config_layers, err);
+    if (s == KILN_OK) s = kiln_cfg_boolean(c, w, "tie_last_hidden_states", &tie_last, err);
+    if (s == KILN_OK && m->n_config_layers < m->n_layers)
+        s = KILN_FAIL(err, KILN_E_UNSUPPORTED, "%s: num_hidden_layers %d: FLUX.2 [klein] reads hidden_states 9, 18 "
+                      "and 27, so the text encoder needs at least 27 layers", w, m->n_config_layers);
+    for (int i = 0; s == KILN_OK && i < m->n_layers; i++) {
+        double window = kiln_cfg_num(c, "sliding_window", 4096);
+        if (layer_slides(c, i) && window < KLEIN_SEQ)
+            s = KILN_FAIL(err, KILN_E_UNSUPPORTED, "%s: layer %d uses sliding_window %g, shorter than the %d-token "
+                          "sequence (use_sliding_window / layer_types): not supported", w, i, window,
+                          KLEIN_SEQ);
+    }
+    if (s == KILN_OK && !(theta > 0 && eps > 0))
+        s = KILN_FAIL(err, KILN_E_FORMAT, "%s: rope_theta %g and rms_norm_eps %g must be positive", w, theta, eps);
+    m->theta = (float)theta;
+    m->eps = (float)eps;
+    m->norm_last = m->n_config_layers == m->n_layers && tie_last;
+    json_decref(c);
+    return s;
+}
+
 kiln_status kiln_qwen3_load(const kiln_st_file *ck, const char *config_json, kiln_qwen3 **out, kiln_err *err) {
     kiln_qwen3 *m = kiln_calloc(1, sizeof *m);
     if (!m) return KILN_FAIL(err, KILN_E_NOMEM, "Qwen3: out of memory");
@@ -17,13 +92,8 @@ kiln_status kiln_qwen3_load(const kiln_st_file *ck, const char *config_json, kil
     const int outs[KILN_QWEN3_N_OUT] = KILN_QWEN3_OUT_LAYERS;
     memcpy(m->out_layers, outs, sizeof outs);
     m->n_layers = outs[KILN_QWEN3_N_OUT - 1] + 1;
-    m->eps = 1e-6f;
-    m->theta = 1e6f;
-    double v;
-    if (kiln_config_number(config_json, "rope_theta", &v)) m->theta = (float)v;
-    if (kiln_config_number(config_json, "rms_norm_eps", &v)) m->eps = (float)v;
-
-    kiln_status s;
+    kiln_status s = read_config(m, ws, config_json, err);
+    if (s != KILN_OK) goto fail;
     if ((s = kiln_w_mat(ws, &m->embed, -1, -1, "model.embed_tokens.weight")) != KILN_OK) goto fail;
     m->vocab = m->embed.shape[0];
     m->hidden = (int)m->embed.shape[1];
@@ -48,6 +118,7 @@ kiln_status kiln_qwen3_load(const kiln_st_file *ck, const char *config_json, kil
                       "are hidden states 9, 18 and 27); model.layers.%d is missing", m->n_layers, m->n_layers - 1);
         goto fail;
     }
+    if (m->norm_last && (s = kiln_w_vec(ws, &m->final_norm, m->hidden, "model.norm.weight")) != KILN_OK) goto fail;
     m->layers = kiln_calloc((size_t)m->n_layers, sizeof *m->layers);
     if (!m->layers) {
         s = KILN_FAIL(err, KILN_E_NOMEM, "Qwen3: out of memory");
@@ -175,7 +246,9 @@ kiln_status kiln_qwen3_encode(const kiln_qwen3 *m, kiln_backend *be, const int32
         CK(kiln_matmul_epi(be, &X, &G, &L->w_down, NULL, &add, err));
         if (next_out < KILN_QWEN3_N_OUT && l == m->out_layers[next_out]) {
             kiln_tensor dst = kiln_cols(&OUT, next_out * D, D);
-            CK(op->copy(be, &dst, &X, err));
+            bool normed = m->norm_last && l == m->n_layers - 1; /* hidden_states[27] of a 27-layer model */
+            if (normed) CK(op->rms_norm(be, &H, &X, &m->final_norm, m->eps, err));
+            CK(op->copy(be, &dst, normed ? &H : &X, err));
             next_out++;
         }
     }

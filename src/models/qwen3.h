@@ -45,6 +45,10 @@ typedef struct kiln_qwen3 {
     int n_heads, n_kv_heads, head_dim; /* 32, 8, 128 */
     int ffn;               /* F: 9728 */
     int n_layers;          /* layers run: 27 */
+    int n_config_layers;   /* num_hidden_layers (config, else the layers in the file): 36 */
+    bool norm_last;        /* exactly 27 layers: hidden_states[27] is the final-normed output (transformers ties the
+                            * last hidden state to last_hidden_state), so the third feature gets model.norm */
+    kiln_tensor final_norm; /* f32 [D] model.norm (when norm_last) */
     int64_t vocab;         /* embedding rows: 151936 */
     float eps, theta;      /* 1e-6, 1e6 */
     int out_layers[KILN_QWEN3_N_OUT];
@@ -53,8 +57,12 @@ typedef struct kiln_qwen3 {
     kiln_wset ws;
 } kiln_qwen3;
 
-/* config_json: NULL, or the text_encoder/config.json path (rope_theta, rms_norm_eps are read from it when
- * present; otherwise the Qwen3 defaults). Errors: KILN_E_NOT_FOUND / KILN_E_FORMAT naming the tensor. */
+/* config_json: NULL (single files: Qwen3-4B's theta 1e6 and eps 1e-6, the layer count from the weights), or the
+ * text_encoder/config.json path, read as transformers 5 reads it: rope_parameters.rope_theta, else a top-level
+ * rope_theta, else 10000; rms_norm_eps; num_hidden_layers; tie_last_hidden_states. Refused by name: rope_type
+ * other than "default", rope_scaling, per-layer-type rope_parameters, hidden_act other than silu,
+ * attention_bias, a sliding window shorter than the 512-token sequence, fewer than 27 layers.
+ * Errors: KILN_E_NOT_FOUND / KILN_E_FORMAT / KILN_E_UNSUPPORTED naming the tensor or the key. */
 kiln_status kiln_qwen3_load(const kiln_st_file *ck, const char *config_json, kiln_qwen3 **out, kiln_err *err);
 void kiln_qwen3_free(kiln_qwen3 *m);
 

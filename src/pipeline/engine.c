@@ -151,7 +151,8 @@ static kiln_status open_all(kiln_engine *e, kiln_err *err) {
     if (kiln_flux2_dit_load(e->dit_ck, e->dit_config[0] ? e->dit_config : NULL, &e->dit, err) != KILN_OK)
         return kiln_err_prefix(err, "%s", e->dit_path);
     if (kiln_st_open(e->vae_file, &e->vae_ck, err) != KILN_OK) return kiln_err_prefix(err, "VAE");
-    if (kiln_flux2_vae_load(e->vae_ck, &e->vae, err) != KILN_OK) return kiln_err_prefix(err, "%s", e->vae_file);
+    if (kiln_flux2_vae_load_config(e->vae_ck, e->vae_config[0] ? e->vae_config : NULL, &e->vae, err) != KILN_OK)
+        return kiln_err_prefix(err, "%s", e->vae_file);
     KILN_TRY(kiln_engine_open_text_encoder(e, err));
 
     /* The three must fit together (spec 1.1: context = 3 x Qwen hidden; 128 tokens channels = 4 x VAE z). */
