@@ -11,15 +11,16 @@
 
 #define KLEIN_SEQ 512 /* the klein prompt template's token count */
 
-/* Whether layer i (< 27) attends through a sliding window (Qwen3Config: layer_types, else layers from
- * max_window_layers on when use_sliding_window). */
+/* Whether layer i (< 27) attends through a sliding window: Qwen3Config keeps sliding_window only with
+ * use_sliding_window, then layer_types (else the layers from max_window_layers on) say which layers slide. */
 static bool layer_slides(const json_t *c, int i) {
+    if (!kiln_cfg_true(c, "use_sliding_window")) return false;
     const json_t *types = kiln_cfg_get(c, "layer_types");
     if (json_is_array(types)) {
         const char *t = json_string_value(json_array_get(types, (size_t)i));
         return t && !strcmp(t, "sliding_attention");
     }
-    return kiln_cfg_true(c, "use_sliding_window") && i >= (int)kiln_cfg_num(c, "max_window_layers", 28);
+    return i >= (int)kiln_cfg_num(c, "max_window_layers", 28);
 }
 
 /* text_encoder/config.json (see qwen3.h). */

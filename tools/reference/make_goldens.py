@@ -4,7 +4,7 @@ Every golden is run three times: fp64 (only to measure error), fp32 and bf16 (st
 tolerances come from the fp32-vs-fp64 spread, the bf16 file's from the bf16-vs-fp32 spread (rules in tol32 /
 tol16, written into each file's metadata and into tests/data/golden/README.md).
 
-Usage: make_goldens.py [section ...]   sections: tokens noise qwen3 dit vae schedule pipeline cfg (default: all)
+Usage: make_goldens.py [section ...]   sections: tokens noise qwen3 dit vae schedule pipeline cfg variants (default: all)
 """
 import json
 import sys
@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 import runs
+import variants
 from runs import Recorder, bf16_exact
 
 ORDER = ("f64", "f32", "bf16")
@@ -358,7 +359,7 @@ def sec_noise():
 
 
 SECTIONS = {"tokens": sec_tokens, "noise": sec_noise, "qwen3": sec_qwen3, "dit": sec_dit, "vae": sec_vae, "schedule": sec_schedule,
-            "pipeline": sec_pipeline, "cfg": sec_cfg}
+            "pipeline": sec_pipeline, "cfg": sec_cfg, "variants": variants.make_goldens}
 
 if __name__ == "__main__":
     common.deterministic()

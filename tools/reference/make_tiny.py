@@ -8,6 +8,7 @@ Outputs (tests/data/tiny/):
   comfy/flux-2-klein-4b.safetensors   DiT, BFL names (fused qkv, final layer shift-then-scale)
   comfy/qwen_3_4b.safetensors         Qwen3, HF names, one file, no lm_head (tied)
   comfy/flux2-vae.safetensors         VAE, DIFFUSERS names (what ComfyUI's file reportedly uses, spec 3.5)
+  variants/<name>/      config variants (variants.py): own configs, symlinks to diffusers/ for the rest
 Checks: our BFL DiT file, converted back by diffusers' own single-file converter, loads strictly into
 Flux2Transformer2DModel and gives bit-identical tensors and outputs; the comfy Qwen3 / VAE files equal the
 diffusers folder tensors.
@@ -24,6 +25,7 @@ from common import save_safetensors as save_file  # sorted header: bit-for-bit r
 
 import layouts
 import tiny_models as tm
+import variants
 
 VERSIONS = common.versions()
 
@@ -141,6 +143,7 @@ def main():
     save_file(vae_sd, os.path.join(comfy, "flux2-vae.safetensors"), metadata={"format": "pt"})
 
     verify(dif, comfy)
+    variants.write_folders()
 
 
 def verify(dif, comfy):
