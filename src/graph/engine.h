@@ -34,6 +34,7 @@ typedef struct kiln_gen_images {
     /* what the engine measured (0 when it does not say): engine end-to-end and peak resident memory */
     double engine_ms;
     size_t peak_memory_bytes;
+    char warnings[512]; /* what the user should be told ('\n'-terminated lines; "" none): a truncated prompt... */
 } kiln_gen_images;
 
 typedef bool (*kiln_gen_progress_fn)(void *ctx, int step, int n_steps);

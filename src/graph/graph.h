@@ -76,6 +76,7 @@ typedef struct kiln_exec_hooks {
     void (*progress)(void *ctx, const char *node_id, int value, int max);
     void (*executed)(void *ctx, const char *node_id, json_t *ui); /* ui: {"images":[...]} (borrowed) */
     bool (*should_stop)(void *ctx);                               /* polled between nodes and steps */
+    void (*warning)(void *ctx, const char *node_id, const char *text); /* optional: the engine's warnings */
 } kiln_exec_hooks;
 
 typedef struct kiln_exec_env {

@@ -202,6 +202,8 @@ int kiln_node_vae_decode(kiln_exec *ex, const char *id, kiln_value *const *in, k
         kiln_free(imgs.pixels);
         return KILN_FAIL(ex->err, KILN_E_INTERNAL, "the engine returned no images");
     }
+    const kiln_exec_hooks *h = ex->hooks;
+    if (imgs.warnings[0] && h && h->warning) h->warning(h->ctx, id, imgs.warnings);
     if (ex->env->engine_ms) *ex->env->engine_ms += imgs.engine_ms;
     if (ex->env->peak_memory_bytes && imgs.peak_memory_bytes > *ex->env->peak_memory_bytes)
         *ex->env->peak_memory_bytes = imgs.peak_memory_bytes;

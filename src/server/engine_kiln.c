@@ -47,8 +47,6 @@ static kiln_status generate_batch(void *self, const kiln_gen_params *ps, int n, 
         if (n > 1 && (ps[i].batch < 1 || total + ps[i].batch > 16))
             return KILN_FAIL(err, KILN_E_INVALID, "batching %d requests: more than 16 images", n);
         if (n > 1) total += ps[i].batch;
-        if (ps[i].negative_prompt && *ps[i].negative_prompt)
-            log_warn("serve: a negative prompt text is not used by kiln's engine yet (the empty prompt is)");
     }
     const char *prompts[16];
     uint64_t seeds[16];
@@ -87,6 +85,7 @@ static kiln_status generate_batch(void *self, const kiln_gen_params *ps, int n, 
         req.batch = total;
         req.seed = p->seed;
         req.guidance = p->cfg;
+        req.negative_prompt = p->negative_prompt; /* the unconditional branch with CFG (batched calls share it) */
         req.request_id = p->request_id;
         req.progress = on_progress;
         req.progress_ctx = &sc;
@@ -113,6 +112,7 @@ static kiln_status generate_batch(void *self, const kiln_gen_params *ps, int n, 
         o->peak_memory_bytes = res->peak_memory_bytes;
         o->width = res->images[0].width;
         o->height = res->images[0].height;
+        snprintf(o->warnings, sizeof o->warnings, "%s", res->warnings ? res->warnings : "");
     }
     kiln_result_free(res);
     if (s != KILN_OK)

@@ -103,6 +103,20 @@ static void hook_executed(void *ctx, const char *node, json_t *ui) {
                                    "prompt_id", jr->job.id), false);
 }
 
+/* The engine's warnings (a prompt truncated to the template, a negative prompt the model does not use): to the
+ * client and into the job's history messages, one message per line. */
+static void hook_warning(void *ctx, const char *node, const char *text) {
+    job_run *jr = ctx;
+    for (const char *p = text; *p;) {
+        const char *nl = strchr(p, '\n');
+        size_t len = nl ? (size_t)(nl - p) : strlen(p);
+        json_t *d = json_pack("{s:s, s:s, s:s%, s:I}", "prompt_id", jr->job.id, "node_id", node, "message", p, len,
+                              "timestamp", (json_int_t)now_ms());
+        if (d) emit(jr, "kiln_warning", d, true); /* emit takes d */
+        p += len + (nl ? 1 : 0);
+    }
+}
+
 static bool hook_should_stop(void *ctx) {
     job_run *jr = ctx;
     return atomic_load(&jr->w->interrupt) || atomic_load(&jr->w->stopping);
@@ -330,7 +344,8 @@ static void run_job(kiln_worker *w, job_run *jr) {
                              .extra_pnginfo = json_object_get(json_object_get(req, "extra_data"), "extra_pnginfo"),
                              .engine_ms = &engine_ms, .peak_memory_bytes = &peak_bytes};
         kiln_exec_hooks hooks = {.ctx = jr, .executing = hook_executing, .progress = hook_progress,
-                                 .executed = hook_executed, .should_stop = hook_should_stop};
+                                 .executed = hook_executed, .should_stop = hook_should_stop,
+                                 .warning = hook_warning};
         s = kiln_graph_execute(g, &env, &hooks, &outputs, failed, &err);
     }
     json_decref(errors);

@@ -62,6 +62,18 @@ expect 2 "need" -- -p "x" --model "$tiny/diffusers" -W 64 -H 64 --noise "$src/te
 # klein base from the single files (true CFG), 2 steps
 expect 0 "" -- -p "a red fox" "${comfy[@]}" --base --steps 2 -W 32 -H 32 -o "$tmp/base.png"
 grep -aq "klein-base" "$tmp/base.png" || { echo "FAIL base PNG does not say klein-base"; fail=1; }
+# a negative prompt is the unconditional branch on base (a different image), ignored with a warning when distilled
+expect 0 "" -- -p "a red fox" "${comfy[@]}" --base --steps 2 -W 32 -H 32 --seed 3 -o "$tmp/neg0.png"
+expect 0 "" -- -p "a red fox" "${comfy[@]}" --base --steps 2 -W 32 -H 32 --seed 3 --negative-prompt "blurry" -o "$tmp/neg1.png"
+# pixels only (the text chunks differ anyway): the inflated IDAT data of the two files
+pixels() { python3 -c 'import sys, zlib, struct
+b = open(sys.argv[1], "rb").read(); i = 8; d = b""
+while i < len(b):
+    n, t = struct.unpack(">I4s", b[i:i + 8]); d += b[i + 8:i + 8 + n] if t == b"IDAT" else b""; i += 12 + n
+sys.stdout.buffer.write(zlib.decompress(d))' "$1"; }
+if [ "$(pixels "$tmp/neg0.png" | sha256sum)" = "$(pixels "$tmp/neg1.png" | sha256sum)" ]; then
+  echo "FAIL --negative-prompt did not change the base image"; fail=1; else echo "ok negative prompt changes the base image"; fi
+expect 0 "negative prompt ignored" -- -p "a red fox" "${comfy[@]}" -W 32 -H 32 --negative-prompt "blurry" -o "$tmp/neg2.png"
 
 # --- errors -------------------------------------------------------------------------------------------------
 expect 2 "multiples of 16" -- -p "x" --model "$tiny/diffusers" -W 50 -H 64 -o "$tmp/e.png"

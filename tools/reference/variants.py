@@ -105,8 +105,8 @@ FOLDERS = {
                          rope_parameters={"rope_theta": 50000.0, "rope_type": "default"}),
     # an older writer: top-level rope_theta only
     "rope-toplevel": _edit("text_encoder", "config.json", rope_parameters=_DROP, rope_theta=200000.0),
-    # GroupNorm eps is not a config key (diffusers fixes it at 1e-6); the BatchNorm one is
-    "vae-groups16": _edit("vae", "config.json", norm_num_groups=16, batch_norm_eps=0.001),
+    # GroupNorm eps is not a config key (diffusers fixes it at 1e-6); the BatchNorm one is (0.1: visible next to running_var in [0.25, 2.25))
+    "vae-groups16": _edit("vae", "config.json", norm_num_groups=16, batch_norm_eps=0.1),
     "no-is-distilled": None,
     "qwen3-27-layers": _qwen27,
 }

@@ -1,9 +1,9 @@
-/* test_pipeline_configs.c - kiln in every config it accepts gives what the official Flux2KleinPipeline gives,
+/* test_fidelity.c - kiln in every config it accepts gives what the official Flux2KleinPipeline gives,
  * and refuses by name every config it cannot honour (issue 16, "Fidelity").
  *
  * Accepted: the variant goldens of tools/reference/variants.py (Flux2KleinPipeline.from_pretrained in fp32 on
  * tests/data/tiny/variants/<name> or a tiny folder with other call arguments: static shift, linear time shift,
- * nested / top-level rope_theta, VAE with 16 norm groups and BatchNorm eps 1e-3, model_index.json without
+ * nested / top-level rope_theta, VAE with 16 norm groups and BatchNorm eps 0.1, model_index.json without
  * is_distilled, base at guidance 0.5, a 27-layer Qwen3, a 681-token prompt, a negative prompt on base and on the
  * distilled model). Each must match the official uint8 image at >= 60 dB PSNR with exact (f32) matmuls and
  * >= 40 dB in the default (FAST, bf16 matmul) precision; the sigmas and the text features are compared too.
@@ -15,9 +15,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/alloc.h"
 #include "golden.h"
 #include "kiln.h"
 #include "pipeline/trace.h"
+#include "server/engine_select.h"
 #include "test.h"
 
 #define MAX_TRACE 16
@@ -335,10 +337,38 @@ static void test_guidance_validation(void) {
     kiln_engine_close(eng);
 }
 
+/* The server's engine (graph/engine.h, what a ComfyUI graph's VAEDecode calls) passes the negative CLIPTextEncode
+ * text on and hands the engine's warnings back (the worker puts them in the job's messages): single files are the
+ * distilled klein, so a negative prompt is reported unused, and a long prompt truncated. */
+static void test_server_engine_warnings(void) {
+    kiln_gen_engine *e = kiln_server_engine_new("cpu");
+    CHECK(e != NULL);
+    if (!e) return;
+    static char u[1024], c[1024], v[1024];
+    snprintf(u, sizeof u, "%s", test_src_path("tests/data/tiny/comfy/flux-2-klein-4b.safetensors"));
+    snprintf(c, sizeof c, "%s", test_src_path("tests/data/tiny/comfy/qwen_3_4b.safetensors"));
+    snprintf(v, sizeof v, "%s", test_src_path("tests/data/tiny/comfy/flux2-vae.safetensors"));
+    char *longp = malloc(700 * 5 + 1);
+    for (int i = 0; i < 700; i++) memcpy(longp + 5 * i, "word ", 5);
+    longp[700 * 5] = 0;
+    kiln_gen_params p = {.unet_path = u, .clip_path = c, .vae_path = v, .prompt = longp,
+                         .negative_prompt = "blurry", .width = 32, .height = 32, .steps = 1, .batch = 1, .seed = 1,
+                         .cfg = 1.0f, .sampler = "euler", .request_id = "t"};
+    kiln_gen_images out = {0};
+    kiln_err err = {0};
+    CHECK_MSG(e->generate(e->self, &p, NULL, NULL, &out, &err) == KILN_OK, "%s", err.msg);
+    CHECK_MSG(strstr(out.warnings, "negative prompt ignored") && strstr(out.warnings, "tokens dropped"),
+              "warnings: '%s'", out.warnings);
+    kiln_free(out.pixels);
+    kiln_server_engine_free(e);
+    free(longp);
+}
+
 int main(void) {
     RUN(test_refusals);
     RUN(test_harmless_values);
     RUN(test_guidance_validation);
+    RUN(test_server_engine_warnings);
     RUN(test_variants_exact);
     RUN(test_variants_fast);
     return test_summary();
