@@ -14,13 +14,6 @@
 
 #include "base/status.h"
 
-/* path NULL or unreadable, key absent or not a number: false and *out untouched. */
-bool kiln_config_number(const char *path, const char *key, double *out);
-/* An integer array value: fills up to cap entries, returns the count (0 when absent/invalid). */
-int kiln_config_ints(const char *path, const char *key, int *out, int cap);
-/* A boolean value: false when absent. *found tells whether the key existed. */
-bool kiln_config_bool(const char *path, const char *key, bool *found);
-
 /* Parses path into *out (a JSON object). path NULL/empty or no such file: *out = NULL and KILN_OK (callers use
  * the defaults); a file that is not a JSON object: KILN_E_FORMAT naming the file and the parser's complaint. */
 kiln_status kiln_config_open(const char *path, json_t **out, kiln_err *err);

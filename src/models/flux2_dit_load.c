@@ -42,6 +42,64 @@ static kiln_status load_diffusers_stream(kiln_wset *ws, kiln_flux2_dit *m, int i
     return KILN_OK;
 }
 
+/* An integer key that must describe the weights (the official loader fails on a mismatch). */
+static kiln_status agree(const json_t *c, const char *key, int got, kiln_err *err) {
+    int v = got;
+    KILN_TRY(kiln_cfg_int(c, "transformer/config.json", key, &v, err));
+    if (v != got)
+        return KILN_FAIL(err, KILN_E_FORMAT, "transformer/config.json: %s %d, the weights have %d", key, v, got);
+    return KILN_OK;
+}
+
+/* transformer/config.json: rope_theta, eps, axes_dims_rope read; the sizes must agree with the weights; what
+ * FLUX.2 [klein] does not have is refused by name. */
+static kiln_status read_config(kiln_flux2_dit *m, const json_t *c, kiln_err *err) {
+    const char *w = "transformer/config.json";
+    int Dh = m->head_dim;
+    double theta = m->theta, eps = m->eps;
+    KILN_TRY(kiln_cfg_number(c, w, "rope_theta", &theta, err));
+    KILN_TRY(kiln_cfg_number(c, w, "eps", &eps, err));
+    if (!(theta > 0 && eps > 0))
+        return KILN_FAIL(err, KILN_E_FORMAT, "%s: rope_theta %g and eps %g must be positive", w, theta, eps);
+    m->theta = theta;
+    m->eps = (float)eps;
+    if (kiln_cfg_true(c, "guidance_embeds"))
+        return KILN_FAIL(err, KILN_E_UNSUPPORTED, "%s: guidance_embeds true (FLUX.2 dev?) is not supported", w);
+    int patch = 1;
+    KILN_TRY(kiln_cfg_int(c, w, "patch_size", &patch, err));
+    if (patch != 1)
+        return KILN_FAIL(err, KILN_E_UNSUPPORTED, "%s: patch_size %d is not supported (FLUX.2: 1)", w, patch);
+    KILN_TRY(agree(c, "in_channels", m->in_ch, err));
+    if (kiln_cfg_get(c, "out_channels")) KILN_TRY(agree(c, "out_channels", m->out_ch, err));
+    KILN_TRY(agree(c, "num_layers", m->n_double, err));
+    KILN_TRY(agree(c, "num_single_layers", m->n_single, err));
+    KILN_TRY(agree(c, "attention_head_dim", m->head_dim, err));
+    KILN_TRY(agree(c, "num_attention_heads", m->heads, err));
+    KILN_TRY(agree(c, "joint_attention_dim", m->ctx_dim, err));
+    KILN_TRY(agree(c, "timestep_guidance_channels", m->t_ch, err));
+    int axes[4] = {Dh / 4, Dh / 4, Dh / 4, Dh / 4}, na = 4;
+    const json_t *ax = kiln_cfg_get(c, "axes_dims_rope");
+    if (ax) {
+        na = json_is_array(ax) ? (int)json_array_size(ax) : -1;
+        if (na != 4)
+            return KILN_FAIL(err, KILN_E_UNSUPPORTED, "%s: axes_dims_rope has %d axes (FLUX.2 has 4: the ids are "
+                             "(t, h, w, l))", w, na);
+        for (int a = 0; a < 4; a++) axes[a] = (int)json_integer_value(json_array_get(ax, (size_t)a));
+    }
+    int sum = 0;
+    for (int a = 0; a < 4; a++) {
+        if (axes[a] <= 0 || axes[a] % 2)
+            return KILN_FAIL(err, KILN_E_FORMAT, "%s: axes_dims_rope[%d] = %d must be positive and even", w, a,
+                             axes[a]);
+        m->axes[a] = axes[a];
+        sum += axes[a];
+    }
+    if (sum != Dh)
+        return KILN_FAIL(err, KILN_E_FORMAT, "%s: axes_dims_rope sum to %d, the head dim (attention_head_dim) is %d",
+                         w, sum, Dh);
+    return KILN_OK;
+}
+
 static kiln_status load_all(kiln_flux2_dit *m, const char *config_json, kiln_err *err) {
     kiln_wset *ws = &m->ws;
     bool bfl = kiln_w_has(ws, "double_stream_modulation_img.lin.weight");
@@ -131,25 +189,11 @@ static kiln_status load_all(kiln_flux2_dit *m, const char *config_json, kiln_err
     /* What shapes cannot tell: RoPE split and theta (config when there is one, else klein's). */
     m->theta = 2000.0;
     m->eps = 1e-6f;
-    double v;
-    if (kiln_config_number(config_json, "rope_theta", &v)) m->theta = v;
-    if (kiln_config_number(config_json, "eps", &v)) m->eps = (float)v;
-    int axes[8];
-    int na = kiln_config_ints(config_json, "axes_dims_rope", axes, 8);
-    if (na == 0) {
-        na = 4;
-        for (int a = 0; a < 4; a++) axes[a] = Dh / 4;
-    }
-    if (na != 4) return KILN_FAIL(err, KILN_E_FORMAT, "DiT config: axes_dims_rope has %d axes (FLUX.2 has 4)", na);
-    int sum = 0;
-    for (int a = 0; a < 4; a++) {
-        if (axes[a] <= 0 || axes[a] % 2) return KILN_FAIL(err, KILN_E_FORMAT, "DiT config: odd RoPE axis %d", axes[a]);
-        m->axes[a] = axes[a];
-        sum += axes[a];
-    }
-    if (sum != Dh)
-        return KILN_FAIL(err, KILN_E_FORMAT, "DiT: RoPE axes sum to %d, the head dim is %d", sum, Dh);
-    return KILN_OK;
+    json_t *c;
+    KILN_TRY(kiln_config_open(config_json, &c, err));
+    kiln_status s = read_config(m, c, err);
+    json_decref(c);
+    return s;
 }
 
 kiln_status kiln_flux2_dit_load(const kiln_st_file *ck, const char *config_json, kiln_flux2_dit **out,

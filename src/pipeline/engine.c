@@ -170,8 +170,9 @@ static kiln_status open_all(kiln_engine *e, kiln_err *err) {
     e->te_ws_seq = kiln_qwen3_workspace(e->te, 1, KILN_TOK_DEFAULT_MAX_LEN);
     int scale = kiln_flux2_vae_scale(e->vae);
     if (scale != 8)
-        return KILN_FAIL(err, KILN_E_FORMAT, "VAE: upscales by %d (FLUX.2's VAE upscales by 8, which with the 2x2 "
-                         "patches makes one token 16x16 pixels)", scale);
+        return KILN_FAIL(err, KILN_E_UNSUPPORTED, "VAE: upscales by %d (%d decoder levels: block_out_channels; "
+                         "FLUX.2's VAE upscales by 8, which with the 2x2 patches makes one token 16x16 pixels)", scale,
+                         e->vae->n_levels);
     e->dit_bytes = weight_bytes(e->dit_ck, 0);
     e->vae_bytes = weight_bytes(e->vae_ck, 0);
 

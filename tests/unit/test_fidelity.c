@@ -264,7 +264,11 @@ static const refusal REFUSALS[] = {
     {"vae-blocks", VAE, "up_block_types", "[\"AttnUpDecoderBlock2D\"]", "up_block_types"},
     {"vae-groups24", VAE, "norm_num_groups", "24", "norm_num_groups 24"},
     {"vae-latent", VAE, "latent_channels", "16", "latent_channels 16"},
-    {"dit-axes", "transformer", "config.json", "axes_dims_rope", "[16, 8, 8]", "axes_dims_rope"},
+    {"dit-axes", "transformer", "config.json", "axes_dims_rope", "[16, 8, 8]", "axes_dims_rope has 3 axes"},
+    {"dit-patch", "transformer", "config.json", "patch_size", "2", "patch_size 2"},
+    {"dit-guidance", "transformer", "config.json", "guidance_embeds", "true", "guidance_embeds"},
+    {"dit-layers", "transformer", "config.json", "num_layers", "3", "num_layers 3"},
+    {"dit-in", "transformer", "config.json", "in_channels", "64", "in_channels 64"},
     {"index-scheduler", "", "model_index.json", "scheduler", "[\"diffusers\", \"DDIMScheduler\"]", "scheduler"},
     {"index-pipeline", "", "model_index.json", "_class_name", "\"Flux2Pipeline\"", "_class_name"},
 };
