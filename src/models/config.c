@@ -1,6 +1,7 @@
 /* config.c - config.json lookups with jansson (see config.h). */
 #include "models/config.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -10,7 +11,8 @@ kiln_status kiln_config_open(const char *path, json_t **out, kiln_err *err) {
     *out = NULL;
     if (!path || !*path) return KILN_OK;
     FILE *f = fopen(path, "rb");
-    if (!f) return KILN_OK;
+    if (!f && errno == ENOENT) return KILN_OK; /* no such config: the caller's defaults */
+    if (!f) return KILN_FAIL(err, KILN_E_IO, "%s: %s", path, strerror(errno));
     json_error_t je;
     json_t *root = json_loadf(f, 0, &je);
     fclose(f);

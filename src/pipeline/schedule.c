@@ -71,8 +71,8 @@ kiln_status kiln_sched_config_read(const char *path, kiln_sched_config *out, kil
     if (s == KILN_OK && tst && strcmp(tst, "exponential") && strcmp(tst, "linear"))
         s = KILN_FAIL(err, KILN_E_UNSUPPORTED, "%s: time_shift_type \"%s\" is not supported (\"exponential\" "
                       "or \"linear\")", w, tst);
-    if (s == KILN_OK && !dynamic && !(shift > 0.0))
-        s = KILN_FAIL(err, KILN_E_FORMAT, "%s: shift %g must be positive", w, shift);
+    if (s == KILN_OK && !dynamic && !(shift > 0.0 && shift < 1e30)) /* numpy rounds it to f32 */
+        s = KILN_FAIL(err, KILN_E_FORMAT, "%s: shift %g must be positive (and below 1e30)", w, shift);
     if (s == KILN_OK) {
         out->kind = !dynamic ? KILN_SHIFT_STATIC : (tst && !strcmp(tst, "linear")) ? KILN_SHIFT_LINEAR
                                                                                  : KILN_SHIFT_EXPONENTIAL;
