@@ -57,12 +57,14 @@ static kiln_status fake_generate(void *self, const kiln_gen_params *p, kiln_gen_
     out->n = p->batch;
     out->width = p->width;
     out->height = p->height;
+    snprintf(out->warnings, sizeof out->warnings, "fake engine warning\n");
     return KILN_OK;
 }
 
 typedef struct hook_log {
     char order[1024];
     int progress_calls, executed_calls, stop_after_progress;
+    char warned[256]; /* "node: text" of the warning hook */
 } hook_log;
 
 static void on_executing(void *ctx, const char *id) {
@@ -71,6 +73,10 @@ static void on_executing(void *ctx, const char *id) {
     strcat(h->order, ",");
 }
 static void on_progress(void *ctx, const char *id, int v, int max) { ((hook_log *)ctx)->progress_calls++; }
+static void on_warning(void *ctx, const char *id, const char *text) {
+    hook_log *h = ctx;
+    snprintf(h->warned, sizeof h->warned, "%s: %s", id, text);
+}
 static void on_executed(void *ctx, const char *id, json_t *ui) { ((hook_log *)ctx)->executed_calls++; }
 static bool should_stop(void *ctx) {
     hook_log *h = ctx;
@@ -97,7 +103,7 @@ static void test_template_runs_through_engine(void) {
     kiln_exec_env env = {.models_root = models, .output_dir = outdir, .engine = &eng, .prompt_id = "p1"};
     hook_log hl = {0};
     kiln_exec_hooks hooks = {.ctx = &hl, .executing = on_executing, .progress = on_progress,
-                             .executed = on_executed, .should_stop = should_stop};
+                             .executed = on_executed, .should_stop = should_stop, .warning = on_warning};
     json_t *outputs = NULL;
     char failed[64];
     kiln_err err = {0};
@@ -113,6 +119,7 @@ static void test_template_runs_through_engine(void) {
     CHECK(strstr(fe.vae, "vae/flux2-vae.safetensors") != NULL);
     CHECK_EQ_INT(hl.progress_calls, 4);
     CHECK_EQ_INT(hl.executed_calls, 1);
+    CHECK_MSG(strstr(hl.warned, ": fake engine warning") != NULL, "warning hook got '%s'", hl.warned); /* VAEDecode's */
     /* 13 nodes, each run once, the SaveImage last */
     int commas = 0;
     for (char *p = hl.order; *p; p++) commas += *p == ',';
