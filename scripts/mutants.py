@@ -1,0 +1,460 @@
+#!/usr/bin/env python3
+"""mutants.py - mutation testing over the planted bugs in tests/mutants/*.txt (run it as scripts/mutants.sh).
+
+Each block of a tests/mutants/<area>.txt file plants one bug: `find` (text occurring exactly once in `file`) is
+replaced by `replace`, and the ctest tests matching `tests` must then fail. This script checks that they do:
+
+  * it validates every block (unknown, missing or repeated keys, duplicate ids, a missing file, a `find` that does
+    not occur exactly once) and names the block of every error;
+  * it copies the tracked and untracked-but-not-ignored files of the working tree into a scratch tree
+    (BUILD/tree, only files whose content changed are rewritten, so the build there stays incremental) and builds
+    it once, unmutated, in BUILD/build (release);
+  * it runs the union of the named tests on that baseline (a test that already fails can kill nothing);
+  * then, one mutant at a time, it edits the scratch copy (never the working tree), rebuilds only the targets the
+    named tests run, runs `ctest -R <tests>`, and restores the file (also on error or Ctrl-C).
+
+Verdicts: KILLED (a named test failed, crashed or timed out), SURVIVED (all named tests passed: the tests are
+weak), BUILD-FAILED (the mutant does not compile: a broken mutant proves nothing), ERROR (the baseline of its
+tests fails, no test matches `tests`, or ctest could not run one), NOT-RUN (the code cannot run here, e.g. an AMX
+kernel on a CPU without AMX or a CUDA file in the CPU build; never counted as killed). Exit status 0 only when
+every mutant that ran was KILLED.
+
+The optional key `needs: amx|avx512|avx2|cuda` (comma separated) marks code that runs only on that hardware; it is
+also inferred from the file name (*_amx.*, *_avx512.*, *_avx2.*, src/compute/cuda/, *.cu).
+"""
+import argparse
+import datetime
+import hashlib
+import json
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REQUIRED = ("id", "file", "find", "replace", "tests", "why")
+OPTIONAL = ("needs",)
+NEEDS = ("amx", "avx512", "avx2", "cuda")
+# /proc/cpuinfo flags each tier's kernels need (what src/compute/cpu/cpu_features.c checks through cpuid)
+CPU_FLAGS = {
+    "avx2": ("avx2", "fma", "f16c"),
+    "avx512": ("avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_bf16", "fma"),
+    "amx": ("amx_tile", "amx_bf16"),
+}
+ID_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+
+
+class Mutant:
+    def __init__(self, where):
+        self.where = where  # "tests/mutants/x.txt:12"
+        self.fields = {}
+
+    def __getattr__(self, key):
+        try:
+            return self.__dict__["fields"][key]
+        except KeyError:
+            raise AttributeError(key) from None
+
+    def needs(self):
+        out = [n.strip() for n in self.fields.get("needs", "").split(",") if n.strip()]
+        f = self.fields["file"]
+        base = os.path.basename(f)
+        if f.startswith("src/compute/cuda/") or f.endswith(".cu"):
+            out.append("cuda")
+        for tier in ("amx", "avx512", "avx2"):
+            if re.search(r"_%s[._]" % tier, base):
+                out.append(tier)
+        return sorted(set(out))
+
+
+def parse_file(path, errors):
+    """Blocks of `key: value` lines separated by blank lines; lines starting with # are comments."""
+    rel = os.path.relpath(path, ROOT)
+    mutants, cur = [], None
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    for n, line in enumerate(lines, 1):
+        if line.strip() == "":
+            cur = None
+            continue
+        if line.startswith("#"):
+            continue
+        if cur is None:
+            cur = Mutant("%s:%d" % (rel, n))
+            mutants.append(cur)
+        m = re.match(r"^([a-z_]+):(?: (.*))?$", line)
+        if not m:
+            errors.append("%s: line %d is not `key: value`: %r" % (cur.where, n, line))
+            continue
+        key, value = m.group(1), m.group(2) or ""
+        if key not in REQUIRED and key not in OPTIONAL:
+            errors.append("%s: unknown key %r (line %d)" % (cur.where, key, n))
+        elif key in cur.fields:
+            errors.append("%s: key %r given twice (line %d)" % (cur.where, key, n))
+        else:
+            cur.fields[key] = value
+    return mutants
+
+
+def load(errors, ctest_names=None):
+    files = sorted(os.path.join(ROOT, "tests", "mutants", f) for f in os.listdir(os.path.join(ROOT, "tests", "mutants"))
+                   if f.endswith(".txt"))
+    mutants, seen = [], {}
+    for path in files:
+        for m in parse_file(path, errors):
+            name = "%s (id %s)" % (m.where, m.fields.get("id", "?"))
+            missing = [k for k in REQUIRED if k not in m.fields or (k != "replace" and m.fields[k].strip() == "")]
+            if missing:
+                errors.append("%s: missing %s" % (name, ", ".join(missing)))
+                continue
+            if not ID_RE.match(m.id):
+                errors.append("%s: id is not kebab-case" % name)
+            if m.id in seen:
+                errors.append("%s: id also used at %s" % (name, seen[m.id]))
+            seen[m.id] = m.where
+            for n in m.needs():
+                if n not in NEEDS:
+                    errors.append("%s: needs %r is not one of %s" % (name, n, ", ".join(NEEDS)))
+            if m.find == m.replace:
+                errors.append("%s: replace is the same as find" % name)
+            try:
+                rx = re.compile(m.tests)
+            except re.error as e:
+                errors.append("%s: tests is not a regex: %s" % (name, e))
+                rx = None
+            if rx and ctest_names is not None and not any(rx.search(t) for t in ctest_names):
+                errors.append("%s: tests %r matches no ctest test" % (name, m.tests))
+            fpath = os.path.join(ROOT, m.file)
+            if os.path.isabs(m.file) or ".." in m.file.split("/") or not os.path.isfile(fpath):
+                errors.append("%s: file %s does not exist in the tree" % (name, m.file))
+                continue
+            with open(fpath, encoding="utf-8") as f:
+                count = f.read().count(m.find)
+            if count != 1:
+                errors.append("%s: find occurs %d times in %s (must be exactly once): %r" % (name, count, m.file, m.find))
+            mutants.append(m)
+    return mutants
+
+
+def cpu_flags():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def not_run_reason(m, flags):
+    for n in m.needs():
+        if n == "cuda":
+            return "needs the CUDA build (scripts/mutants.sh builds the CPU release)"
+        lacking = [f for f in CPU_FLAGS.get(n, ()) if f not in flags]
+        if lacking:
+            return "needs %s; this CPU lacks %s" % (n.upper(), " ".join(lacking))
+    return None
+
+
+# ---- the scratch tree and its build ------------------------------------------------------------------------
+def tree_files():
+    out = subprocess.run(["git", "-C", ROOT, "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                         check=True, stdout=subprocess.PIPE).stdout.decode()
+    return sorted(p for p in set(out.split("\0")) if p and os.path.isfile(os.path.join(ROOT, p))
+                  and not os.path.islink(os.path.join(ROOT, p)))
+
+
+def same_content(a, b):
+    try:
+        if os.path.getsize(a) != os.path.getsize(b):
+            return False
+        with open(a, "rb") as fa, open(b, "rb") as fb:
+            return fa.read() == fb.read()
+    except OSError:
+        return False
+
+
+def sync_tree(tree):
+    """Make `tree` a copy of the working tree; files whose content is unchanged keep their mtime (no rebuild)."""
+    files = tree_files()
+    keep, copied = set(files), 0
+    for rel in files:
+        src, dst = os.path.join(ROOT, rel), os.path.join(tree, rel)
+        if not same_content(src, dst):
+            os.makedirs(os.path.dirname(dst), exist_ok=True)
+            shutil.copyfile(src, dst)
+            shutil.copymode(src, dst)
+            copied += 1
+    removed = 0
+    for d, _, names in os.walk(tree):
+        for name in names:
+            rel = os.path.relpath(os.path.join(d, name), tree)
+            if rel not in keep:
+                os.unlink(os.path.join(d, name))
+                removed += 1
+    return copied, removed
+
+
+def run(cmd, log, **kw):
+    with open(log, "w") as f:
+        f.write("$ %s\n" % " ".join(cmd))
+        f.flush()
+        return subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, **kw).returncode
+
+
+def configure(tree, build, log):
+    if os.path.isfile(os.path.join(build, "CMakeCache.txt")):
+        return 0
+    gen = ["-G", "Ninja"] if shutil.which("ninja") else []
+    return run(["cmake", "-S", tree, "-B", build, "-DCMAKE_BUILD_TYPE=Release", "-DKILN_TESTS=ON"] + gen, log)
+
+
+def ctest_tests(build, regex=None):
+    """{name: (command, environment)} of the registered tests (matching regex)."""
+    cmd = ["ctest", "--test-dir", build, "-N", "--show-only=json-v1"]
+    if regex is not None:
+        cmd += ["-R", regex]
+    out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL).stdout
+    tests = {}
+    for t in json.loads(out).get("tests", []):
+        env = []
+        for p in t.get("properties", []):
+            if p.get("name") == "ENVIRONMENT":
+                env = p.get("value", [])
+        tests[t["name"]] = (t.get("command", []), env)
+    return tests
+
+
+def targets_for(build, tests):
+    """The build targets the tests run: executables and libraries of the build dir named in their commands and
+    environments (the kiln binary always: unit and CLI tests find it through KILN_BIN)."""
+    targets = {"kiln"}
+    for cmd, env in tests.values():
+        words = list(cmd) + [e.split("=", 1)[-1] for e in env]
+        for w in words:
+            for part in w.split(";"):
+                if part.startswith(build + "/"):
+                    base = os.path.basename(part)
+                    base = re.sub(r"^lib(.*)\.(so|a)$", r"\1", base)
+                    targets.add(base)
+    return sorted(targets)
+
+
+def build_targets(build, targets, log, jobs):
+    return run(["cmake", "--build", build, "-j%d" % jobs, "--target"] + targets, log)
+
+
+RESULT_RE = re.compile(r"^\s*\d+/\d+ Test\s+#\d+: (\S+) \.*\s*(\S.*?)\s+([\d.]+) sec\s*$")
+
+
+def run_ctest(build, regex, log, timeout):
+    """Runs ctest -R regex; returns {test: (status, seconds)} with status Passed / Failed / Timeout / Skipped /
+    NotRun (ctest's "***Not Run": the executable is missing)."""
+    cmd = ["ctest", "--test-dir", build, "-R", regex, "--no-tests=error", "--timeout", str(timeout),
+           "--output-on-failure"]
+    env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=1", UBSAN_OPTIONS="print_stacktrace=1")
+    run(cmd, log, env=env)
+    results = {}
+    with open(log, errors="replace") as f:
+        for line in f:
+            m = RESULT_RE.match(line)
+            if not m:
+                continue
+            name, status, secs = m.group(1), m.group(2), float(m.group(3))
+            if status.startswith("Passed"):
+                s = "Passed"
+            elif "Not Run" in status:
+                s = "NotRun"
+            elif "Skipped" in status:
+                s = "Skipped"
+            elif "Timeout" in status:
+                s = "Timeout"
+            else:
+                s = "Failed"
+            results[name] = (s, secs)
+    return results
+
+
+def apply_mutant(tree, m):
+    path = os.path.join(tree, m.file)
+    with open(path, encoding="utf-8") as f:
+        original = f.read()
+    if original.count(m.find) != 1:
+        raise RuntimeError("find no longer occurs exactly once in the scratch copy of %s" % m.file)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(original.replace(m.find, m.replace))
+    return path, original
+
+
+def restore(path, original):
+    # a plain write (new mtime), so the next build recompiles the restored file
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(original)
+
+
+# ---- output ------------------------------------------------------------------------------------------------
+def md_cell(s):
+    return s.replace("|", "\\|").replace("\n", " ")
+
+
+def print_list(mutants, markdown, flags):
+    if markdown:
+        print("| id | file | tests that kill it | needs | the bug |")
+        print("|---|---|---|---|---|")
+        for m in mutants:
+            print("| `%s` | `%s` | `%s` | %s | %s |" % (m.id, m.file, md_cell(m.tests), ", ".join(m.needs()) or "",
+                                                      md_cell(m.why)))
+        return
+    for m in mutants:
+        nr = not_run_reason(m, flags)
+        print("%-44s %-44s %-34s %s" % (m.id, m.file, m.tests, ("NOT-RUN here: " + nr) if nr else ""))
+
+
+def day_seed():
+    return (datetime.datetime.now(datetime.timezone.utc).date() - datetime.date(1970, 1, 1)).days
+
+
+def main():
+    ap = argparse.ArgumentParser(prog="scripts/mutants.sh", description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--list", action="store_true", help="validate the lists and print them (builds nothing)")
+    ap.add_argument("--markdown", action="store_true", help="with --list: a markdown table (docs/testing.md)")
+    ap.add_argument("--ctest-dir", metavar="DIR", help="with --list: also check every `tests` regex matches a "
+                    "test registered in this build dir")
+    ap.add_argument("--sample", type=int, metavar="N", help="run N mutants picked by --seed among those runnable here")
+    ap.add_argument("--seed", metavar="S", help="sample seed (default: the UTC day number, so the sample rotates "
+                    "daily)")
+    ap.add_argument("--only", action="append", metavar="ID", help="run only these ids (repeat or comma-separate)")
+    ap.add_argument("--build", metavar="DIR", default=os.path.join(ROOT, "build-mutants"),
+                    help="scratch dir: DIR/tree (copy of the tree) and DIR/build (default build-mutants/)")
+    ap.add_argument("--jobs", type=int, default=min(os.cpu_count() or 1, 4), help="build parallelism")
+    ap.add_argument("--timeout", type=int, default=120, help="seconds a named test may run under a mutant "
+                    "(at least 5x its baseline time; a hang counts as a kill)")
+    a = ap.parse_args()
+
+    errors = []
+    names = None
+    if a.ctest_dir:
+        names = list(ctest_tests(os.path.abspath(a.ctest_dir)).keys())
+    mutants = load(errors, names)
+    if errors:
+        for e in errors:
+            print("mutants: error: " + e, file=sys.stderr)
+        print("mutants: %d error(s) in tests/mutants/*.txt" % len(errors), file=sys.stderr)
+        return 2
+    flags = cpu_flags()
+    if a.list:
+        print_list(mutants, a.markdown, flags)
+        if not a.markdown:
+            print("mutants: %d mutants in %d files, all valid" % (
+                len(mutants), len({m.where.split(":")[0] for m in mutants})))
+        return 0
+
+    if a.only:
+        want = {w for o in a.only for w in o.split(",") if w}
+        unknown = want - {m.id for m in mutants}
+        if unknown:
+            print("mutants: error: no mutant with id %s" % ", ".join(sorted(unknown)), file=sys.stderr)
+            return 2
+        mutants = [m for m in mutants if m.id in want]
+    verdicts = {}  # id -> (verdict, detail, seconds)
+    for m in mutants:
+        nr = not_run_reason(m, flags)
+        if nr:
+            verdicts[m.id] = ("NOT-RUN", nr, 0.0)
+    runnable = [m for m in mutants if m.id not in verdicts]
+    if a.sample is not None:
+        seed = a.seed if a.seed is not None else str(day_seed())
+        rng = random.Random(int(hashlib.sha256(seed.encode()).hexdigest(), 16))
+        pick = set(m.id for m in rng.sample(runnable, min(a.sample, len(runnable))))
+        print("mutants: sample of %d of the %d runnable mutants (seed %s)" % (len(pick), len(runnable), seed))
+        runnable = [m for m in runnable if m.id in pick]
+        mutants = [m for m in mutants if m.id in pick or m.id in verdicts]
+
+    start = time.time()
+    scratch = os.path.abspath(a.build)
+    tree, build, logs = (os.path.join(scratch, d) for d in ("tree", "build", "logs"))
+    os.makedirs(tree, exist_ok=True)
+    os.makedirs(logs, exist_ok=True)
+    copied, removed = sync_tree(tree)
+    print("mutants: scratch tree %s (%d files copied, %d removed)" % (tree, copied, removed))
+    if configure(tree, build, os.path.join(logs, "configure.log")):
+        print("mutants: error: cmake configure failed, see %s" % os.path.join(logs, "configure.log"))
+        return 2
+
+    # baseline: the unmutated tree builds and the tests the mutants name pass
+    baseline_fail, base_secs = set(), {}
+    if runnable:
+        union = "|".join("(%s)" % m.tests for m in runnable)
+        t0 = time.time()
+        tests = ctest_tests(build, union)
+        if build_targets(build, targets_for(build, tests), os.path.join(logs, "baseline-build.log"), a.jobs):
+            print("mutants: error: the unmutated tree does not build, see %s" % os.path.join(logs, "baseline-build.log"))
+            return 2
+        res = run_ctest(build, union, os.path.join(logs, "baseline-ctest.log"), 1500)
+        for name in tests:
+            status, secs = res.get(name, ("NotRun", 0.0))
+            base_secs[name] = secs
+            if status != "Passed":
+                baseline_fail.add(name)
+        print("mutants: baseline: %d tests in %.0f s%s" % (
+            len(tests), time.time() - t0, "; FAILING: " + " ".join(sorted(baseline_fail)) if baseline_fail else ""))
+
+    for i, m in enumerate(runnable, 1):
+        t0 = time.time()
+        log_build, log_test = (os.path.join(logs, "%s.%s.log" % (m.id, k)) for k in ("build", "ctest"))
+        tests = ctest_tests(build, m.tests)
+        if not tests:
+            verdicts[m.id] = ("ERROR", "tests %r matches no ctest test" % m.tests, 0.0)
+        elif set(tests) & baseline_fail:
+            verdicts[m.id] = ("ERROR", "baseline fails: %s" % " ".join(sorted(set(tests) & baseline_fail)), 0.0)
+        else:
+            timeout = max(a.timeout, int(5 * max(base_secs.get(t, 0.0) for t in tests)) + 10)
+            path, original = apply_mutant(tree, m)
+            try:
+                if build_targets(build, targets_for(build, tests), log_build, a.jobs):
+                    verdicts[m.id] = ("BUILD-FAILED", "broken mutant, see %s" % log_build, time.time() - t0)
+                else:
+                    res = run_ctest(build, m.tests, log_test, timeout)
+                    failed = sorted(t for t, (s, _) in res.items() if s in ("Failed", "Timeout"))
+                    broken = sorted(t for t in tests if res.get(t, ("NotRun",))[0] == "NotRun")
+                    skipped = sorted(t for t, (s, _) in res.items() if s == "Skipped")
+                    if failed:
+                        verdicts[m.id] = ("KILLED", "by " + " ".join(
+                            t + ("(timeout)" if res[t][0] == "Timeout" else "") for t in failed), 0.0)
+                    elif broken:
+                        verdicts[m.id] = ("ERROR", "ctest could not run %s, see %s" % (" ".join(broken), log_test), 0.0)
+                    elif skipped and len(skipped) == len(tests):
+                        verdicts[m.id] = ("NOT-RUN", "every named test skipped itself", 0.0)
+                    else:
+                        verdicts[m.id] = ("SURVIVED", "%s passed with the bug planted" % " ".join(sorted(res)), 0.0)
+            finally:
+                restore(path, original)
+        v, d, _ = verdicts[m.id]
+        verdicts[m.id] = (v, d, time.time() - t0)
+        print("mutants: [%d/%d] %-12s %-44s %5.1f s  %s" % (i, len(runnable), v, m.id, time.time() - t0, d),
+              flush=True)
+
+    # summary
+    print("\n%-12s %-44s %7s  %s" % ("verdict", "id", "seconds", "detail"))
+    for m in mutants:
+        v, d, s = verdicts[m.id]
+        print("%-12s %-44s %7.1f  %s" % (v, m.id, s, d))
+    counts = {}
+    for v, _, _ in verdicts.values():
+        counts[v] = counts.get(v, 0) + 1
+    order = ("KILLED", "SURVIVED", "BUILD-FAILED", "ERROR", "NOT-RUN")
+    print("\nmutants: %s in %.0f s" % (", ".join("%d %s" % (counts.get(k, 0), k) for k in order), time.time() - start))
+    bad = sum(counts.get(k, 0) for k in ("SURVIVED", "BUILD-FAILED", "ERROR"))
+    if bad:
+        print("mutants: FAILED: %d mutant(s) survived or are broken" % bad)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
