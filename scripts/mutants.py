@@ -30,6 +30,7 @@ import os
 import random
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -164,8 +165,8 @@ def not_run_reason(m, flags):
 def tree_files():
     out = subprocess.run(["git", "-C", ROOT, "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
                          check=True, stdout=subprocess.PIPE).stdout.decode()
-    return sorted(p for p in set(out.split("\0")) if p and os.path.isfile(os.path.join(ROOT, p))
-                  and not os.path.islink(os.path.join(ROOT, p)))
+    return sorted(p for p in set(out.split("\0")) if p and (os.path.islink(os.path.join(ROOT, p)) or
+                                                            os.path.isfile(os.path.join(ROOT, p))))
 
 
 def same_content(a, b):
@@ -184,13 +185,25 @@ def sync_tree(tree):
     keep, copied = set(files), 0
     for rel in files:
         src, dst = os.path.join(ROOT, rel), os.path.join(tree, rel)
+        if os.path.islink(src):  # git keeps symlinks (tests/data/tiny/diffusers-base/*) as links: so does the copy
+            target = os.readlink(src)
+            if not (os.path.islink(dst) and os.readlink(dst) == target):
+                os.makedirs(os.path.dirname(dst), exist_ok=True)
+                if os.path.lexists(dst):
+                    shutil.rmtree(dst) if os.path.isdir(dst) and not os.path.islink(dst) else os.unlink(dst)
+                os.symlink(target, dst)
+                copied += 1
+            continue
+        if os.path.islink(dst):
+            os.unlink(dst)
         if not same_content(src, dst):
             os.makedirs(os.path.dirname(dst), exist_ok=True)
             shutil.copyfile(src, dst)
             shutil.copymode(src, dst)
             copied += 1
     removed = 0
-    for d, _, names in os.walk(tree):
+    for d, dirs, names in os.walk(tree):
+        names = names + [x for x in dirs if os.path.islink(os.path.join(d, x))]  # links to folders
         for name in names:
             rel = os.path.relpath(os.path.join(d, name), tree)
             if rel not in keep:
@@ -200,10 +213,21 @@ def sync_tree(tree):
 
 
 def run(cmd, log, **kw):
+    """Runs cmd in its own process group with output to log; on any exit of ours (Ctrl-C, SIGTERM) the whole group
+    (ctest and the servers its tests start) is killed, so nothing outlives the run."""
     with open(log, "w") as f:
         f.write("$ %s\n" % " ".join(cmd))
         f.flush()
-        return subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, **kw).returncode
+        p = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, start_new_session=True, **kw)
+        try:
+            return p.wait()
+        except BaseException:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            p.wait()
+            raise
 
 
 def configure(tree, build, log):
@@ -218,7 +242,10 @@ def ctest_tests(build, regex=None):
     cmd = ["ctest", "--test-dir", build, "-N", "--show-only=json-v1"]
     if regex is not None:
         cmd += ["-R", regex]
-    out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL).stdout
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    if r.returncode or not r.stdout.strip():
+        raise SystemExit("mutants: error: `%s` failed: %s" % (" ".join(cmd), r.stderr.decode(errors="replace").strip()))
+    out = r.stdout
     tests = {}
     for t in json.loads(out).get("tests", []):
         env = []
@@ -229,18 +256,25 @@ def ctest_tests(build, regex=None):
     return tests
 
 
+def names_regex(names):
+    """A ctest -R regex matching exactly these test names (word characters only)."""
+    return "^(%s)$" % "|".join(sorted(names))
+
+
 def targets_for(build, tests):
-    """The build targets the tests run: executables and libraries of the build dir named in their commands and
-    environments (the kiln binary always: unit and CLI tests find it through KILN_BIN)."""
+    """The build targets the tests run: the executables and libraries of the build dir that their add_test
+    commands and environments name in CTestTestfile.cmake (ctest's own listing drops a command whose executable is
+    not built yet), and always the kiln binary (unit and CLI tests find it through KILN_BIN)."""
     targets = {"kiln"}
-    for cmd, env in tests.values():
-        words = list(cmd) + [e.split("=", 1)[-1] for e in env]
-        for w in words:
-            for part in w.split(";"):
-                if part.startswith(build + "/"):
-                    base = os.path.basename(part)
-                    base = re.sub(r"^lib(.*)\.(so|a)$", r"\1", base)
-                    targets.add(base)
+    with open(os.path.join(build, "CTestTestfile.cmake")) as f:
+        lines = f.read().split("\n")
+    path_re = re.compile(re.escape(build) + r"/([A-Za-z0-9_.+-]+)")
+    for name in tests:
+        tag = "([=[%s]=]" % name
+        for line in lines:
+            if tag in line:
+                for base in path_re.findall(line.split("_BACKTRACE_TRIPLES")[0]):
+                    targets.add(re.sub(r"^lib(.*)\.(so|a)$", r"\1", base))
     return sorted(targets)
 
 
@@ -251,11 +285,12 @@ def build_targets(build, targets, log, jobs):
 RESULT_RE = re.compile(r"^\s*\d+/\d+ Test\s+#\d+: (\S+) \.*\s*(\S.*?)\s+([\d.]+) sec\s*$")
 
 
-def run_ctest(build, regex, log, timeout):
+def run_ctest(build, regex, log, timeout, stop_on_failure=False):
     """Runs ctest -R regex; returns {test: (status, seconds)} with status Passed / Failed / Timeout / Skipped /
-    NotRun (ctest's "***Not Run": the executable is missing)."""
+    NotRun (ctest's "***Not Run": the executable is missing). stop_on_failure: one failure is a kill, the rest
+    of the tests need not run."""
     cmd = ["ctest", "--test-dir", build, "-R", regex, "--no-tests=error", "--timeout", str(timeout),
-           "--output-on-failure"]
+           "--output-on-failure"] + (["--stop-on-failure"] if stop_on_failure else [])
     env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=1", UBSAN_OPTIONS="print_stacktrace=1")
     run(cmd, log, env=env)
     results = {}
@@ -314,6 +349,25 @@ def print_list(mutants, markdown, flags):
         print("%-44s %-44s %-34s %s" % (m.id, m.file, m.tests, ("NOT-RUN here: " + nr) if nr else ""))
 
 
+DOC_BEGIN = "<!-- mutants table: generated by scripts/mutants.sh --write-doc docs/testing.md; do not edit -->"
+DOC_END = "<!-- end of mutants table -->"
+
+
+def doc_with_table(path, mutants):
+    """The text of `path` with the block between DOC_BEGIN and DOC_END replaced by the current table."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    if text.count(DOC_BEGIN) != 1 or text.count(DOC_END) != 1:
+        raise SystemExit("mutants: error: %s lacks the table markers %r ... %r" % (path, DOC_BEGIN, DOC_END))
+    head, rest = text.split(DOC_BEGIN)
+    _, tail = rest.split(DOC_END)
+    rows = ["| id | file | tests that kill it | needs | the bug |", "|---|---|---|---|---|"]
+    for m in mutants:
+        rows.append("| `%s` | `%s` | `%s` | %s | %s |" % (m.id, m.file, md_cell(m.tests), ", ".join(m.needs()),
+                                                       md_cell(m.why)))
+    return "%s%s\n%s\n%s%s" % (head, DOC_BEGIN, "\n".join(rows), DOC_END, tail), text
+
+
 def day_seed():
     return (datetime.datetime.now(datetime.timezone.utc).date() - datetime.date(1970, 1, 1)).days
 
@@ -325,6 +379,9 @@ def main():
     ap.add_argument("--markdown", action="store_true", help="with --list: a markdown table (docs/testing.md)")
     ap.add_argument("--ctest-dir", metavar="DIR", help="with --list: also check every `tests` regex matches a "
                     "test registered in this build dir")
+    ap.add_argument("--write-doc", metavar="FILE", help="with --list: rewrite the mutants table in FILE "
+                    "(docs/testing.md)")
+    ap.add_argument("--check-doc", metavar="FILE", help="with --list: fail if FILE's mutants table is not current")
     ap.add_argument("--sample", type=int, metavar="N", help="run N mutants picked by --seed among those runnable here")
     ap.add_argument("--seed", metavar="S", help="sample seed (default: the UTC day number, so the sample rotates "
                     "daily)")
@@ -335,6 +392,8 @@ def main():
     ap.add_argument("--timeout", type=int, default=120, help="seconds a named test may run under a mutant "
                     "(at least 5x its baseline time; a hang counts as a kill)")
     a = ap.parse_args()
+    # SIGTERM unwinds like Ctrl-C, so the `finally` that restores the scratch copy's file runs
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
     errors = []
     names = None
@@ -348,6 +407,19 @@ def main():
         return 2
     flags = cpu_flags()
     if a.list:
+        for path in (a.write_doc, a.check_doc):
+            if not path:
+                continue
+            new, cur = doc_with_table(path, mutants)
+            if path == a.write_doc and new != cur:
+                with open(path + ".tmp", "w", encoding="utf-8") as f:
+                    f.write(new)
+                os.replace(path + ".tmp", path)
+                print("mutants: wrote the table of %d mutants into %s" % (len(mutants), path))
+            elif path == a.check_doc and new != cur:
+                print("mutants: error: the mutants table in %s is out of date; run scripts/mutants.sh --list "
+                      "--write-doc %s" % (path, path), file=sys.stderr)
+                return 2
         print_list(mutants, a.markdown, flags)
         if not a.markdown:
             print("mutants: %d mutants in %d files, all valid" % (
@@ -389,9 +461,11 @@ def main():
     # baseline: the unmutated tree builds and the tests the mutants name pass
     baseline_fail, base_secs = set(), {}
     if runnable:
-        union = "|".join("(%s)" % m.tests for m in runnable)
         t0 = time.time()
-        tests = ctest_tests(build, union)
+        tests = {}
+        for rx in sorted({m.tests for m in runnable}):  # one ctest call each: ctest's regex allows 9 groups
+            tests.update(ctest_tests(build, rx))
+        union = names_regex(tests)
         if build_targets(build, targets_for(build, tests), os.path.join(logs, "baseline-build.log"), a.jobs):
             print("mutants: error: the unmutated tree does not build, see %s" % os.path.join(logs, "baseline-build.log"))
             return 2
@@ -419,9 +493,9 @@ def main():
                 if build_targets(build, targets_for(build, tests), log_build, a.jobs):
                     verdicts[m.id] = ("BUILD-FAILED", "broken mutant, see %s" % log_build, time.time() - t0)
                 else:
-                    res = run_ctest(build, m.tests, log_test, timeout)
+                    res = run_ctest(build, m.tests, log_test, timeout, stop_on_failure=True)
                     failed = sorted(t for t, (s, _) in res.items() if s in ("Failed", "Timeout"))
-                    broken = sorted(t for t in tests if res.get(t, ("NotRun",))[0] == "NotRun")
+                    broken = sorted(t for t in tests if res.get(t, ("NotRun",))[0] == "NotRun" and not failed)
                     skipped = sorted(t for t, (s, _) in res.items() if s == "Skipped")
                     if failed:
                         verdicts[m.id] = ("KILLED", "by " + " ".join(
