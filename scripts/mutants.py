@@ -336,13 +336,17 @@ def md_cell(s):
     return s.replace("|", "\\|").replace("\n", " ")
 
 
+def markdown_rows(mutants):
+    rows = ["| id | file | tests that kill it | needs | the bug |", "|---|---|---|---|---|"]
+    for m in mutants:
+        rows.append("| `%s` | `%s` | `%s` | %s | %s |" % (m.id, m.file, md_cell(m.tests), ", ".join(m.needs()),
+                                                       md_cell(m.why)))
+    return rows
+
+
 def print_list(mutants, markdown, flags):
     if markdown:
-        print("| id | file | tests that kill it | needs | the bug |")
-        print("|---|---|---|---|---|")
-        for m in mutants:
-            print("| `%s` | `%s` | `%s` | %s | %s |" % (m.id, m.file, md_cell(m.tests), ", ".join(m.needs()) or "",
-                                                      md_cell(m.why)))
+        print("\n".join(markdown_rows(mutants)))
         return
     for m in mutants:
         nr = not_run_reason(m, flags)
@@ -361,10 +365,7 @@ def doc_with_table(path, mutants):
         raise SystemExit("mutants: error: %s lacks the table markers %r ... %r" % (path, DOC_BEGIN, DOC_END))
     head, rest = text.split(DOC_BEGIN)
     _, tail = rest.split(DOC_END)
-    rows = ["| id | file | tests that kill it | needs | the bug |", "|---|---|---|---|---|"]
-    for m in mutants:
-        rows.append("| `%s` | `%s` | `%s` | %s | %s |" % (m.id, m.file, md_cell(m.tests), ", ".join(m.needs()),
-                                                       md_cell(m.why)))
+    rows = markdown_rows(mutants)
     return "%s%s\n%s\n%s%s" % (head, DOC_BEGIN, "\n".join(rows), DOC_END, tail), text
 
 
@@ -385,6 +386,8 @@ def main():
     ap.add_argument("--sample", type=int, metavar="N", help="run N mutants picked by --seed among those runnable here")
     ap.add_argument("--seed", metavar="S", help="sample seed (default: the UTC day number, so the sample rotates "
                     "daily)")
+    ap.add_argument("--budget", type=float, metavar="SECONDS", help="start no mutant after this many seconds "
+                    "(the rest are NOT-RUN, named); a safety net for CI, not a way to pick them")
     ap.add_argument("--only", action="append", metavar="ID", help="run only these ids (repeat or comma-separate)")
     ap.add_argument("--build", metavar="DIR", default=os.path.join(ROOT, "build-mutants"),
                     help="scratch dir: DIR/tree (copy of the tree) and DIR/build (default build-mutants/)")
@@ -480,6 +483,10 @@ def main():
 
     for i, m in enumerate(runnable, 1):
         t0 = time.time()
+        if a.budget is not None and t0 - start > a.budget:
+            verdicts[m.id] = ("NOT-RUN", "time budget of %.0f s spent" % a.budget, 0.0)
+            print("mutants: [%d/%d] %-12s %-44s  time budget spent" % (i, len(runnable), "NOT-RUN", m.id))
+            continue
         log_build, log_test = (os.path.join(logs, "%s.%s.log" % (m.id, k)) for k in ("build", "ctest"))
         tests = ctest_tests(build, m.tests)
         if not tests:

@@ -329,6 +329,16 @@ static void test_bad_input_keeps_serving(void) {
         CHECK_MSG(r.status == 400, "%s -> %d", refused[i], r.status);
         reply_free(&r);
     }
+    /* a body of exactly the limit is read (and then judged on its content) */
+    char *at_limit = malloc(64 * 1024 + 1);
+    memset(at_limit, ' ', 64 * 1024);
+    at_limit[64 * 1024] = 0;
+    memcpy(at_limit, "{\"prompt\":{}}", 13);
+    r = http(port, "POST", "/prompt", at_limit, NULL);
+    CHECK_EQ_INT(r.status, 400);
+    CHECK_EQ_STR(err_type(&r), "prompt_no_outputs");
+    reply_free(&r);
+    free(at_limit);
     /* an oversized Content-Length is answered before any of the body is sent (no waiting for it) */
     const char head_only[] = "POST /prompt HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                              "Content-Length: 70000\r\n\r\n";
@@ -511,7 +521,19 @@ static void test_websocket_sequence_and_interrupt(void) {
         json_decref(m);
         if (started || !m) break;
     }
-    r = http(port, "POST", "/interrupt", "{}", NULL);
+    /* an interrupt naming another prompt leaves this one running (50 steps of 100 ms: far from done) */
+    r = http(port, "POST", "/interrupt", "{\"prompt_id\":\"not-this-one\"}", NULL);
+    CHECK_EQ_INT(r.status, 200);
+    reply_free(&r);
+    usleep(600 * 1000);
+    char hist[128];
+    snprintf(hist, sizeof hist, "/history/%s", pid);
+    r = http(port, "GET", hist, NULL, NULL);
+    CHECK_MSG(r.json && json_object_size(r.json) == 0, "interrupting another id ended this job: %s", r.body);
+    reply_free(&r);
+    char target[160];
+    snprintf(target, sizeof target, "{\"prompt_id\":\"%s\"}", pid);
+    r = http(port, "POST", "/interrupt", target, NULL);
     CHECK_EQ_INT(r.status, 200);
     reply_free(&r);
     json_t *e = NULL;
