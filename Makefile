@@ -3,6 +3,7 @@ JOBS ?= $(shell nproc)
 CMAKE ?= cmake
 FUZZ_SECONDS ?= 60
 MUTANTS_SAMPLE ?= 12
+MUTANTS_BUDGET ?= 300
 
 .PHONY: all build debug asan test test-asan fuzz cuda mutants mutants-sample check demo clean help
 
@@ -41,7 +42,7 @@ mutants:               ## Plant every bug of tests/mutants/*.txt in a scratch co
 	scripts/mutants.sh --jobs $(JOBS)
 
 mutants-sample:        ## The rotating sample of MUTANTS_SAMPLE mutants CI runs (seed: the UTC day; SEED=S to repeat one)
-	scripts/mutants.sh --jobs $(JOBS) --sample $(MUTANTS_SAMPLE) $(if $(SEED),--seed $(SEED))
+	scripts/mutants.sh --jobs $(JOBS) --sample $(MUTANTS_SAMPLE) --budget $(MUTANTS_BUDGET) $(if $(SEED),--seed $(SEED))
 
 check: test test-asan fuzz mutants-sample  ## Everything CI runs (plus the CUDA compile when nvcc exists)
 	@if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then \

@@ -285,12 +285,11 @@ def build_targets(build, targets, log, jobs):
 RESULT_RE = re.compile(r"^\s*\d+/\d+ Test\s+#\d+: (\S+) \.*\s*(\S.*?)\s+([\d.]+) sec\s*$")
 
 
-def run_ctest(build, regex, log, timeout, stop_on_failure=False):
+def run_ctest(build, regex, log, timeout):
     """Runs ctest -R regex; returns {test: (status, seconds)} with status Passed / Failed / Timeout / Skipped /
-    NotRun (ctest's "***Not Run": the executable is missing). stop_on_failure: one failure is a kill, the rest
-    of the tests need not run."""
+    NotRun (ctest's "***Not Run": the executable is missing)."""
     cmd = ["ctest", "--test-dir", build, "-R", regex, "--no-tests=error", "--timeout", str(timeout),
-           "--output-on-failure"] + (["--stop-on-failure"] if stop_on_failure else [])
+           "--output-on-failure"]
     env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=1", UBSAN_OPTIONS="print_stacktrace=1")
     run(cmd, log, env=env)
     results = {}
@@ -487,7 +486,7 @@ def main():
             verdicts[m.id] = ("NOT-RUN", "time budget of %.0f s spent" % a.budget, 0.0)
             print("mutants: [%d/%d] %-12s %-44s  time budget spent" % (i, len(runnable), "NOT-RUN", m.id))
             continue
-        log_build, log_test = (os.path.join(logs, "%s.%s.log" % (m.id, k)) for k in ("build", "ctest"))
+        log_build = os.path.join(logs, "%s.build.log" % m.id)
         tests = ctest_tests(build, m.tests)
         if not tests:
             verdicts[m.id] = ("ERROR", "tests %r matches no ctest test" % m.tests, 0.0)
@@ -500,7 +499,13 @@ def main():
                 if build_targets(build, targets_for(build, tests), log_build, a.jobs):
                     verdicts[m.id] = ("BUILD-FAILED", "broken mutant, see %s" % log_build, time.time() - t0)
                 else:
-                    res = run_ctest(build, m.tests, log_test, timeout, stop_on_failure=True)
+                    # fastest test first, one ctest call each, stopping at the first kill: a mutant most
+                    # tests catch costs only the quickest of them
+                    res = {}
+                    for t in sorted(tests, key=lambda t: (base_secs.get(t, 0.0), t)):
+                        res.update(run_ctest(build, names_regex([t]), os.path.join(logs, "%s.%s.log" % (m.id, t)), timeout))
+                        if res.get(t, ("NotRun",))[0] in ("Failed", "Timeout"):
+                            break
                     failed = sorted(t for t, (s, _) in res.items() if s in ("Failed", "Timeout"))
                     broken = sorted(t for t in tests if res.get(t, ("NotRun",))[0] == "NotRun" and not failed)
                     skipped = sorted(t for t, (s, _) in res.items() if s == "Skipped")
@@ -508,7 +513,8 @@ def main():
                         verdicts[m.id] = ("KILLED", "by " + " ".join(
                             t + ("(timeout)" if res[t][0] == "Timeout" else "") for t in failed), 0.0)
                     elif broken:
-                        verdicts[m.id] = ("ERROR", "ctest could not run %s, see %s" % (" ".join(broken), log_test), 0.0)
+                        verdicts[m.id] = ("ERROR", "ctest could not run %s, see %s/%s.<test>.log" % (" ".join(broken), logs, m.id),
+                                          0.0)
                     elif skipped and len(skipped) == len(tests):
                         verdicts[m.id] = ("NOT-RUN", "every named test skipped itself", 0.0)
                     else:
