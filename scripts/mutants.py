@@ -11,7 +11,8 @@ replaced by `replace`, and the ctest tests matching `tests` must then fail. This
     it once, unmutated, in BUILD/build (release);
   * it runs the union of the named tests on that baseline (a test that already fails can kill nothing);
   * then, one mutant at a time, it edits the scratch copy (never the working tree), rebuilds only the targets the
-    named tests run, runs `ctest -R <tests>`, and restores the file (also on error or Ctrl-C).
+    named tests run, runs those tests one by one, fastest first, until one fails, and restores the file (also on
+    error, Ctrl-C or SIGTERM).
 
 Verdicts: KILLED (a named test failed, crashed or timed out), SURVIVED (all named tests passed: the tests are
 weak), BUILD-FAILED (the mutant does not compile: a broken mutant proves nothing), ERROR (the baseline of its
