@@ -2,8 +2,10 @@
 JOBS ?= $(shell nproc)
 CMAKE ?= cmake
 FUZZ_SECONDS ?= 60
+MUTANTS_SAMPLE ?= 12
+MUTANTS_BUDGET ?= 300
 
-.PHONY: all build debug asan test test-asan fuzz cuda check demo clean help
+.PHONY: all build debug asan test test-asan fuzz cuda mutants mutants-sample check demo clean help
 
 all: build
 
@@ -36,7 +38,13 @@ cuda:                  ## Compile and link the CUDA backend (sm_90 + sm_80); run
 	$(CMAKE) --build build-cuda -j$(JOBS)
 	cd build-cuda && ctest --output-on-failure -R '^test_compute_cuda_'
 
-check: test test-asan fuzz  ## Everything CI runs (plus the CUDA compile when nvcc exists)
+mutants:               ## Plant every bug of tests/mutants/*.txt in a scratch copy (build-mutants/); fail if a test misses one
+	scripts/mutants.sh --jobs $(JOBS)
+
+mutants-sample:        ## The rotating sample of MUTANTS_SAMPLE mutants CI runs (seed: the UTC day; SEED=S to repeat one)
+	scripts/mutants.sh --jobs $(JOBS) --sample $(MUTANTS_SAMPLE) --budget $(MUTANTS_BUDGET) $(if $(SEED),--seed $(SEED))
+
+check: test test-asan fuzz mutants-sample  ## Everything CI runs (plus the CUDA compile when nvcc exists)
 	@if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then \
 	  PATH=$$PATH:/usr/local/cuda/bin $(MAKE) cuda; else echo "check: no nvcc on this machine, CUDA compile skipped"; fi
 

@@ -65,6 +65,7 @@ typedef struct hook_log {
     char order[1024];
     int progress_calls, executed_calls, stop_after_progress;
     char warned[256]; /* "node: text" of the warning hook */
+    bool stop_now; /* an interrupt already pending when the prompt starts */
 } hook_log;
 
 static void on_executing(void *ctx, const char *id) {
@@ -80,7 +81,7 @@ static void on_warning(void *ctx, const char *id, const char *text) {
 static void on_executed(void *ctx, const char *id, json_t *ui) { ((hook_log *)ctx)->executed_calls++; }
 static bool should_stop(void *ctx) {
     hook_log *h = ctx;
-    return h->stop_after_progress > 0 && h->progress_calls >= h->stop_after_progress;
+    return h->stop_now || (h->stop_after_progress > 0 && h->progress_calls >= h->stop_after_progress);
 }
 
 static kiln_graph *parse_file(const char *rel) {
@@ -145,6 +146,16 @@ static void test_template_runs_through_engine(void) {
     hooks.ctx = &stop;
     CHECK_EQ_INT(kiln_graph_execute(g, &env, &hooks, &outputs, failed, &err), KILN_E_CANCELLED);
     CHECK_EQ_STR(failed, "75:65");
+    CHECK_EQ_INT(json_object_size(outputs), 0);
+    json_decref(outputs);
+
+    /* an interrupt pending before the first node: the executor itself stops, no node runs */
+    hook_log early = {.stop_now = true};
+    hooks.ctx = &early;
+    int calls = fe.calls;
+    CHECK_EQ_INT(kiln_graph_execute(g, &env, &hooks, &outputs, failed, &err), KILN_E_CANCELLED);
+    CHECK_EQ_INT(fe.calls, calls);
+    CHECK_EQ_STR(early.order, "");
     CHECK_EQ_INT(json_object_size(outputs), 0);
     json_decref(outputs);
 

@@ -204,6 +204,34 @@ static void test_limits(void) {
     lim.max_nodes = 5;
     CHECK_EQ_INT(kiln_graph_parse(j, &lim, models, &g, &errors), KILN_E_LIMIT);
     json_decref(errors);
+    /* each limit is exact: the template (13 nodes, 1024 x 1024, 4 steps, batch 1) passes at the limit and is
+     * refused one under it, on the input that crosses it */
+    struct {
+        int nodes, side, batch, steps;
+        long long pixels;
+        kiln_status want;
+        const char *node;
+    } cases[] = {
+        {13, 1024, 1, 4, 1024 * 1024, KILN_OK, NULL},
+        {12, 0, 0, 0, 0, KILN_E_LIMIT, NULL},
+        {0, 0, 0, 0, 1024 * 1024 - 1, KILN_E_INVALID, "75:66"},
+        {0, 1023, 0, 0, 0, KILN_E_INVALID, "75:66"},
+        {0, 0, 0, 3, 0, KILN_E_INVALID, "75:62"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        lim = kiln_graph_limits_default();
+        if (cases[i].nodes) lim.max_nodes = cases[i].nodes;
+        if (cases[i].side) lim.max_side = cases[i].side;
+        if (cases[i].batch) lim.max_batch = cases[i].batch;
+        if (cases[i].steps) lim.max_steps = cases[i].steps;
+        if (cases[i].pixels) lim.max_pixels = cases[i].pixels;
+        errors = NULL;
+        g = NULL;
+        CHECK_MSG(kiln_graph_parse(j, &lim, models, &g, &errors) == cases[i].want, "limits case %zu", i);
+        if (cases[i].node) CHECK_EQ_STR(node_error_type(errors, cases[i].node), "value_bigger_than_max");
+        kiln_graph_free(g);
+        json_decref(errors);
+    }
     json_decref(j);
 }
 

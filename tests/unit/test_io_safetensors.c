@@ -118,6 +118,9 @@ static void test_truncated(void) {
     /* data cut short */
     CHECK_EQ_INT(kiln_st_open_memory(im.buf, im.len - 1, "t", &f, &err), KILN_E_FORMAT);
     CHECK_ERR_CONTAINS(&err, "past the end of the file");
+    /* the header one byte longer than what follows the 8-byte length (the bound is len - 8, not len) */
+    CHECK_EQ_INT(kiln_st_open_memory(im.buf, 8 + strlen(good_header) - 1, "t", &f, &err), KILN_E_FORMAT);
+    CHECK_ERR_CONTAINS(&err, "runs past the end of the file");
     free(im.buf);
 }
 
@@ -157,6 +160,10 @@ static void test_overlapping(void) {
     expect_bad("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
                "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}",
                16, KILN_E_FORMAT, "tensors 'a' [0, 8) and 'b' [4, 12) overlap");
+    /* one shared byte is an overlap */
+    expect_bad("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+               "\"b\":{\"dtype\":\"U8\",\"shape\":[8],\"data_offsets\":[7,15]}}",
+               16, KILN_E_FORMAT, "tensors 'a' [0, 8) and 'b' [7, 15) overlap");
     /* identical ranges overlap too */
     expect_bad("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
                "\"b\":{\"dtype\":\"I32\",\"shape\":[2],\"data_offsets\":[0,8]}}",
@@ -166,6 +173,9 @@ static void test_overlapping(void) {
 static void test_dtype_shape_mismatch(void) {
     expect_bad("{\"a\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}", 8, KILN_E_FORMAT,
                "dtype F32 x shape [3] is 12 bytes but data_offsets span 8 bytes");
+    /* a span longer than the tensor is as wrong as a shorter one */
+    expect_bad("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,12]}}", 12, KILN_E_FORMAT,
+               "dtype F32 x shape [2] is 8 bytes but data_offsets span 12 bytes");
     expect_bad("{\"a\":{\"dtype\":\"BF16\",\"shape\":[4611686018427387904,4],\"data_offsets\":[0,8]}}", 8,
                KILN_E_FORMAT, "shape is too large");
 }

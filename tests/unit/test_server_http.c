@@ -296,12 +296,64 @@ static void test_bad_input_keeps_serving(void) {
     r = http(port, "GET", "/view?filename=escape.png", NULL, NULL);
     CHECK_EQ_INT(r.status, 404);
     reply_free(&r);
+    /* ... nor into a sibling folder whose name starts with the output folder's (a prefix is not containment) */
+    char sib[600], secret[700];
+    snprintf(sib, sizeof sib, "%s-sibling", outdir);
+    mkdir(sib, 0755);
+    snprintf(secret, sizeof secret, "%s/secret.png", sib);
+    FILE *sf = fopen(secret, "w");
+    CHECK(sf != NULL);
+    if (sf) fputs("SIBLING-SECRET", sf), fclose(sf);
+    snprintf(link, sizeof link, "%s/sib", outdir);
+    CHECK(symlink(sib, link) == 0);
+    r = http(port, "GET", "/view?filename=secret.png&subfolder=sib", NULL, NULL);
+    CHECK_EQ_INT(r.status, 404);
+    CHECK(!strstr(r.body ? r.body : "", "SIBLING-SECRET"));
+    reply_free(&r);
+    test_rm_rf(sib);
+    /* the name checks refuse by themselves (400), before realpath's containment (404) is needed: hidden files
+     * and folders that exist inside the output folder are still not served */
+    char hidden[700];
+    snprintf(hidden, sizeof hidden, "%s/.hidden.png", outdir);
+    sf = fopen(hidden, "w");
+    if (sf) fputs("HIDDEN", sf), fclose(sf);
+    snprintf(hidden, sizeof hidden, "%s/.dot", outdir);
+    mkdir(hidden, 0755);
+    snprintf(hidden, sizeof hidden, "%s/.dot/in.png", outdir);
+    sf = fopen(hidden, "w");
+    if (sf) fputs("HIDDEN", sf), fclose(sf);
+    const char *refused[] = {"/view?filename=.hidden.png", "/view?filename=in.png&subfolder=.dot",
+                             "/view?filename=in.png&subfolder=t/../.dot", "/view?filename=.."};
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        r = http(port, "GET", refused[i], NULL, NULL);
+        CHECK_MSG(r.status == 400, "%s -> %d", refused[i], r.status);
+        reply_free(&r);
+    }
+    /* a body of exactly the limit is read (and then judged on its content) */
+    char *at_limit = malloc(64 * 1024 + 1);
+    memset(at_limit, ' ', 64 * 1024);
+    at_limit[64 * 1024] = 0;
+    memcpy(at_limit, "{\"prompt\":{}}", 13);
+    r = http(port, "POST", "/prompt", at_limit, NULL);
+    CHECK_EQ_INT(r.status, 400);
+    CHECK_EQ_STR(err_type(&r), "prompt_no_outputs");
+    reply_free(&r);
+    free(at_limit);
+    /* an oversized Content-Length is answered before any of the body is sent (no waiting for it) */
+    const char head_only[] = "POST /prompt HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                             "Content-Length: 70000\r\n\r\n";
+    r = raw(port, head_only, sizeof head_only - 1);
+    CHECK_EQ_INT(r.status, 413);
+    reply_free(&r);
     /* OpenAI errors */
     r = http(port, "POST", "/v1/images/generations", "{\"n\":1}", NULL);
     CHECK_EQ_INT(r.status, 400);
     CHECK_EQ_STR(json_string_value(json_object_get(json_object_get(r.json, "error"), "param")), "prompt");
     reply_free(&r);
     r = http(port, "POST", "/v1/images/generations", "{\"prompt\":\"x\",\"n\":0}", NULL);
+    CHECK_EQ_INT(r.status, 400);
+    reply_free(&r);
+    r = http(port, "POST", "/v1/images/generations", "{\"prompt\":\"x\",\"n\":17}", NULL); /* max_batch 16 */
     CHECK_EQ_INT(r.status, 400);
     reply_free(&r);
     r = http(port, "POST", "/v1/images/generations", "{\"prompt\":\"x\",\"size\":\"99999x99999\"}", NULL);
@@ -469,7 +521,19 @@ static void test_websocket_sequence_and_interrupt(void) {
         json_decref(m);
         if (started || !m) break;
     }
-    r = http(port, "POST", "/interrupt", "{}", NULL);
+    /* an interrupt naming another prompt leaves this one running (50 steps of 100 ms: far from done) */
+    r = http(port, "POST", "/interrupt", "{\"prompt_id\":\"not-this-one\"}", NULL);
+    CHECK_EQ_INT(r.status, 200);
+    reply_free(&r);
+    usleep(600 * 1000);
+    char hist[128];
+    snprintf(hist, sizeof hist, "/history/%s", pid);
+    r = http(port, "GET", hist, NULL, NULL);
+    CHECK_MSG(r.json && json_object_size(r.json) == 0, "interrupting another id ended this job: %s", r.body);
+    reply_free(&r);
+    char target[160];
+    snprintf(target, sizeof target, "{\"prompt_id\":\"%s\"}", pid);
+    r = http(port, "POST", "/interrupt", target, NULL);
     CHECK_EQ_INT(r.status, 200);
     reply_free(&r);
     json_t *e = NULL;

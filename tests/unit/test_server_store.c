@@ -39,6 +39,10 @@ static void test_transitions_table(void) {
     CHECK(!kiln_job_transition_ok(KILN_JOB_RUNNING, KILN_JOB_CANCELLED));
     for (int f = KILN_JOB_SUCCEEDED; f < KILN_JOB_STATE_COUNT; f++)
         for (int t = 0; t < KILN_JOB_STATE_COUNT; t++) CHECK(!kiln_job_transition_ok(f, t));
+    /* final = no way out: what /history reports as done and what a waiting client stops waiting for */
+    for (int st = 0; st < KILN_JOB_STATE_COUNT; st++)
+        CHECK_MSG(kiln_job_state_final((kiln_job_state)st) == (st >= KILN_JOB_SUCCEEDED), "state %s",
+                  kiln_job_state_name((kiln_job_state)st));
     CHECK_EQ_STR(kiln_job_state_name(KILN_JOB_INTERRUPTED), "interrupted");
     CHECK_EQ_STR(kiln_job_state_name((kiln_job_state)77), "unknown");
 }
