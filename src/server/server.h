@@ -28,7 +28,10 @@ typedef struct kiln_server_config {
     const char *models_dir;  /* diffusion_models/, text_encoders/, vae/ */
     const char *output_dir;  /* SaveImage output; input/ and temp/ live beside it unless set */
     const char *input_dir;   /* uploads; default <output_dir>/../input... NULL = <output_dir>/input */
-    const char *db_path;     /* job store; NULL = <output_dir>/kiln-jobs.sqlite */
+    const char *user_dir;    /* settings and userdata (user/default/...); NULL = <parent of output_dir>/user */
+    const char *db_path;     /* job store; NULL = <user_dir>/kiln-jobs.sqlite (outside every /view folder) */
+    const char *front_end_root; /* the web frontend's static folder (ComfyUI's); NULL: kiln's own page at / */
+    const char *templates_dirs[8]; /* folders /templates/NAME is served from, first hit wins; NULL-terminated */
     const char *token;       /* NULL: no auth; else every route but /health and / needs "Bearer <token>" */
     const char *default_unet, *default_clip, *default_vae; /* OpenAI route's models; NULL = first file found */
     size_t max_body;         /* bytes; default 8 MiB */

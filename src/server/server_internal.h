@@ -45,6 +45,11 @@ bool kiln_worker_wait(kiln_worker *w, const char *id, double timeout_s);
 struct kiln_server {
     kiln_server_config cfg;
     char listen[64], models_dir[2048], output_dir[2048], input_dir[2048], temp_dir[2048], db_path[2048];
+    char user_dir[2048];     /* <user_dir>/default/ holds settings and userdata */
+    char front_end_root[2048]; /* "" = kiln's own page at / */
+    char templates_dirs[8][2048];
+    int n_templates_dirs;
+    pthread_mutex_t user_mu; /* settings read-modify-write */
     char token[256];
     char default_unet[256], default_clip[256], default_vae[256];
     struct MHD_Daemon *daemon;
@@ -60,7 +65,10 @@ struct kiln_server {
 typedef struct kiln_req {
     struct kiln_server *srv;
     struct MHD_Connection *conn;
-    const char *method, *url; /* url without the /api prefix */
+    const char *method, *url; /* url without the /api prefix (decoded by libmicrohttpd) */
+    char *raw_path;           /* the request line's path as sent (still percent-encoded, no query), no /api */
+    bool api_prefixed;        /* the URL began with /api/: never a static file */
+    bool started;             /* the access handler has seen this request */
     char *body;
     size_t body_len, body_cap;
     bool too_big;
@@ -88,6 +96,26 @@ bool kiln_routes_comfy(kiln_req *r, enum MHD_Result *res);
 bool kiln_routes_openai(kiln_req *r, enum MHD_Result *res);
 bool kiln_routes_files(kiln_req *r, enum MHD_Result *res);
 bool kiln_routes_ws(kiln_req *r, enum MHD_Result *res);
+bool kiln_routes_user(kiln_req *r, enum MHD_Result *res);   /* /settings, /users, /userdata (routes_user.c) */
+bool kiln_routes_jobs(kiln_req *r, enum MHD_Result *res);   /* /jobs (routes_jobs.c) */
+bool kiln_routes_static(kiln_req *r, enum MHD_Result *res); /* GET of the frontend's files (routes_static.c) */
+
+/* ---- paths (paths.c) ------------------------------------------------------------------------------------- */
+
+/* A relative path of plain components: no leading '/', no empty, '.' or '..' component, no '\' or control
+ * byte; components starting with '.' only when allow_dot_names. */
+bool kiln_rel_path_ok(const char *rel, bool allow_dot_names);
+/* Percent-decodes n bytes of s into out (cap bytes with the NUL); false on a bad escape, a NUL or overflow. */
+bool kiln_pct_decode(const char *s, size_t n, char *out, size_t cap);
+/* true when path resolves (symlinks followed) inside base; may_not_exist: a file about to be created, whose
+ * folder must resolve inside base. */
+bool kiln_path_inside(const char *base, const char *path, bool may_not_exist);
+bool kiln_mkdirs(const char *path);
+/* Replies with a file's bytes (fd is consumed); the content type from the name. */
+enum MHD_Result kiln_reply_file(kiln_req *r, int fd, const char *name, const char *cache_control);
+const char *kiln_content_type(const char *name);
+/* ComfyUI's plain 404 (aiohttp's "404: Not Found", text/plain). */
+enum MHD_Result kiln_reply_not_found(kiln_req *r);
 
 /* Shared by the ComfyUI and OpenAI routes: validates a graph and queues it. On failure a reply (ComfyUI shape
  * when openai is false) has been queued and false returned; on success *number and id are set. */
@@ -108,7 +136,7 @@ bool kiln_submit_job(kiln_req *r, kiln_submit *s, bool openai, enum MHD_Result *
 void kiln_uuid4(char out[37]);
 /* The queue-status message {status:{exec_info:{queue_remaining}}} broadcast on queue changes. */
 void kiln_broadcast_status(struct kiln_server *srv, const char *sid);
-/* The embedded web page. */
+/* The embedded web page (served at /kiln/, and at / when no frontend is installed). */
 extern const char kiln_web_index_html[];
 
 #endif
