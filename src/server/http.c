@@ -121,6 +121,8 @@ static bool is_openai_url(const char *url) { return !strncmp(url, "/v1/", 4); }
 
 /* ---- the access handler ------------------------------------------------------------------------------------- */
 
+#define DISCARD_MAX(limit) ((limit) < (16u << 20) ? (64u << 20) : 4 * (size_t)(limit))
+
 static enum MHD_Result too_big(kiln_req *r) {
     char msg[128];
     snprintf(msg, sizeof msg, "Request body is larger than the limit of %zu bytes", r->srv->cfg.max_body);
@@ -140,7 +142,8 @@ static enum MHD_Result dispatch(kiln_req *r) {
         return kiln_reply_json(r, 200, json_pack("{s:s}", "status", "ok"));
     bool authed = token_ok(r);
     if (authed && (kiln_routes_ws(r, &res) || kiln_routes_openai(r, &res) || kiln_routes_comfy(r, &res) ||
-                   kiln_routes_files(r, &res) || kiln_routes_user(r, &res) || kiln_routes_jobs(r, &res)))
+                   kiln_routes_files(r, &res) || kiln_routes_user(r, &res) || kiln_routes_jobs(r, &res) ||
+                   kiln_routes_info(r, &res)))
         return res;
     if (kiln_routes_static(r, &res)) return res;
     if (!authed) {
@@ -218,10 +221,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             *upload_data_size = 0;
             return MHD_YES;
         }
-        if (!r->too_big) {
+        if (r->too_big) {
+            r->discarded += *upload_data_size;
+        } else {
             size_t need;
             if (!kiln_add_size(r->body_len, *upload_data_size, &need) || need > srv->cfg.max_body) {
                 r->too_big = true;
+                r->discarded = need;
             } else {
                 if (need + 1 > r->body_cap) {
                     size_t cap = r->body_cap ? r->body_cap : 4096;
@@ -237,7 +243,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             }
         }
         *upload_data_size = 0;
-        if (r->too_big && !r->replied) return too_big(r);
+        /* A chunked body has no Content-Length to refuse up front: the rest is read and dropped so the 413 reaches
+         * the client (a reply sent while it still sends would be lost to the reset of an unread socket), up to a
+         * bound past which it is sent at once and the connection closed. */
+        if (r->too_big && !r->replied && r->discarded > DISCARD_MAX(srv->cfg.max_body)) return too_big(r);
         return MHD_YES;
     }
     if (r->replied) return MHD_YES;

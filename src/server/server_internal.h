@@ -19,7 +19,12 @@ kiln_ws_hub *kiln_ws_hub_new(void);
 void kiln_ws_hub_free(kiln_ws_hub *hub); /* closes every client */
 /* Sends {type, data} as a text frame to the clients with client_id (NULL: to every client). Steals data. */
 void kiln_ws_send(kiln_ws_hub *hub, const char *client_id, const char *type, json_t *data);
-/* The binary preview frame format is not sent yet (no previews). */
+/* A binary frame as ComfyUI sends it: u32 BE event (1 = PREVIEW_IMAGE), u32 BE format (1 JPEG, 2 PNG), bytes. */
+#define KILN_WS_PREVIEW_IMAGE 1u
+#define KILN_WS_FORMAT_JPEG 1u
+#define KILN_WS_FORMAT_PNG 2u
+void kiln_ws_send_binary(kiln_ws_hub *hub, const char *client_id, uint32_t event, uint32_t format, const uint8_t *data,
+                         size_t len);
 int kiln_ws_count(kiln_ws_hub *hub);
 /* The RFC 6455 accept value for a Sec-WebSocket-Key (28 chars + NUL). false on a bad key. */
 bool kiln_ws_accept_key(const char *key, char out[29]);
@@ -72,6 +77,7 @@ typedef struct kiln_req {
     char *body;
     size_t body_len, body_cap;
     bool too_big;
+    size_t discarded;       /* bytes of an over-limit body read and dropped */
     bool replied;
     double started_s;       /* first byte of the request seen (monotonic): bounds slow-drip bodies */
     char ws_client_id[128]; /* /ws: the clientId the upgrade handler registers */
@@ -98,6 +104,7 @@ bool kiln_routes_files(kiln_req *r, enum MHD_Result *res);
 bool kiln_routes_ws(kiln_req *r, enum MHD_Result *res);
 bool kiln_routes_user(kiln_req *r, enum MHD_Result *res);   /* /settings, /users, /userdata (routes_user.c) */
 bool kiln_routes_jobs(kiln_req *r, enum MHD_Result *res);   /* /jobs (routes_jobs.c) */
+bool kiln_routes_info(kiln_req *r, enum MHD_Result *res);   /* /features, /extensions, ... (routes_info.c) */
 bool kiln_routes_static(kiln_req *r, enum MHD_Result *res); /* GET of the frontend's files (routes_static.c) */
 
 /* ---- paths (paths.c) ------------------------------------------------------------------------------------- */

@@ -103,6 +103,12 @@ static void hook_executed(void *ctx, const char *node, json_t *ui) {
                                    "prompt_id", jr->job.id), false);
 }
 
+static void hook_image_frame(void *ctx, const char *node, const uint8_t *png, size_t len) {
+    job_run *jr = ctx;
+    (void)node;
+    kiln_ws_send_binary(jr->w->srv->hub, jr->job.client_id, KILN_WS_PREVIEW_IMAGE, KILN_WS_FORMAT_PNG, png, len);
+}
+
 static bool hook_should_stop(void *ctx) {
     job_run *jr = ctx;
     return atomic_load(&jr->w->interrupt) || atomic_load(&jr->w->stopping);
@@ -326,11 +332,13 @@ static void run_job(kiln_worker *w, job_run *jr) {
     } else {
         jr->graph = g;
         kiln_exec_env env = {.models_root = srv->cfg.models_dir, .output_dir = srv->output_dir,
+                             .temp_dir = srv->temp_dir,
                              .engine = srv->cfg.engine ? &jr->eng : NULL, .prompt_id = job->id,
                              .extra_pnginfo = json_object_get(json_object_get(req, "extra_data"), "extra_pnginfo"),
                              .engine_ms = &engine_ms, .peak_memory_bytes = &peak_bytes};
         kiln_exec_hooks hooks = {.ctx = jr, .executing = hook_executing, .progress = hook_progress,
-                                 .executed = hook_executed, .should_stop = hook_should_stop};
+                                 .executed = hook_executed, .should_stop = hook_should_stop,
+                                 .image_frame = hook_image_frame};
         s = kiln_graph_execute(g, &env, &hooks, &outputs, failed, &err);
     }
     json_decref(errors);
@@ -344,7 +352,6 @@ static void run_job(kiln_worker *w, job_run *jr) {
         int64_t t = now_ms();
         if (s == KILN_OK) {
             final = KILN_JOB_SUCCEEDED;
-            emit(jr, "executing", json_pack("{s:n, s:n, s:s}", "node", "display_node", "prompt_id", job->id), false);
             /* "kiln" is an extension ComfyUI clients ignore: what the engine measured for this prompt, and for a
              * job that shared a forward, that forward's image count and the other jobs in it */
             json_t *ext = json_pack("{s:f, s:I}", "engine_ms", engine_ms, "peak_memory_bytes", (json_int_t)peak_bytes);
@@ -379,6 +386,9 @@ static void run_job(kiln_worker *w, job_run *jr) {
         free(msg_txt);
         free(err_txt);
         json_decref(error);
+        /* ComfyUI's order: execution_success (or _error, _interrupted), the history row committed, and only then
+         * executing {node: null} - a client that reads /history on that message finds the job there */
+        emit(jr, "executing", json_pack("{s:n, s:n, s:s}", "node", "display_node", "prompt_id", job->id), false);
         log_info("serve: job %s %s%s%s", job->id, kiln_job_state_name(final), s ? ": " : "", s ? err.msg : "");
     }
     json_decref(outputs);
