@@ -51,7 +51,7 @@ static enum MHD_Result reply_buffer(kiln_req *r, unsigned status, const char *ty
 }
 
 enum MHD_Result kiln_reply_json(kiln_req *r, unsigned status, json_t *body) {
-    char *txt = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    char *txt = body ? json_dumps(body, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
     json_decref(body);
     if (!txt) {
         txt = strdup("{\"error\":{\"type\":\"server_error\",\"message\":\"out of memory\"}}");
