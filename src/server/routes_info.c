@@ -4,6 +4,7 @@
  *   GET /features              {supports_preview_metadata, max_upload_size}
  *   GET /i18n                  {} (custom nodes' translations)
  *   GET /workflow_templates    {} (custom nodes' example workflows)
+ *   GET /global_subgraphs      {} (subgraph blueprints of custom nodes)
  *   GET /extensions            every .js file under extensions/ of the front-end root ("/extensions/...")
  *   GET /embeddings            []
  *   GET /experiment/models     [{name, folders}]        GET /experiment/models/{folder}  [{name, pathIndex, ...}]
@@ -129,7 +130,7 @@ bool kiln_routes_info(kiln_req *r, enum MHD_Result *res) {
     if (!strcmp(u, "/features"))
         *res = kiln_reply_json(r, 200, json_pack("{s:b, s:I}", "supports_preview_metadata", 0, "max_upload_size",
                                                  (json_int_t)r->srv->cfg.max_body));
-    else if (!strcmp(u, "/i18n") || !strcmp(u, "/workflow_templates"))
+    else if (!strcmp(u, "/i18n") || !strcmp(u, "/workflow_templates") || !strcmp(u, "/global_subgraphs"))
         *res = kiln_reply_json(r, 200, json_object());
     else if (!strcmp(u, "/extensions"))
         *res = kiln_reply_json(r, 200, extensions(r->srv));

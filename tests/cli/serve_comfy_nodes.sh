@@ -1,11 +1,21 @@
 #!/usr/bin/env bash
-# serve_comfy_nodes.sh - graphs as the frontend and shared API graphs send them: Primitive* nodes feeding widget
+# serve_comfy_nodes.sh - graphs as the frontend and shared API graphs send them: the official klein template's
+# API-format export from the frontend (committed test data) through plain /prompt, Primitive* nodes feeding widget
 # inputs, PreviewImage (temp outputs), literals coerced as ComfyUI coerces them (numeric strings, 64.0, seeds
 # up to 2^64-1), an upper-case prompt id; and uploads: a '"' in a filename is refused, an over-limit chunked
 # body gets a 413. ~10 s.
 source "$(dirname "$0")/lib/serve_common.bash"
 make_models
+cp "$MODELS/diffusion_models/flux-2-klein-4b.safetensors" "$MODELS/diffusion_models/flux-2-klein-base-4b.safetensors"
 start_server --max-body 65536 --batch-images 1
+
+# the official klein template as the frontend exports it (graphToPrompt; serve_frontend_chromium.sh checks the
+# export still equals this file), through plain /prompt: both subgraphs, Primitive nodes, 64x64, 1 step
+graph_body flux2_klein_t2i_official_frontend_api.json >"$SCRATCH/req"
+expect_status 200 "POST /prompt (the frontend's export of the official template)" -d @"$SCRATCH/req" "$(url /prompt)"
+PT=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['prompt_id'])" "$SCRATCH/body")
+wait_history "$PT" || fail "template export never finished"
+json_check "template export: both SaveImage outputs, 64x64 PNGs" "j['$PT']['status']['status_str'] == 'success' and sorted(j['$PT']['outputs']) == ['78', '9']"
 PID=$(python3 -c "import uuid; print(str(uuid.uuid4()).upper())")
 graph_body flux2_klein_t2i_template_api.json "
 g['p1'] = {'class_type': 'PrimitiveInt', 'inputs': {'value': '64'}}
