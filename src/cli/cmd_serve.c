@@ -19,6 +19,7 @@ static void usage(FILE *out) {
             "usage: kiln serve [--listen ADDR] [--port N] --models DIR --output DIR [--token T]\n"
             "                  [--database FILE] [--user-dir DIR] [--input DIR] [--unet NAME] [--clip NAME] [--vae NAME]\n"
             "                  [--front-end-root DIR|none] [--templates-root DIR]... [--python PY]\n"
+            "                  [--preview-method none|latent2rgb]\n"
             "                  [--max-queue N] [--max-body BYTES] [--max-side N] [--max-batch N] [--max-steps N]\n"
             "                  [--timeout S] [--port-file FILE] [--device cpu|cuda|cuda:N] [--batch-images N]\n\n"
             "Serves the ComfyUI API (/prompt, /history, /view, /ws, ... also under /api) and the OpenAI images API\n"
@@ -29,6 +30,7 @@ static void usage(FILE *out) {
             "folder of the comfyui-frontend-package that PY (--python, default python3) imports, and the templates of\n"
             "its comfyui-workflow-templates packages at /templates/; 'none' or no package: kiln's own page at /.\n"
             "kiln's own page is always at /kiln/.\n"
+            "--preview-method latent2rgb: a JPEG preview of the latent after each step on /ws (default none).\n"
             "Binds 127.0.0.1:8188 by default; --port 0 picks a free port (written to --port-file if given).\n"
             "--token T: every route except / and /health needs 'Authorization: Bearer T'.\n"
             "--batch-images N: compatible queued jobs share one forward of up to N images (default 4; 1 = off).\n");
@@ -126,6 +128,8 @@ int kiln_cmd_serve(int argc, char **argv) {
             front_given = true;
         } else if (!strcmp(a, "--templates-root") && n_templates < 8) cfg.templates_dirs[n_templates++] = v;
         else if (!strcmp(a, "--python")) python = v;
+        else if (!strcmp(a, "--preview-method") && (!strcmp(v, "none") || !strcmp(v, "latent2rgb")))
+            cfg.preview_method = strcmp(v, "none") ? KILN_PREVIEW_LATENT2RGB : KILN_PREVIEW_NONE;
         else if (!strcmp(a, "--token")) cfg.token = v;
         else if (!strcmp(a, "--unet")) cfg.default_unet = v;
         else if (!strcmp(a, "--clip")) cfg.default_clip = v;

@@ -78,6 +78,9 @@ typedef struct kiln_exec_hooks {
     bool (*should_stop)(void *ctx);                               /* polled between nodes and steps */
     /* SaveImageWebsocket: one encoded image (PNG) for the prompt's client, sent while node_id is executing */
     void (*image_frame)(void *ctx, const char *node_id, const uint8_t *png, size_t len);
+    /* Optional live preview: after each denoising step, image 0's latent tokens [h16*w16, 128] (engine.h);
+     * NULL: the engine downloads no latent. */
+    void (*latent_preview)(void *ctx, const char *node_id, const float *latent, int h16, int w16);
 } kiln_exec_hooks;
 
 typedef struct kiln_exec_env {

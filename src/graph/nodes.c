@@ -178,6 +178,12 @@ static bool on_step(void *ctx, int step, int n_steps) {
     return !(h && h->should_stop && h->should_stop(h->ctx));
 }
 
+static void on_latent(void *ctx, const float *latent, int h16, int w16) {
+    progress_ctx *pc = ctx;
+    const kiln_exec_hooks *h = pc->ex->hooks;
+    h->latent_preview(h->ctx, pc->node, latent, h16, w16);
+}
+
 int kiln_node_vae_decode(kiln_exec *ex, const char *id, kiln_value *const *in, kiln_value *out) {
     const kiln_latent *r = &in[0]->latent;
     if (!r->sampled)
@@ -190,6 +196,7 @@ int kiln_node_vae_decode(kiln_exec *ex, const char *id, kiln_value *const *in, k
         .negative_prompt = r->negative, .width = r->width, .height = r->height, .steps = r->steps,
         .batch = r->batch, .seed = r->seed, .cfg = (float)r->cfg, .sampler = r->sampler,
         .request_id = ex->env->prompt_id,
+        .latent = ex->hooks && ex->hooks->latent_preview ? on_latent : NULL,
     };
     progress_ctx pc = {ex, r->sampler_node};
     kiln_gen_images imgs = {0};

@@ -22,6 +22,8 @@
 #include "graph/engine.h"
 #include "graph/graph.h"
 
+enum { KILN_PREVIEW_NONE = 0, KILN_PREVIEW_LATENT2RGB = 1 };
+
 typedef struct kiln_server_config {
     const char *listen;      /* address to bind; default "127.0.0.1" */
     int port;                /* 0 = pick a free port (see kiln_server_port) */
@@ -40,6 +42,7 @@ typedef struct kiln_server_config {
     int request_timeout_s;   /* how long an OpenAI request waits for its job; default 600 */
     int batch_images;        /* compatible queued jobs share one forward of at most this many images; default 4,
                               * 1 = one job at a time (worker.c) */
+    int preview_method;      /* KILN_PREVIEW_NONE (default) | KILN_PREVIEW_LATENT2RGB: JPEG previews on /ws */
     kiln_graph_limits limits;
     kiln_gen_engine *engine;
 } kiln_server_config;

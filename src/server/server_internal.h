@@ -107,6 +107,13 @@ bool kiln_routes_jobs(kiln_req *r, enum MHD_Result *res);   /* /jobs (routes_job
 bool kiln_routes_info(kiln_req *r, enum MHD_Result *res);   /* /features, /extensions, ... (routes_info.c) */
 bool kiln_routes_static(kiln_req *r, enum MHD_Result *res); /* GET of the frontend's files (routes_static.c) */
 
+/* ---- previews (preview.c) ---------------------------------------------------------------------------- */
+
+/* RGB8 [2*h16, 2*w16] from the DiT's latent tokens [h16*w16, 128] (kiln_malloc'd; NULL when out of memory). */
+uint8_t *kiln_preview_latent2rgb(const float *tokens, int h16, int w16, int *width, int *height);
+/* JPEG of an RGB8 image; *out from kiln_malloc. */
+bool kiln_jpeg_encode(const uint8_t *rgb, int width, int height, int quality, uint8_t **out, size_t *len);
+
 /* ---- paths (paths.c) ------------------------------------------------------------------------------------- */
 
 /* A relative path of plain components: no leading '/', no empty, '.' or '..' component, no '\' or control
