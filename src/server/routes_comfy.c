@@ -19,7 +19,7 @@ static bool uuid_ok(const char *s) {
         char c = s[i];
         if (i == 8 || i == 13 || i == 18 || i == 23) {
             if (c != '-') return false;
-        } else if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) {
+        } else if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'))) {
             return false;
         }
     }
