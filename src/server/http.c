@@ -168,7 +168,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn) {
     r->srv = cls;
     size_t n = strcspn(uri ? uri : "", "?#");
     if (n > 8192) n = 8192;
-    if ((r->raw_path = kiln_malloc(n + 1))) {
+    if ((r->raw_path = kiln_malloc(n + 2))) { /* room for "/" when the path is empty ("/api" or none) */
         memcpy(r->raw_path, uri, n);
         r->raw_path[n] = 0;
     }
