@@ -115,6 +115,10 @@ typedef struct kiln_progress {
     int step, n_steps;        /* denoising: steps done so far (0..n_steps); other stages: 0 and 0 */
     double elapsed_s;         /* since kiln_generate started */
     double eta_s;             /* estimated seconds left; < 0 when unknown */
+    /* After a denoising step of a request with latent_preview set: image 0's latent, [h16*w16, 128] tokens
+     * (patchified 2x2, batch-normalised, as the DiT sees it), host memory valid during the call. Else NULL. */
+    const float *latent;
+    int latent_h16, latent_w16;
 } kiln_progress;
 
 /* Called at every stage start and after every denoising step. Return false to cancel the request
@@ -150,6 +154,7 @@ typedef struct kiln_request {
     const char *tag;          /* recorded in the perf dump; NULL = "" */
     kiln_progress_fn progress;
     void *progress_ctx;
+    bool latent_preview;      /* hand the progress callback image 0's latent after each step (one download) */
 } kiln_request;
 
 kiln_request kiln_request_default(void);

@@ -10,6 +10,7 @@ packages=(
   libssl-dev                               # SHA-256 via libcrypto
   libpcre2-dev libutf8proc-dev             # tokenizer: pre-tokenizer regex, NFC
   libpng-dev libspng-dev                   # PNG output
+  libjpeg-dev                              # JPEG live previews on the websocket (libjpeg-turbo)
   libsqlite3-dev                           # durable job queue
   libmicrohttpd-dev                        # HTTP server
   libcurl4-openssl-dev                     # HTTP client (kiln bench against a ComfyUI-API server)

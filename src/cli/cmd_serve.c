@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "base/log.h"
@@ -16,14 +17,77 @@ static void on_signal(int sig) { stop_requested = sig; }
 static void usage(FILE *out) {
     fprintf(out,
             "usage: kiln serve [--listen ADDR] [--port N] --models DIR --output DIR [--token T]\n"
-            "                  [--db FILE] [--input DIR] [--unet NAME] [--clip NAME] [--vae NAME]\n"
+            "                  [--database FILE] [--user-dir DIR] [--input DIR] [--unet NAME] [--clip NAME] [--vae NAME]\n"
+            "                  [--front-end-root DIR|none] [--templates-root DIR]... [--python PY]\n"
+            "                  [--preview-method none|latent2rgb]\n"
             "                  [--max-queue N] [--max-body BYTES] [--max-side N] [--max-batch N] [--max-steps N]\n"
             "                  [--timeout S] [--port-file FILE] [--device cpu|cuda|cuda:N] [--batch-images N]\n\n"
             "Serves the ComfyUI API (/prompt, /history, /view, /ws, ... also under /api) and the OpenAI images API\n"
-            "(/v1/images/generations, /v1/models) from one durable job queue (SQLite, <output>/kiln-jobs.sqlite).\n"
+            "(/v1/images/generations, /v1/models) from one durable job queue (SQLite; --database, default\n"
+            "<user-dir>/kiln-jobs.sqlite, outside the output folder). --user-dir (default user/ beside the output\n"
+            "folder) holds the web frontend's settings and saved workflows (user/default/).\n"
+            "The web frontend: --front-end-root DIR serves ComfyUI's frontend from DIR; by default the `static`\n"
+            "folder of the comfyui-frontend-package that PY (--python, default python3) imports, and the templates of\n"
+            "its comfyui-workflow-templates packages at /templates/; 'none' or no package: kiln's own page at /.\n"
+            "kiln's own page is always at /kiln/.\n"
+            "--preview-method latent2rgb: a JPEG preview of the latent after each step on /ws (default none).\n"
             "Binds 127.0.0.1:8188 by default; --port 0 picks a free port (written to --port-file if given).\n"
             "--token T: every route except / and /health needs 'Authorization: Bearer T'.\n"
             "--batch-images N: compatible queued jobs share one forward of up to N images (default 4; 1 = off).\n");
+}
+
+/* Asks python for the installed frontend's static folder and the workflow templates' folders, found the way
+ * ComfyUI finds them (the importable packages comfyui_frontend_package and comfyui_workflow_templates_*).
+ * Lines "F dir" and "T dir"; nothing when python or the packages are missing. */
+static const char locate_py[] =
+    "import importlib.util as u, os, pkgutil\n"
+    "def d(n):\n"
+    "    try: s = u.find_spec(n)\n"
+    "    except Exception: return None\n"
+    "    return list(s.submodule_search_locations)[0] if s and s.submodule_search_locations else None\n"
+    "f = d('comfyui_frontend_package')\n"
+    "if f and os.path.isdir(os.path.join(f, 'static')): print('F', os.path.join(f, 'static'))\n"
+    "names = sorted(m.name for m in pkgutil.iter_modules() if m.name.startswith('comfyui_workflow_templates_'))\n"
+    "for n in sorted(names, key=lambda n: n != 'comfyui_workflow_templates_json')[:8]:\n"
+    "    p = d(n)\n"
+    "    if p and os.path.isdir(os.path.join(p, 'templates')): print('T', os.path.join(p, 'templates'))\n";
+
+typedef struct located {
+    char front[2048];
+    char templates[8][2048];
+    int n_templates;
+} located;
+
+static void locate_frontend(const char *python, located *out) {
+    memset(out, 0, sizeof *out);
+    int fds[2];
+    if (pipe(fds) != 0) return;
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        return;
+    }
+    if (pid == 0) {
+        dup2(fds[1], 1);
+        close(fds[0]);
+        close(fds[1]);
+        execlp(python, python, "-c", locate_py, (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    FILE *f = fdopen(fds[0], "r");
+    char line[2100];
+    while (f && fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = 0;
+        if (!strncmp(line, "F ", 2)) snprintf(out->front, sizeof out->front, "%s", line + 2);
+        else if (!strncmp(line, "T ", 2) && out->n_templates < 8)
+            snprintf(out->templates[out->n_templates++], sizeof out->templates[0], "%s", line + 2);
+    }
+    if (f) fclose(f);
+    else close(fds[0]);
+    int st;
+    waitpid(pid, &st, 0);
 }
 
 static bool int_arg(const char *s, long lo, long hi, long *out) {
@@ -36,7 +100,9 @@ static bool int_arg(const char *s, long lo, long hi, long *out) {
 
 int kiln_cmd_serve(int argc, char **argv) {
     kiln_server_config cfg = kiln_server_config_default();
-    const char *port_file = NULL, *device = NULL;
+    const char *port_file = NULL, *device = NULL, *python = "python3";
+    int n_templates = 0;
+    bool front_given = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -55,7 +121,15 @@ int kiln_cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--models")) cfg.models_dir = v;
         else if (!strcmp(a, "--output")) cfg.output_dir = v;
         else if (!strcmp(a, "--input")) cfg.input_dir = v;
-        else if (!strcmp(a, "--db")) cfg.db_path = v;
+        else if (!strcmp(a, "--db") || !strcmp(a, "--database")) cfg.db_path = v;
+        else if (!strcmp(a, "--user-dir")) cfg.user_dir = v;
+        else if (!strcmp(a, "--front-end-root")) {
+            cfg.front_end_root = strcmp(v, "none") ? v : NULL;
+            front_given = true;
+        } else if (!strcmp(a, "--templates-root") && n_templates < 8) cfg.templates_dirs[n_templates++] = v;
+        else if (!strcmp(a, "--python")) python = v;
+        else if (!strcmp(a, "--preview-method") && (!strcmp(v, "none") || !strcmp(v, "latent2rgb")))
+            cfg.preview_method = strcmp(v, "none") ? KILN_PREVIEW_LATENT2RGB : KILN_PREVIEW_NONE;
         else if (!strcmp(a, "--token")) cfg.token = v;
         else if (!strcmp(a, "--unet")) cfg.default_unet = v;
         else if (!strcmp(a, "--clip")) cfg.default_clip = v;
@@ -84,6 +158,11 @@ int kiln_cmd_serve(int argc, char **argv) {
         fprintf(stderr, "kiln serve: --token must not be empty\n");
         return 2;
     }
+    located found;
+    memset(&found, 0, sizeof found);
+    if (!front_given || !n_templates) locate_frontend(python, &found);
+    if (!front_given && found.front[0]) cfg.front_end_root = found.front;
+    for (int i = 0; !n_templates && i < found.n_templates; i++) cfg.templates_dirs[i] = found.templates[i];
     kiln_err err = {0};
     kiln_gen_engine *engine = kiln_server_engine_new(device);
     if (!engine) {
@@ -100,6 +179,8 @@ int kiln_cmd_serve(int argc, char **argv) {
     int port = kiln_server_port(srv);
     fprintf(stderr, "kiln serve: listening on http://%s:%d (models %s, output %s, device %s)\n", cfg.listen, port,
             cfg.models_dir ? cfg.models_dir : "(none)", cfg.output_dir, device ? device : "cpu");
+    fprintf(stderr, "kiln serve: web frontend %s%s\n", cfg.front_end_root ? cfg.front_end_root : "kiln's own page",
+            cfg.front_end_root ? " (kiln's page at /kiln/)" : "");
     if (port_file) {
         FILE *f = fopen(port_file, "w");
         if (f) {

@@ -26,6 +26,9 @@ typedef struct kiln_gen_params {
     float cfg;
     const char *sampler; /* "euler" */
     const char *request_id;
+    /* Optional: after each step, image 0's latent (kiln_progress.latent's layout) for a live preview; called
+     * with the progress context. NULL: no latent is downloaded. */
+    void (*latent)(void *pctx, const float *latent, int h16, int w16);
 } kiln_gen_params;
 
 typedef struct kiln_gen_images {

@@ -29,5 +29,8 @@ int kiln_node_ksampler(kiln_exec *ex, const char *id, kiln_value *const *in, kil
 int kiln_node_vae_decode(kiln_exec *ex, const char *id, kiln_value *const *in, kiln_value *out);
 int kiln_node_pixelize(kiln_exec *ex, const char *id, kiln_value *const *in, kiln_value *out);
 int kiln_node_save_image(kiln_exec *ex, const char *id, kiln_value *const *in, kiln_value *out);
+int kiln_node_primitive(kiln_exec *ex, const char *id, kiln_value *const *in, kiln_value *out);
+int kiln_node_preview_image(kiln_exec *ex, const char *id, kiln_value *const *in, kiln_value *out);
+int kiln_node_save_image_websocket(kiln_exec *ex, const char *id, kiln_value *const *in, kiln_value *out);
 
 #endif

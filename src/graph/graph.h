@@ -77,11 +77,17 @@ typedef struct kiln_exec_hooks {
     void (*executed)(void *ctx, const char *node_id, json_t *ui); /* ui: {"images":[...]} (borrowed) */
     bool (*should_stop)(void *ctx);                               /* polled between nodes and steps */
     void (*warning)(void *ctx, const char *node_id, const char *text); /* optional: the engine's warnings */
+    /* SaveImageWebsocket: one encoded image (PNG) for the prompt's client, sent while node_id is executing */
+    void (*image_frame)(void *ctx, const char *node_id, const uint8_t *png, size_t len);
+    /* Optional live preview: after each denoising step, image 0's latent tokens [h16*w16, 128] (engine.h);
+     * NULL: the engine downloads no latent. */
+    void (*latent_preview)(void *ctx, const char *node_id, const float *latent, int h16, int w16);
 } kiln_exec_hooks;
 
 typedef struct kiln_exec_env {
     const char *models_root;
     const char *output_dir;  /* SaveImage writes under it */
+    const char *temp_dir;    /* PreviewImage writes under it (type "temp"); NULL = no previews saved */
     kiln_gen_engine *engine;
     const char *prompt_id;
     json_t *extra_pnginfo;   /* borrowed, may be NULL: written as PNG text chunks beside the prompt */
@@ -96,6 +102,17 @@ typedef struct kiln_exec_env {
  * node that failed, "" otherwise. KILN_E_CANCELLED when should_stop asked to stop. */
 kiln_status kiln_graph_execute(const kiln_graph *g, const kiln_exec_env *env, const kiln_exec_hooks *hooks,
                                json_t **outputs, char *failed_node, kiln_err *err);
+
+/* ---- literal coercion (coerce.c): ComfyUI's int()/float()/str()/bool() of a widget value ---------------- */
+
+/* INT: *bits the value (beyond INT64_MAX: its uint64 bits), *value the same as a long double for range checks. */
+bool kiln_coerce_int(json_t *v, int64_t *bits, long double *value);
+bool kiln_coerce_float(json_t *v, double *out);
+char *kiln_coerce_string(json_t *v); /* kiln_malloc'd; NULL when v has no string form */
+bool kiln_coerce_bool(json_t *v, bool *out);
+/* A copy of a JSON text whose integer literals beyond int64 are quoted (jansson cannot hold them; the INT
+ * coercion reads them back); NULL when there is none (or out of memory: then parse the original). */
+char *kiln_graph_quote_big_ints(const char *body, size_t len, size_t *out_len);
 
 /* ---- /object_info ------------------------------------------------------------------------------------------ */
 

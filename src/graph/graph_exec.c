@@ -20,22 +20,42 @@ static void order_visit(const kiln_graph *g, int n, signed char *state, int *ord
 static kiln_status literal_value(const kiln_node_input *in, json_t *v, kiln_value *out, kiln_err *err) {
     memset(out, 0, sizeof *out);
     const char *t = in->type;
+    bool ok = true;
     if (!strcmp(t, "INT")) {
         out->kind = KILN_V_INT;
-        out->i = !v ? (int64_t)in->def : json_is_integer(v) ? (int64_t)json_integer_value(v) : (int64_t)json_real_value(v);
+        long double x;
+        if (!v) out->i = (int64_t)in->def;
+        else ok = kiln_coerce_int(v, &out->i, &x);
     } else if (!strcmp(t, "FLOAT")) {
         out->kind = KILN_V_FLOAT;
-        out->f = !v ? in->def : json_number_value(v);
+        if (!v) out->f = in->def;
+        else ok = kiln_coerce_float(v, &out->f);
     } else if (!strcmp(t, "BOOLEAN")) {
         out->kind = KILN_V_BOOL;
-        out->i = !v ? in->def != 0 : json_is_true(v);
+        bool b = in->def != 0;
+        if (v) ok = kiln_coerce_bool(v, &b);
+        out->i = b;
     } else if (!strcmp(t, "STRING") || !strcmp(t, "COMBO")) {
         out->kind = KILN_V_STRING;
-        const char *s = v ? json_string_value(v) : in->def_str;
-        if (!(out->str = kiln_strdup(s ? s : ""))) return KILN_FAIL(err, KILN_E_NOMEM, "out of memory");
+        out->str = v ? kiln_coerce_string(v) : kiln_strdup(in->def_str ? in->def_str : "");
+        if (!out->str) return KILN_FAIL(err, KILN_E_NOMEM, "input %s: out of memory or not a string", in->name);
     } else {
         return KILN_FAIL(err, KILN_E_INTERNAL, "input %s of type %s has no link", in->name, t);
     }
+    if (!ok) return KILN_FAIL(err, KILN_E_INVALID, "input %s: not a %s value", in->name, t);
+    return KILN_OK;
+}
+
+/* A widget input fed by a link (a Primitive node): validation could not see the value, so its bounds are
+ * checked here, before the node runs. */
+static kiln_status check_linked(const char *node, const kiln_node_input *in, const kiln_value *v, kiln_err *err) {
+    long double x;
+    if (!strcmp(in->type, "INT") && v->kind == KILN_V_INT) x = (long double)v->i;
+    else if (!strcmp(in->type, "FLOAT") && (v->kind == KILN_V_FLOAT || v->kind == KILN_V_INT)) x = v->kind == KILN_V_INT ? (long double)v->i : v->f;
+    else return KILN_OK;
+    if (x < (long double)in->min || x > (long double)in->max)
+        return KILN_FAIL(err, KILN_E_INVALID, "node %s input %s: linked value %Lg outside [%g, %g]", node, in->name, x,
+                         in->min, in->max);
     return KILN_OK;
 }
 
@@ -72,6 +92,7 @@ kiln_status kiln_graph_execute(const kiln_graph *g, const kiln_exec_env *env, co
         for (size_t i = 0; i < ni && s == KILN_OK; i++) {
             if (node->link_node[i] >= 0) {
                 in[i] = &vals[(size_t)node->link_node[i] * KILN_NODE_MAX_OUTPUTS + (size_t)node->link_output[i]];
+                s = check_linked(node->id, &node->cls->inputs[i], in[i], err);
             } else {
                 s = literal_value(&node->cls->inputs[i], json_object_get(node->inputs, node->cls->inputs[i].name),
                                   &literals[i], err);
@@ -108,7 +129,8 @@ static json_t *input_spec(const kiln_node_input *in, const char *models_root) {
     if (!strcmp(in->type, "INT")) {
         json_object_set_new(opts, "default", json_integer((json_int_t)in->def));
         json_object_set_new(opts, "min", json_integer((json_int_t)in->min));
-        json_object_set_new(opts, "max", json_integer((json_int_t)in->max));
+        /* 2^64-1 (seeds) does not fit a JSON int64: written as a number all the same */
+        json_object_set_new(opts, "max", in->max > 9.2e18 ? json_real(in->max) : json_integer((json_int_t)in->max));
         json_object_set_new(opts, "step", json_integer((json_int_t)in->step));
     } else if (!strcmp(in->type, "FLOAT")) {
         json_object_set_new(opts, "default", json_real(in->def));

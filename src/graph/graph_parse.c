@@ -116,13 +116,12 @@ static void validate_literal(vstate *vs, int node, const kiln_node_class *c, con
     const char *t = in->type;
     if (!strcmp(t, "INT") || !strcmp(t, "FLOAT")) {
         bool is_int = !strcmp(t, "INT");
-        double x;
-        if (json_is_integer(v))
-            x = (double)json_integer_value(v);
-        else if (json_is_real(v) && isfinite(json_real_value(v)) && (!is_int || json_real_value(v) ==
-                                                                                    floor(json_real_value(v))))
-            x = json_real_value(v);
-        else {
+        long double x;
+        int64_t bits;
+        double d;
+        bool conv = is_int ? kiln_coerce_int(v, &bits, &x) : kiln_coerce_float(v, &d);
+        if (!is_int) x = d;
+        if (!conv) {
             char *txt = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
             snprintf(details, sizeof details, "%s, %.200s", in->name, txt ? txt : "?");
             free(txt);
@@ -132,31 +131,34 @@ static void validate_literal(vstate *vs, int node, const kiln_node_class *c, con
             return;
         }
         double mx = input_max(vs, c, in);
-        if (x < in->min) {
+        if (x < (long double)in->min) {
             char msg[128];
-            snprintf(msg, sizeof msg, "Value %g smaller than min of %g", x, in->min);
+            snprintf(msg, sizeof msg, "Value %Lg smaller than min of %g", x, in->min);
             snprintf(details, sizeof details, "%s", in->name);
             input_error(vs, node, "value_smaller_than_min", msg, details, in->name,
-                        json_pack("{s:f, s:f}", "received_value", x, "min", in->min));
-        } else if (x > mx) {
+                        json_pack("{s:f, s:f}", "received_value", (double)x, "min", in->min));
+        } else if (x > (long double)mx) {
             char msg[128];
-            snprintf(msg, sizeof msg, "Value %g bigger than max of %g", x, mx);
+            snprintf(msg, sizeof msg, "Value %Lg bigger than max of %g", x, mx);
             snprintf(details, sizeof details, "%s", in->name);
             input_error(vs, node, "value_bigger_than_max", msg, details, in->name,
-                        json_pack("{s:f, s:f}", "received_value", x, "max", mx));
+                        json_pack("{s:f, s:f}", "received_value", (double)x, "max", mx));
         }
         return;
     }
     if (!strcmp(t, "STRING")) {
-        if (!json_is_string(v)) {
+        char *str = kiln_coerce_string(v);
+        if (!str) {
             snprintf(details, sizeof details, "%s", in->name);
             input_error(vs, node, "invalid_input_type", "Failed to convert an input value to a STRING value",
                         details, in->name, NULL);
         }
+        kiln_free(str);
         return;
     }
     if (!strcmp(t, "BOOLEAN")) {
-        if (!json_is_boolean(v)) {
+        bool b;
+        if (!kiln_coerce_bool(v, &b)) {
             snprintf(details, sizeof details, "%s", in->name);
             input_error(vs, node, "invalid_input_type", "Failed to convert an input value to a BOOLEAN value",
                         details, in->name, NULL);
@@ -187,8 +189,10 @@ static void validate_node_limits(vstate *vs, int node) {
     const kiln_graph_node *n = &vs->g->nodes[node];
     if (strcmp(n->cls->name, "EmptyFlux2LatentImage") != 0 || vs->lim->max_pixels <= 0) return;
     json_t *w = json_object_get(n->inputs, "width"), *h = json_object_get(n->inputs, "height");
-    if (!json_is_integer(w) || !json_is_integer(h)) return;
-    int64_t px = (int64_t)json_integer_value(w) * (int64_t)json_integer_value(h);
+    int64_t wi, hi;
+    long double wx, hx;
+    if (!kiln_coerce_int(w, &wi, &wx) || !kiln_coerce_int(h, &hi, &hx) || wx > 1e6L || hx > 1e6L) return;
+    int64_t px = wi * hi;
     if (px > vs->lim->max_pixels) {
         char msg[160];
         snprintf(msg, sizeof msg, "Image of %lld pixels is bigger than the server's limit of %lld pixels",

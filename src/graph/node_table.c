@@ -15,7 +15,8 @@ static const char *const samplers[] = {"euler", NULL};
  * KSampler wiring and mean that schedule. */
 static const char *const schedulers[] = {"simple", "normal", NULL};
 
-#define SEED_MAX 9007199254740991.0 /* 2^53 - 1: every seed a JSON number carries exactly */
+#define SEED_MAX 18446744073709551615.0 /* 2^64 - 1, ComfyUI's seed maximum (coerce.c reads it exactly) */
+#define PRIM_MAX 9223372036854775807.0  /* sys.maxsize, ComfyUI's Primitive bounds */
 
 #define LINK(n, t) {.name = (n), .type = (t), .model_kind = KILN_NO_MODEL_KIND}
 #define INT_IN(n, lo, hi, st, d) {.name = (n), .type = "INT", .min = (lo), .max = (hi), .step = (st), .def = (d), \
@@ -97,6 +98,34 @@ static const kiln_node_class classes[] = {
      .description = "Box-average downscale by an integer factor, then nearest-neighbour upscale back.",
      .inputs = {LINK("image", "IMAGE"), INT_IN("factor", 1, 256, 1, 4)},
      .outputs = {"IMAGE"}, .output_names = {"IMAGE"}, .eval = kiln_node_pixelize},
+    {.name = "PrimitiveInt", .display_name = "Int", .category = "utils/primitive",
+     .description = "An integer value for other nodes' inputs.",
+     .inputs = {INT_IN("value", -PRIM_MAX, PRIM_MAX, 1, 0)},
+     .outputs = {"INT"}, .output_names = {"INT"}, .eval = kiln_node_primitive},
+    {.name = "PrimitiveFloat", .display_name = "Float", .category = "utils/primitive",
+     .description = "A number for other nodes' inputs.",
+     .inputs = {FLOAT_IN("value", -PRIM_MAX, PRIM_MAX, 0.1, 0.0)},
+     .outputs = {"FLOAT"}, .output_names = {"FLOAT"}, .eval = kiln_node_primitive},
+    {.name = "PrimitiveString", .display_name = "String", .category = "utils/primitive",
+     .description = "A line of text for other nodes' inputs.",
+     .inputs = {{.name = "value", .type = "STRING", .def_str = "", .model_kind = KILN_NO_MODEL_KIND}},
+     .outputs = {"STRING"}, .output_names = {"STRING"}, .eval = kiln_node_primitive},
+    {.name = "PrimitiveStringMultiline", .display_name = "String (Multiline)", .category = "utils/primitive",
+     .description = "Text for other nodes' inputs.",
+     .inputs = {{.name = "value", .type = "STRING", .multiline = true, .def_str = "", .model_kind = KILN_NO_MODEL_KIND}},
+     .outputs = {"STRING"}, .output_names = {"STRING"}, .eval = kiln_node_primitive},
+    {.name = "PrimitiveBoolean", .display_name = "Boolean", .category = "utils/primitive",
+     .description = "A true/false value for other nodes' inputs.",
+     .inputs = {{.name = "value", .type = "BOOLEAN", .def = 0, .model_kind = KILN_NO_MODEL_KIND}},
+     .outputs = {"BOOLEAN"}, .output_names = {"BOOLEAN"}, .eval = kiln_node_primitive},
+    {.name = "PreviewImage", .display_name = "Preview Image", .category = "image",
+     .description = "Saves the images as temporary PNGs (type temp) for the frontend to show.",
+     .inputs = {LINK("images", "IMAGE")},
+     .output_node = true, .eval = kiln_node_preview_image},
+    {.name = "SaveImageWebsocket", .display_name = "SaveImageWebsocket", .category = "api node/image",
+     .description = "Sends each image as a PNG in a binary WebSocket frame to the prompt's client; saves nothing.",
+     .inputs = {LINK("images", "IMAGE")},
+     .output_node = true, .eval = kiln_node_save_image_websocket},
     {.name = "SaveImage", .display_name = "Save Image", .category = "image",
      .description = "Saves PNGs {prefix}_{counter:05}_.png under the output folder (a prefix may name a "
                     "subfolder).",

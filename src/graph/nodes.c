@@ -178,6 +178,12 @@ static bool on_step(void *ctx, int step, int n_steps) {
     return !(h && h->should_stop && h->should_stop(h->ctx));
 }
 
+static void on_latent(void *ctx, const float *latent, int h16, int w16) {
+    progress_ctx *pc = ctx;
+    const kiln_exec_hooks *h = pc->ex->hooks;
+    h->latent_preview(h->ctx, pc->node, latent, h16, w16);
+}
+
 int kiln_node_vae_decode(kiln_exec *ex, const char *id, kiln_value *const *in, kiln_value *out) {
     const kiln_latent *r = &in[0]->latent;
     if (!r->sampled)
@@ -190,6 +196,7 @@ int kiln_node_vae_decode(kiln_exec *ex, const char *id, kiln_value *const *in, k
         .negative_prompt = r->negative, .width = r->width, .height = r->height, .steps = r->steps,
         .batch = r->batch, .seed = r->seed, .cfg = (float)r->cfg, .sampler = r->sampler,
         .request_id = ex->env->prompt_id,
+        .latent = ex->hooks && ex->hooks->latent_preview ? on_latent : NULL,
     };
     progress_ctx pc = {ex, r->sampler_node};
     kiln_gen_images imgs = {0};
@@ -288,12 +295,13 @@ static int next_counter(const char *dir, const char *name) {
     return best + 1;
 }
 
-int kiln_node_save_image(kiln_exec *ex, const char *id, kiln_value *const *in, kiln_value *out) {
-    const kiln_value *img = in[0];
-    if (!ex->env->output_dir) return KILN_FAIL(ex->err, KILN_E_INVALID, "no output folder configured");
+/* Writes img as PNGs {prefix}_{counter:05}_.png under base (SaveImage: output/, PreviewImage: temp/) and
+ * reports them as the node's ui {"images": [{filename, subfolder, type}]}. */
+static int save_pngs(kiln_exec *ex, const char *id, const kiln_value *img, const char *base, const char *prefix,
+                     const char *type) {
     char sub[256], name[256], dir[4096];
-    KILN_TRY(split_prefix(ex, in[1]->str ? in[1]->str : "", sub, sizeof sub, name, sizeof name));
-    snprintf(dir, sizeof dir, "%s%s%s", ex->env->output_dir, sub[0] ? "/" : "", sub);
+    KILN_TRY(split_prefix(ex, prefix, sub, sizeof sub, name, sizeof name));
+    snprintf(dir, sizeof dir, "%s%s%s", base, sub[0] ? "/" : "", sub);
     KILN_TRY(mkdirs(ex, dir));
 
     char *prompt_txt = json_dumps(ex->g->root, JSON_COMPACT | JSON_SORT_KEYS);
@@ -344,7 +352,7 @@ int kiln_node_save_image(kiln_exec *ex, const char *id, kiln_value *const *in, k
                 unlink(path);
             } else {
                 json_array_append_new(images, json_pack("{s:s, s:s, s:s}", "filename", file, "subfolder", sub,
-                                                        "type", "output"));
+                                                        "type", type));
             }
         }
         kiln_free(png);
@@ -355,6 +363,47 @@ int kiln_node_save_image(kiln_exec *ex, const char *id, kiln_value *const *in, k
     json_object_set(ex->outputs, id, ui);
     if (ex->hooks && ex->hooks->executed && s == KILN_OK) ex->hooks->executed(ex->hooks->ctx, id, ui);
     json_decref(ui);
-    (void)out;
     return s;
+}
+
+int kiln_node_save_image(kiln_exec *ex, const char *id, kiln_value *const *in, kiln_value *out) {
+    (void)out;
+    if (!ex->env->output_dir) return KILN_FAIL(ex->err, KILN_E_INVALID, "no output folder configured");
+    return save_pngs(ex, id, in[0], ex->env->output_dir, in[1]->str ? in[1]->str : "", "output");
+}
+
+/* ---- PreviewImage, SaveImageWebsocket, Primitive* ------------------------------------------------------- */
+
+int kiln_node_preview_image(kiln_exec *ex, const char *id, kiln_value *const *in, kiln_value *out) {
+    (void)out;
+    if (!ex->env->temp_dir) return KILN_FAIL(ex->err, KILN_E_INVALID, "no temp folder configured");
+    /* ComfyUI's name: ComfyUI_temp_ and five random letters, so previews of different prompts never collide */
+    char prefix[32] = "ComfyUI_temp_";
+    uint64_t t = (uint64_t)kiln_clock_ns() ^ ((uint64_t)(uintptr_t)ex << 7);
+    for (int i = 0; i < 5; i++, t /= 26) prefix[13 + i] = (char)('a' + (int)(t % 26));
+    prefix[18] = 0;
+    mkdirs(ex, ex->env->temp_dir);
+    return save_pngs(ex, id, in[0], ex->env->temp_dir, prefix, "temp");
+}
+
+int kiln_node_save_image_websocket(kiln_exec *ex, const char *id, kiln_value *const *in, kiln_value *out) {
+    (void)out;
+    const kiln_value *img = in[0];
+    size_t one = (size_t)img->width * (size_t)img->height * 3;
+    for (int i = 0; i < img->n_images; i++) {
+        uint8_t *png = NULL;
+        size_t len = 0;
+        KILN_TRY(kiln_png_encode(img->pixels + one * (size_t)i, img->width, img->height, NULL, 0, &png, &len, ex->err));
+        if (ex->hooks && ex->hooks->image_frame) ex->hooks->image_frame(ex->hooks->ctx, id, png, len);
+        kiln_free(png);
+    }
+    return KILN_OK;
+}
+
+int kiln_node_primitive(kiln_exec *ex, const char *id, kiln_value *const *in, kiln_value *out) {
+    (void)id;
+    *out = *in[0]; /* the literal's value, taken over */
+    if (in[0]->str && !(out->str = kiln_strdup(in[0]->str))) return nomem(ex);
+    out->str2 = out->str3 = NULL;
+    return KILN_OK;
 }

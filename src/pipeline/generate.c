@@ -58,8 +58,22 @@ static void trace(run *r, const char *name, const float *data, size_t n) {
 
 static bool report(run *r, int step, int n_steps, double eta) {
     if (!r->req->progress) return true;
-    kiln_progress p = {r->stage, step, n_steps, kiln_clock_s() - r->t0, eta};
+    kiln_progress p = {r->stage, step, n_steps, kiln_clock_s() - r->t0, eta, NULL, 0, 0};
     return r->req->progress(r->req->progress_ctx, &p);
+}
+
+/* latent_preview: the step's report with image 0's latent downloaded to the host. */
+static kiln_status report_latent(run *r, int step, double eta, bool *go_on, kiln_err *err) {
+    size_t n = (size_t)r->N * 128;
+    float *host = kiln_malloc(n * sizeof(float));
+    if (!host) return KILN_FAIL(err, KILN_E_NOMEM, "latent preview: out of memory");
+    kiln_status s = r->e->be->ops->download(r->e->be, host, r->x, n * sizeof(float), err);
+    if (s == KILN_OK) {
+        kiln_progress p = {r->stage, step, r->steps, kiln_clock_s() - r->t0, eta, host, r->h16, r->w16};
+        *go_on = r->req->progress(r->req->progress_ctx, &p);
+    }
+    kiln_free(host);
+    return s;
 }
 
 static double cpu_s(void) {
@@ -315,8 +329,10 @@ static kiln_status denoise(run *r, kiln_err *err) {
         double now = kiln_clock_s();
         r->res->step_ms[k] = (now - st0) * 1e3;
         double eta = (now - loop_t0) / (k + 1) * (r->steps - k - 1);
-        if (!report(r, k + 1, r->steps, eta))
-            return KILN_FAIL(err, KILN_E_CANCELLED, "cancelled after denoising step %d/%d", k + 1, r->steps);
+        bool go_on = true;
+        if (r->req->latent_preview && r->req->progress) KILN_TRY(report_latent(r, k + 1, eta, &go_on, err));
+        else go_on = report(r, k + 1, r->steps, eta);
+        if (!go_on) return KILN_FAIL(err, KILN_E_CANCELLED, "cancelled after denoising step %d/%d", k + 1, r->steps);
     }
     return KILN_OK;
 }

@@ -21,11 +21,13 @@ typedef struct kiln_adapter {
 typedef struct step_ctx {
     kiln_gen_progress_fn fn;
     void *ctx;
+    void (*latent)(void *pctx, const float *latent, int h16, int w16);
 } step_ctx;
 
 static bool on_progress(void *ctx, const kiln_progress *p) {
     step_ctx *sc = ctx;
     if (p->stage != KILN_STAGE_DENOISING || p->step == 0) return true; /* steps only: ComfyUI's progress */
+    if (p->latent && sc->latent) sc->latent(sc->ctx, p->latent, p->latent_h16, p->latent_w16);
     return sc->fn ? sc->fn(sc->ctx, p->step, p->n_steps) : true;
 }
 
@@ -75,7 +77,7 @@ static kiln_status generate_batch(void *self, const kiln_gen_params *ps, int n, 
     kiln_result *res = NULL;
     if (s == KILN_OK) {
         kiln_request req = kiln_request_default();
-        step_ctx sc = {progress, pctx};
+        step_ctx sc = {progress, pctx, p->latent};
         req.prompt = p->prompt;
         req.prompts = n > 1 ? prompts : NULL; /* one request: exactly the call it always was */
         req.seeds = n > 1 ? seeds : NULL;
@@ -89,6 +91,7 @@ static kiln_status generate_batch(void *self, const kiln_gen_params *ps, int n, 
         req.request_id = p->request_id;
         req.progress = on_progress;
         req.progress_ctx = &sc;
+        req.latent_preview = p->latent != NULL;
         s = kiln_generate(a->eng, &req, &res, err);
     }
     pthread_mutex_unlock(&a->mu);

@@ -51,7 +51,7 @@ static enum MHD_Result reply_buffer(kiln_req *r, unsigned status, const char *ty
 }
 
 enum MHD_Result kiln_reply_json(kiln_req *r, unsigned status, json_t *body) {
-    char *txt = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    char *txt = body ? json_dumps(body, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
     json_decref(body);
     if (!txt) {
         txt = strdup("{\"error\":{\"type\":\"server_error\",\"message\":\"out of memory\"}}");
@@ -121,6 +121,8 @@ static bool is_openai_url(const char *url) { return !strncmp(url, "/v1/", 4); }
 
 /* ---- the access handler ------------------------------------------------------------------------------------- */
 
+#define DISCARD_MAX(limit) ((limit) < (16u << 20) ? (64u << 20) : 4 * (size_t)(limit))
+
 static enum MHD_Result too_big(kiln_req *r) {
     char msg[128];
     snprintf(msg, sizeof msg, "Request body is larger than the limit of %zu bytes", r->srv->cfg.max_body);
@@ -128,28 +130,50 @@ static enum MHD_Result too_big(kiln_req *r) {
                                  : kiln_reply_comfy_error(r, 413, "request_too_large", msg, "");
 }
 
+enum MHD_Result kiln_reply_not_found(kiln_req *r) {
+    return kiln_reply_text(r, 404, "text/plain; charset=utf-8", "404: Not Found");
+}
+
+/* API routes first (they need the token), then the frontend's static files (public, like ComfyUI's), then
+ * ComfyUI's plain 404 - never a JSON body a client could take for data. */
 static enum MHD_Result dispatch(kiln_req *r) {
     enum MHD_Result res = MHD_NO;
     if (!strcmp(r->url, "/health") && !strcmp(r->method, "GET"))
         return kiln_reply_json(r, 200, json_pack("{s:s}", "status", "ok"));
-    bool page = !strcmp(r->url, "/") || !strcmp(r->url, "/index.html");
-    if (!page && !token_ok(r)) {
+    bool authed = token_ok(r);
+    if (authed && (kiln_routes_ws(r, &res) || kiln_routes_openai(r, &res) || kiln_routes_comfy(r, &res) ||
+                   kiln_routes_files(r, &res) || kiln_routes_user(r, &res) || kiln_routes_jobs(r, &res) ||
+                   kiln_routes_info(r, &res)))
+        return res;
+    if (kiln_routes_static(r, &res)) return res;
+    if (!authed) {
         return is_openai_url(r->url)
                    ? kiln_reply_openai_error(r, 401, "Invalid or missing bearer token", "authentication_error", NULL,
                                              "invalid_api_key")
                    : kiln_reply_comfy_error(r, 401, "unauthorized", "Invalid or missing bearer token", "");
     }
-    if (page) {
-        if (strcmp(r->method, "GET") != 0) return kiln_reply_comfy_error(r, 405, "method_not_allowed", "Use GET", "");
-        return kiln_reply_text(r, 200, "text/html; charset=utf-8", kiln_web_index_html);
+    if (is_openai_url(r->url)) {
+        char msg[300];
+        snprintf(msg, sizeof msg, "No route for %.16s %.200s", r->method, r->url);
+        return kiln_reply_openai_error(r, 404, msg, "invalid_request_error", NULL, "not_found");
     }
-    if (kiln_routes_ws(r, &res) || kiln_routes_openai(r, &res) || kiln_routes_comfy(r, &res) ||
-        kiln_routes_files(r, &res))
-        return res;
-    char msg[300];
-    snprintf(msg, sizeof msg, "No route for %.16s %.200s", r->method, r->url);
-    return is_openai_url(r->url) ? kiln_reply_openai_error(r, 404, msg, "invalid_request_error", NULL, "not_found")
-                                 : kiln_reply_comfy_error(r, 404, "not_found", msg, "");
+    return kiln_reply_not_found(r);
+}
+
+/* libmicrohttpd's URI logger sees the request line's URI before it is decoded: the request object starts
+ * here, keeping the raw path (so /userdata/a%2Fb.json/move/c.json splits on the real slashes). */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn) {
+    kiln_req *r = kiln_calloc(1, sizeof *r);
+    if (!r) return NULL;
+    r->srv = cls;
+    size_t n = strcspn(uri ? uri : "", "?#");
+    if (n > 8192) n = 8192;
+    if ((r->raw_path = kiln_malloc(n + 2))) { /* room for "/" when the path is empty ("/api" or none) */
+        memcpy(r->raw_path, uri, n);
+        r->raw_path[n] = 0;
+    }
+    (void)conn;
+    return r;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
@@ -157,16 +181,21 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                                   void **con_cls) {
     kiln_server *srv = cls;
     kiln_req *r = *con_cls;
-    if (!r) {
-        r = kiln_calloc(1, sizeof *r);
-        if (!r) return MHD_NO;
+    if (!r && !(r = *con_cls = on_uri(srv, url, conn))) return MHD_NO;
+    if (!r->started) {
+        r->started = true;
         r->srv = srv;
         r->conn = conn;
         r->method = method;
         r->url = url;
         r->started_s = kiln_clock_s();
-        if (!strncmp(url, "/api/", 5) || !strcmp(url, "/api")) r->url = url[4] ? url + 4 : "/";
-        *con_cls = r;
+        if (!strncmp(url, "/api/", 5) || !strcmp(url, "/api")) {
+            r->url = url[4] ? url + 4 : "/";
+            r->api_prefixed = true;
+        }
+        if (r->raw_path && (!strncmp(r->raw_path, "/api/", 5) || !strcmp(r->raw_path, "/api")))
+            memmove(r->raw_path, r->raw_path + 4, strlen(r->raw_path + 4) + 1);
+        if (r->raw_path && !r->raw_path[0]) snprintf(r->raw_path, 2, "/");
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
         if (cl) {
             char *end;
@@ -192,10 +221,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             *upload_data_size = 0;
             return MHD_YES;
         }
-        if (!r->too_big) {
+        if (r->too_big) {
+            r->discarded += *upload_data_size;
+        } else {
             size_t need;
             if (!kiln_add_size(r->body_len, *upload_data_size, &need) || need > srv->cfg.max_body) {
                 r->too_big = true;
+                r->discarded = need;
             } else {
                 if (need + 1 > r->body_cap) {
                     size_t cap = r->body_cap ? r->body_cap : 4096;
@@ -211,7 +243,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             }
         }
         *upload_data_size = 0;
-        if (r->too_big && !r->replied) return too_big(r);
+        /* A chunked body has no Content-Length to refuse up front: the rest is read and dropped so the 413 reaches
+         * the client (a reply sent while it still sends would be lost to the reset of an unread socket), up to a
+         * bound past which it is sent at once and the connection closed. */
+        if (r->too_big && !r->replied && r->discarded > DISCARD_MAX(srv->cfg.max_body)) return too_big(r);
         return MHD_YES;
     }
     if (r->replied) return MHD_YES;
@@ -224,6 +259,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     kiln_req *r = *con_cls;
     if (!r) return;
     kiln_free(r->body);
+    kiln_free(r->raw_path);
     kiln_free(r);
     *con_cls = NULL;
 }
@@ -246,7 +282,10 @@ static kiln_status ensure_dir(const char *path, kiln_err *err) {
 kiln_status kiln_server_start(const kiln_server_config *cfg, kiln_server **out, kiln_err *err) {
     *out = NULL;
     if (!cfg->output_dir) return KILN_FAIL(err, KILN_E_INVALID, "serve: an output folder is required");
-    const char *paths[] = {cfg->output_dir, cfg->models_dir, cfg->input_dir, cfg->db_path};
+    const char *paths[] = {cfg->output_dir, cfg->models_dir, cfg->input_dir, cfg->db_path, cfg->user_dir,
+                           cfg->front_end_root, cfg->templates_dirs[0], cfg->templates_dirs[1],
+                           cfg->templates_dirs[2], cfg->templates_dirs[3], cfg->templates_dirs[4],
+                           cfg->templates_dirs[5], cfg->templates_dirs[6], cfg->templates_dirs[7]};
     for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) /* never a silently truncated path */
         if (paths[i] && strlen(paths[i]) > 1900) return KILN_FAIL(err, KILN_E_INVALID, "serve: path too long: %.80s...", paths[i]);
     if ((cfg->token && strlen(cfg->token) >= 256) || (cfg->listen && strlen(cfg->listen) >= 64))
@@ -272,10 +311,34 @@ kiln_status kiln_server_start(const kiln_server_config *cfg, kiln_server **out, 
     else
         snprintf(srv->input_dir, sizeof srv->input_dir, "%s/input", srv->output_dir);
     snprintf(srv->temp_dir, sizeof srv->temp_dir, "%s/temp", srv->output_dir);
+    if (cfg->user_dir) {
+        copy_str(srv->user_dir, sizeof srv->user_dir, cfg->user_dir);
+    } else { /* beside the output folder, as ComfyUI keeps user/ beside output/ */
+        char parent[2048];
+        copy_str(parent, sizeof parent, srv->output_dir);
+        size_t n = strlen(parent);
+        while (n > 1 && parent[n - 1] == '/') parent[--n] = 0;
+        char *slash = strrchr(parent, '/');
+        if (!slash) snprintf(parent, sizeof parent, ".");
+        else if (slash == parent) parent[1] = 0;
+        else *slash = 0;
+        snprintf(srv->user_dir, sizeof srv->user_dir, "%s%suser", parent, parent[strlen(parent) - 1] == '/' ? "" : "/");
+    }
     if (cfg->db_path)
         copy_str(srv->db_path, sizeof srv->db_path, cfg->db_path);
     else
-        snprintf(srv->db_path, sizeof srv->db_path, "%s/kiln-jobs.sqlite", srv->output_dir);
+        snprintf(srv->db_path, sizeof srv->db_path, "%s/kiln-jobs.sqlite", srv->user_dir);
+    if (cfg->front_end_root) {
+        struct stat sb;
+        if (stat(cfg->front_end_root, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+            kiln_free(srv);
+            return KILN_FAIL(err, KILN_E_INVALID, "serve: --front-end-root %.200s is not a folder", cfg->front_end_root);
+        }
+        copy_str(srv->front_end_root, sizeof srv->front_end_root, cfg->front_end_root);
+    }
+    for (int i = 0; i < 8 && cfg->templates_dirs[i]; i++)
+        copy_str(srv->templates_dirs[srv->n_templates_dirs++], sizeof srv->templates_dirs[0], cfg->templates_dirs[i]);
+    pthread_mutex_init(&srv->user_mu, NULL);
     srv->started_s = kiln_clock_wall_s();
     srv->cfg.listen = srv->listen;
     srv->cfg.models_dir = srv->models_dir[0] ? srv->models_dir : NULL;
@@ -284,6 +347,7 @@ kiln_status kiln_server_start(const kiln_server_config *cfg, kiln_server **out, 
     kiln_status s = ensure_dir(srv->output_dir, err);
     if (s == KILN_OK) s = ensure_dir(srv->input_dir, err);
     if (s == KILN_OK) s = ensure_dir(srv->temp_dir, err);
+    if (s == KILN_OK) s = ensure_dir(srv->user_dir, err);
     int recovered = 0;
     if (s == KILN_OK) s = kiln_store_open(srv->db_path, &srv->store, &recovered, err);
     if (s != KILN_OK) {
@@ -305,7 +369,8 @@ kiln_status kiln_server_start(const kiln_server_config *cfg, kiln_server **out, 
         MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_ALLOW_UPGRADE | MHD_USE_ERROR_LOG,
         0, NULL, NULL, on_request, srv, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)srv->cfg.conn_timeout_s, MHD_OPTION_CONNECTION_LIMIT, 1024u,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, srv,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_URI_LOG_CALLBACK, on_uri, srv,
+        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, srv,
         MHD_OPTION_END); /* no LISTENING_ADDRESS_REUSE: it means SO_REUSEPORT, two servers on one port */
     if (!srv->daemon) {
         s = KILN_FAIL(err, KILN_E_IO, "serve: cannot listen on %s:%d (in use or not allowed)", srv->listen, cfg->port);
@@ -344,5 +409,6 @@ void kiln_server_stop(kiln_server *srv) {
     if (srv->daemon) MHD_stop_daemon(srv->daemon);
     kiln_worker_free(srv->worker);
     kiln_store_close(srv->store);
+    pthread_mutex_destroy(&srv->user_mu);
     kiln_free(srv);
 }

@@ -19,7 +19,7 @@ static bool uuid_ok(const char *s) {
         char c = s[i];
         if (i == 8 || i == 13 || i == 18 || i == 23) {
             if (c != '-') return false;
-        } else if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) {
+        } else if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'))) {
             return false;
         }
     }
@@ -76,6 +76,15 @@ bool kiln_submit_job(kiln_req *r, kiln_submit *s, bool openai, enum MHD_Result *
 
 static enum MHD_Result post_prompt(kiln_req *r) {
     enum MHD_Result res;
+    /* seeds up to 2^64-1: integer literals beyond int64 are quoted before jansson parses the body (the INT
+     * coercion reads them back exactly) */
+    size_t qlen = 0;
+    char *quoted = r->body ? kiln_graph_quote_big_ints(r->body, r->body_len, &qlen) : NULL;
+    if (quoted) {
+        kiln_free(r->body);
+        r->body = quoted;
+        r->body_len = r->body_cap = qlen;
+    }
     json_t *body = kiln_req_json(r, false, &res);
     if (!body) return res;
     json_t *prompt = json_object_get(body, "prompt");
@@ -96,7 +105,7 @@ static enum MHD_Result post_prompt(kiln_req *r) {
     }
     if (pid && !uuid_ok(json_string_value(pid))) {
         json_decref(body);
-        return kiln_reply_comfy_error(r, 400, "invalid_prompt", "prompt_id must be a lowercase UUID", "");
+        return kiln_reply_comfy_error(r, 400, "invalid_prompt", "prompt_id must be a UUID", "");
     }
     if (cid && strlen(json_string_value(cid)) > 100) {
         json_decref(body);
@@ -292,8 +301,6 @@ bool kiln_routes_comfy(kiln_req *r, enum MHD_Result *res) {
         *res = info ? kiln_reply_json(r, 200, info) : kiln_reply_json(r, 200, json_object());
     } else if (!strcmp(r->method, "GET") && (!strcmp(r->url, "/models") || !strncmp(r->url, "/models/", 8))) {
         *res = models_route(r);
-    } else if (is(r, "GET", "/embeddings") || is(r, "GET", "/extensions")) {
-        *res = kiln_reply_json(r, 200, json_array());
     } else {
         return false;
     }

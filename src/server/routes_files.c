@@ -16,7 +16,27 @@
 static bool name_ok(const char *s) {
     if (!s || !*s || strlen(s) > 255 || s[0] == '.') return false;
     for (const char *p = s; *p; p++)
-        if (*p == '/' || *p == '\\' || (unsigned char)*p < 0x20) return false;
+        if (*p == '/' || *p == '\\' || *p == '"' || (unsigned char)*p < 0x20) return false;
+    return true;
+}
+
+/* libmicrohttpd's form parser ends a quoted filename at its first '"', so filename="a"b.png" would arrive
+ * as "a": every filename="..." in a part's Content-Disposition header must end where the header's syntax says
+ * (then ';', a space or the line's end), or the upload is refused rather than saved under a cut name. */
+static bool part_filenames_ok(const char *body, size_t len) {
+    static const char key[] = "filename=\"";
+    const size_t kl = sizeof key - 1;
+    for (size_t i = 0; i + kl <= len; i++) {
+        if (strncasecmp(body + i, key, kl) != 0) continue;
+        size_t ls = i; /* the start of this line: only header lines count */
+        while (ls > 0 && body[ls - 1] != '\n') ls--;
+        if (len - ls < 20 || strncasecmp(body + ls, "Content-Disposition:", 20) != 0) continue;
+        size_t j = i + kl;
+        while (j < len && body[j] != '"' && body[j] != '\r' && body[j] != '\n') j++;
+        if (j >= len || body[j] != '"') return false;
+        char after = j + 1 < len ? body[j + 1] : '\r';
+        if (after != ';' && after != '\r' && after != '\n' && after != ' ' && after != '\t') return false;
+    }
     return true;
 }
 
@@ -160,6 +180,8 @@ static bool mkdirs(const char *path) {
 }
 
 static enum MHD_Result upload_image(kiln_req *r) {
+    if (r->body && !part_filenames_ok(r->body, r->body_len))
+        return kiln_reply_comfy_error(r, 400, "invalid_request", "Invalid filename: a quote in the file name", "");
     upload u = {.limit = r->srv->cfg.max_body};
     snprintf(u.type, sizeof u.type, "input");
     struct MHD_PostProcessor *pp = MHD_create_post_processor(r->conn, 65536, upload_field, &u);

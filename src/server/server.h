@@ -22,13 +22,18 @@
 #include "graph/engine.h"
 #include "graph/graph.h"
 
+enum { KILN_PREVIEW_NONE = 0, KILN_PREVIEW_LATENT2RGB = 1 };
+
 typedef struct kiln_server_config {
     const char *listen;      /* address to bind; default "127.0.0.1" */
     int port;                /* 0 = pick a free port (see kiln_server_port) */
     const char *models_dir;  /* diffusion_models/, text_encoders/, vae/ */
     const char *output_dir;  /* SaveImage output; input/ and temp/ live beside it unless set */
     const char *input_dir;   /* uploads; default <output_dir>/../input... NULL = <output_dir>/input */
-    const char *db_path;     /* job store; NULL = <output_dir>/kiln-jobs.sqlite */
+    const char *user_dir;    /* settings and userdata (user/default/...); NULL = <parent of output_dir>/user */
+    const char *db_path;     /* job store; NULL = <user_dir>/kiln-jobs.sqlite (outside every /view folder) */
+    const char *front_end_root; /* the web frontend's static folder (ComfyUI's); NULL: kiln's own page at / */
+    const char *templates_dirs[8]; /* folders /templates/NAME is served from, first hit wins; NULL-terminated */
     const char *token;       /* NULL: no auth; else every route but /health and / needs "Bearer <token>" */
     const char *default_unet, *default_clip, *default_vae; /* OpenAI route's models; NULL = first file found */
     size_t max_body;         /* bytes; default 8 MiB */
@@ -37,6 +42,7 @@ typedef struct kiln_server_config {
     int request_timeout_s;   /* how long an OpenAI request waits for its job; default 600 */
     int batch_images;        /* compatible queued jobs share one forward of at most this many images; default 4,
                               * 1 = one job at a time (worker.c) */
+    int preview_method;      /* KILN_PREVIEW_NONE (default) | KILN_PREVIEW_LATENT2RGB: JPEG previews on /ws */
     kiln_graph_limits limits;
     kiln_gen_engine *engine;
 } kiln_server_config;

@@ -19,7 +19,12 @@ kiln_ws_hub *kiln_ws_hub_new(void);
 void kiln_ws_hub_free(kiln_ws_hub *hub); /* closes every client */
 /* Sends {type, data} as a text frame to the clients with client_id (NULL: to every client). Steals data. */
 void kiln_ws_send(kiln_ws_hub *hub, const char *client_id, const char *type, json_t *data);
-/* The binary preview frame format is not sent yet (no previews). */
+/* A binary frame as ComfyUI sends it: u32 BE event (1 = PREVIEW_IMAGE), u32 BE format (1 JPEG, 2 PNG), bytes. */
+#define KILN_WS_PREVIEW_IMAGE 1u
+#define KILN_WS_FORMAT_JPEG 1u
+#define KILN_WS_FORMAT_PNG 2u
+void kiln_ws_send_binary(kiln_ws_hub *hub, const char *client_id, uint32_t event, uint32_t format, const uint8_t *data,
+                         size_t len);
 int kiln_ws_count(kiln_ws_hub *hub);
 /* The RFC 6455 accept value for a Sec-WebSocket-Key (28 chars + NUL). false on a bad key. */
 bool kiln_ws_accept_key(const char *key, char out[29]);
@@ -45,6 +50,11 @@ bool kiln_worker_wait(kiln_worker *w, const char *id, double timeout_s);
 struct kiln_server {
     kiln_server_config cfg;
     char listen[64], models_dir[2048], output_dir[2048], input_dir[2048], temp_dir[2048], db_path[2048];
+    char user_dir[2048];     /* <user_dir>/default/ holds settings and userdata */
+    char front_end_root[2048]; /* "" = kiln's own page at / */
+    char templates_dirs[8][2048];
+    int n_templates_dirs;
+    pthread_mutex_t user_mu; /* settings read-modify-write */
     char token[256];
     char default_unet[256], default_clip[256], default_vae[256];
     struct MHD_Daemon *daemon;
@@ -60,10 +70,14 @@ struct kiln_server {
 typedef struct kiln_req {
     struct kiln_server *srv;
     struct MHD_Connection *conn;
-    const char *method, *url; /* url without the /api prefix */
+    const char *method, *url; /* url without the /api prefix (decoded by libmicrohttpd) */
+    char *raw_path;           /* the request line's path as sent (still percent-encoded, no query), no /api */
+    bool api_prefixed;        /* the URL began with /api/: never a static file */
+    bool started;             /* the access handler has seen this request */
     char *body;
     size_t body_len, body_cap;
     bool too_big;
+    size_t discarded;       /* bytes of an over-limit body read and dropped */
     bool replied;
     double started_s;       /* first byte of the request seen (monotonic): bounds slow-drip bodies */
     char ws_client_id[128]; /* /ws: the clientId the upgrade handler registers */
@@ -88,6 +102,34 @@ bool kiln_routes_comfy(kiln_req *r, enum MHD_Result *res);
 bool kiln_routes_openai(kiln_req *r, enum MHD_Result *res);
 bool kiln_routes_files(kiln_req *r, enum MHD_Result *res);
 bool kiln_routes_ws(kiln_req *r, enum MHD_Result *res);
+bool kiln_routes_user(kiln_req *r, enum MHD_Result *res);   /* /settings, /users, /userdata (routes_user.c) */
+bool kiln_routes_jobs(kiln_req *r, enum MHD_Result *res);   /* /jobs (routes_jobs.c) */
+bool kiln_routes_info(kiln_req *r, enum MHD_Result *res);   /* /features, /extensions, ... (routes_info.c) */
+bool kiln_routes_static(kiln_req *r, enum MHD_Result *res); /* GET of the frontend's files (routes_static.c) */
+
+/* ---- previews (preview.c) ---------------------------------------------------------------------------- */
+
+/* RGB8 [2*h16, 2*w16] from the DiT's latent tokens [h16*w16, 128] (kiln_malloc'd; NULL when out of memory). */
+uint8_t *kiln_preview_latent2rgb(const float *tokens, int h16, int w16, int *width, int *height);
+/* JPEG of an RGB8 image; *out from kiln_malloc. */
+bool kiln_jpeg_encode(const uint8_t *rgb, int width, int height, int quality, uint8_t **out, size_t *len);
+
+/* ---- paths (paths.c) ------------------------------------------------------------------------------------- */
+
+/* A relative path of plain components: no leading '/', no empty, '.' or '..' component, no '\' or control
+ * byte; components starting with '.' only when allow_dot_names. */
+bool kiln_rel_path_ok(const char *rel, bool allow_dot_names);
+/* Percent-decodes n bytes of s into out (cap bytes with the NUL); false on a bad escape, a NUL or overflow. */
+bool kiln_pct_decode(const char *s, size_t n, char *out, size_t cap);
+/* true when path resolves (symlinks followed) inside base; may_not_exist: a file about to be created, whose
+ * folder must resolve inside base. */
+bool kiln_path_inside(const char *base, const char *path, bool may_not_exist);
+bool kiln_mkdirs(const char *path);
+/* Replies with a file's bytes (fd is consumed); the content type from the name. */
+enum MHD_Result kiln_reply_file(kiln_req *r, int fd, const char *name, const char *cache_control);
+const char *kiln_content_type(const char *name);
+/* ComfyUI's plain 404 (aiohttp's "404: Not Found", text/plain). */
+enum MHD_Result kiln_reply_not_found(kiln_req *r);
 
 /* Shared by the ComfyUI and OpenAI routes: validates a graph and queues it. On failure a reply (ComfyUI shape
  * when openai is false) has been queued and false returned; on success *number and id are set. */
@@ -108,7 +150,7 @@ bool kiln_submit_job(kiln_req *r, kiln_submit *s, bool openai, enum MHD_Result *
 void kiln_uuid4(char out[37]);
 /* The queue-status message {status:{exec_info:{queue_remaining}}} broadcast on queue changes. */
 void kiln_broadcast_status(struct kiln_server *srv, const char *sid);
-/* The embedded web page. */
+/* The embedded web page (served at /kiln/, and at / when no frontend is installed). */
 extern const char kiln_web_index_html[];
 
 #endif

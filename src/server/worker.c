@@ -42,6 +42,7 @@ typedef struct job_run {
     kiln_gen_images pre;   /* images the shared forward made for this job; pixels NULL when none */
     int batch_images;      /* images in that forward */
     json_t *batched_with;  /* the other jobs of that forward */
+    json_t *nodes_state;   /* progress_state's nodes */
     kiln_gen_engine eng;   /* what the job's graph calls: hands out pre, else the server's engine */
 } job_run;
 
@@ -84,17 +85,59 @@ static const char *class_of(const kiln_graph *g, const char *node) {
     return i >= 0 ? g->nodes[i].cls->name : "";
 }
 
+/* progress_state, as current ComfyUI sends it: every node this prompt has touched, with its state
+ * (running, finished) and progress, after each change. */
+static void progress_state(job_run *jr, const char *node, const char *state, int value, int max) {
+    if (!jr->nodes_state) jr->nodes_state = json_object();
+    if (node) {
+        const char *id;
+        json_t *v;
+        if (!strcmp(state, "running")) /* the node before it is done */
+            json_object_foreach(jr->nodes_state, id, v) if (!strcmp(json_string_value(json_object_get(v, "state")), "running")) {
+                json_object_set_new(v, "state", json_string("finished"));
+                json_object_set(v, "value", json_object_get(v, "max"));
+            }
+        json_object_set_new(jr->nodes_state, node,
+                            json_pack("{s:i, s:i, s:s, s:s, s:s, s:s, s:n, s:s}", "value", value, "max", max, "state",
+                                      state, "node_id", node, "prompt_id", jr->job.id, "display_node_id", node,
+                                      "parent_node_id", "real_node_id", node));
+    } else {
+        const char *id;
+        json_t *v;
+        json_object_foreach(jr->nodes_state, id, v) {
+            json_object_set_new(v, "state", json_string("finished"));
+            json_object_set(v, "value", json_object_get(v, "max"));
+        }
+    }
+    emit(jr, "progress_state", json_pack("{s:s, s:O}", "prompt_id", jr->job.id, "nodes", jr->nodes_state), false);
+}
+
 static void hook_executing(void *ctx, const char *node) {
     job_run *jr = ctx;
     emit(jr, "executing", json_pack("{s:s, s:s, s:s}", "node", node, "display_node", node, "prompt_id", jr->job.id),
          false);
     json_array_append_new(jr->executed, json_string(node));
+    progress_state(jr, node, "running", 0, 1);
 }
 
 static void hook_progress(void *ctx, const char *node, int value, int max) {
     job_run *jr = ctx;
     emit(jr, "progress", json_pack("{s:i, s:i, s:s, s:s}", "value", value, "max", max, "prompt_id", jr->job.id,
                                    "node", node), false);
+    if (node && *node) progress_state(jr, node, "running", value, max);
+}
+
+/* --preview-method latent2rgb: the step's latent as a JPEG in ComfyUI's binary PREVIEW_IMAGE frame. */
+static void hook_latent_preview(void *ctx, const char *node, const float *latent, int h16, int w16) {
+    job_run *jr = ctx;
+    (void)node;
+    int w, h;
+    uint8_t *rgb = kiln_preview_latent2rgb(latent, h16, w16, &w, &h), *jpg = NULL;
+    size_t len = 0;
+    if (rgb && kiln_jpeg_encode(rgb, w, h, 90, &jpg, &len))
+        kiln_ws_send_binary(jr->w->srv->hub, jr->job.client_id, KILN_WS_PREVIEW_IMAGE, KILN_WS_FORMAT_JPEG, jpg, len);
+    kiln_free(rgb);
+    kiln_free(jpg);
 }
 
 static void hook_executed(void *ctx, const char *node, json_t *ui) {
@@ -115,6 +158,12 @@ static void hook_warning(void *ctx, const char *node, const char *text) {
         if (d) emit(jr, "kiln_warning", d, true); /* emit takes d */
         p += len + (nl ? 1 : 0);
     }
+}
+
+static void hook_image_frame(void *ctx, const char *node, const uint8_t *png, size_t len) {
+    job_run *jr = ctx;
+    (void)node;
+    kiln_ws_send_binary(jr->w->srv->hub, jr->job.client_id, KILN_WS_PREVIEW_IMAGE, KILN_WS_FORMAT_PNG, png, len);
 }
 
 static bool hook_should_stop(void *ctx) {
@@ -155,6 +204,7 @@ static void job_run_clear(job_run *jr) {
     json_decref(jr->messages);
     json_decref(jr->executed);
     json_decref(jr->batched_with);
+    json_decref(jr->nodes_state);
     for (int i = 0; i < 6; i++) kiln_free(jr->owned[i]);
     kiln_free(jr->pre.pixels);
     memset(jr, 0, sizeof *jr);
@@ -181,6 +231,7 @@ static kiln_status capture_generate(void *self, const kiln_gen_params *p, kiln_g
     jr->params.negative_prompt = jr->owned[4];
     jr->params.sampler = jr->owned[5];
     jr->params.request_id = jr->job.id;
+    jr->params.latent = NULL; /* a shared forward's progress context is not the graph's */
     jr->captured = jr->owned[0] && jr->owned[1] && jr->owned[2] && jr->owned[3] && jr->owned[5];
     if (progress) progress(pctx, 0, p->steps); /* the executor's step hook names the sampler node (below) */
     return KILN_FAIL(err, KILN_E_CANCELLED, "captured");
@@ -340,12 +391,16 @@ static void run_job(kiln_worker *w, job_run *jr) {
     } else {
         jr->graph = g;
         kiln_exec_env env = {.models_root = srv->cfg.models_dir, .output_dir = srv->output_dir,
+                             .temp_dir = srv->temp_dir,
                              .engine = srv->cfg.engine ? &jr->eng : NULL, .prompt_id = job->id,
                              .extra_pnginfo = json_object_get(json_object_get(req, "extra_data"), "extra_pnginfo"),
                              .engine_ms = &engine_ms, .peak_memory_bytes = &peak_bytes};
         kiln_exec_hooks hooks = {.ctx = jr, .executing = hook_executing, .progress = hook_progress,
                                  .executed = hook_executed, .should_stop = hook_should_stop,
-                                 .warning = hook_warning};
+                                 .warning = hook_warning,
+                                 .image_frame = hook_image_frame,
+                                 .latent_preview = srv->cfg.preview_method == KILN_PREVIEW_LATENT2RGB
+                                                       ? hook_latent_preview : NULL};
         s = kiln_graph_execute(g, &env, &hooks, &outputs, failed, &err);
     }
     json_decref(errors);
@@ -359,7 +414,7 @@ static void run_job(kiln_worker *w, job_run *jr) {
         int64_t t = now_ms();
         if (s == KILN_OK) {
             final = KILN_JOB_SUCCEEDED;
-            emit(jr, "executing", json_pack("{s:n, s:n, s:s}", "node", "display_node", "prompt_id", job->id), false);
+            if (jr->nodes_state) progress_state(jr, NULL, "finished", 0, 0);
             /* "kiln" is an extension ComfyUI clients ignore: what the engine measured for this prompt, and for a
              * job that shared a forward, that forward's image count and the other jobs in it */
             json_t *ext = json_pack("{s:f, s:I}", "engine_ms", engine_ms, "peak_memory_bytes", (json_int_t)peak_bytes);
@@ -394,6 +449,9 @@ static void run_job(kiln_worker *w, job_run *jr) {
         free(msg_txt);
         free(err_txt);
         json_decref(error);
+        /* ComfyUI's order: execution_success (or _error, _interrupted), the history row committed, and only then
+         * executing {node: null} - a client that reads /history on that message finds the job there */
+        emit(jr, "executing", json_pack("{s:n, s:n, s:s}", "node", "display_node", "prompt_id", job->id), false);
         log_info("serve: job %s %s%s%s", job->id, kiln_job_state_name(final), s ? ": " : "", s ? err.msg : "");
     }
     json_decref(outputs);

@@ -134,6 +134,26 @@ void kiln_ws_send(kiln_ws_hub *h, const char *client_id, const char *type, json_
     free(txt);
 }
 
+void kiln_ws_send_binary(kiln_ws_hub *h, const char *client_id, uint32_t event, uint32_t format, const uint8_t *data,
+                         size_t len) {
+    if (!h) return;
+    uint8_t *frame = kiln_malloc(len + 8);
+    if (!frame) return;
+    for (int i = 0; i < 4; i++) { /* ComfyUI's binary message: big-endian event type, then its payload */
+        frame[i] = (uint8_t)(event >> (24 - 8 * i));
+        frame[4 + i] = (uint8_t)(format >> (24 - 8 * i));
+    }
+    memcpy(frame + 8, data, len);
+    pthread_mutex_lock(&h->mu);
+    for (int i = 0; i < h->n; i++) {
+        ws_client *c = h->clients[i];
+        if (client_id && *client_id && strcmp(c->client_id, client_id) != 0) continue;
+        send_frame(c, 2, frame, len + 8);
+    }
+    pthread_mutex_unlock(&h->mu);
+    kiln_free(frame);
+}
+
 /* Reads exactly n bytes, consuming the bytes libmicrohttpd already read first. */
 typedef struct reader {
     int sock;

@@ -25,6 +25,8 @@ kill -TERM "$SERVER_PID"
 set +e; wait "$SERVER_PID"; rc=$?; set -e
 SERVER_PID=""
 [ "$rc" = 0 ] && ok "SIGTERM: clean exit" || fail "SIGTERM exit $rc"
-python3 -c "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute('select count(*) from jobs').fetchone()" "$OUT/kiln-jobs.sqlite" \
-  && ok "job database readable after the stop" || fail "job database"
+python3 -c "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute('select count(*) from jobs').fetchone()" "$SCRATCH/user/kiln-jobs.sqlite" \
+  && ok "job database readable after the stop (user/ beside the output folder)" || fail "job database"
+[ ! -e "$OUT/kiln-jobs.sqlite" ] && ok "no database inside the output folder" || fail "database inside the output folder"
+expect_exit 2 "front-end root not a folder" --front-end-root "$SCRATCH/nope" --port 0 --output "$SCRATCH/o3"
 finish

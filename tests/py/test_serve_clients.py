@@ -116,17 +116,18 @@ def test_websocket_message_sequence():
             continue
         assert m["data"]["prompt_id"] == pid, m
         seen.append(m)
-        if m["type"] in ("execution_success", "execution_error", "execution_interrupted"):
+        if m["type"] == "executing" and m["data"]["node"] is None:
             break
     ws.close()
     types = [m["type"] for m in seen]
     assert types[:2] == ["execution_start", "execution_cached"], types
-    assert types[-2:] == ["executing", "execution_success"], types
-    assert seen[-2]["data"]["node"] is None  # executing null = prompt done
+    # ComfyUI's order: execution_success, then (history committed) executing null = prompt done
+    assert types[-2:] == ["execution_success", "executing"], types
+    assert seen[-1]["data"]["node"] is None
     progress = [m["data"] for m in seen if m["type"] == "progress"]
     assert [p["value"] for p in progress] == [1, 2, 3] and all(p["max"] == 3 for p in progress)
     assert all(p["node"] == "75:64" for p in progress)  # reported on the sampler node
-    executing = [m["data"]["node"] for m in seen if m["type"] == "executing"][:-1]
+    executing = [m["data"]["node"] for m in seen if m["type"] == "executing"][:-1]  # without the final null
     assert len(executing) == 13 and executing[-1] == "9" and len(set(executing)) == 13
     executed = [m["data"] for m in seen if m["type"] == "executed"]
     assert len(executed) == 1 and executed[0]["node"] == "9"

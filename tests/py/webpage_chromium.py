@@ -1,4 +1,4 @@
-"""The web page at / in headless Chromium (Debian's package), driven over the DevTools protocol: the page is
+"""kiln's own web page (/kiln/) in headless Chromium (Debian's package), driven over the DevTools protocol: the page is
 opened with a prompt, submits it, follows the websocket, and must show the generated image (loaded from /view,
 non-zero natural size). A screenshot is saved.
 
@@ -57,7 +57,7 @@ try:
 
     q = urllib.parse.urlencode({"prompt": "a lighthouse at dusk", "auto": 1, "w": 64, "h": 64, "steps": 1,
                                 "seed": 5, "token": token})
-    call("Page.navigate", url=f"{kiln_url}/?{q}")
+    call("Page.navigate", url=f"{kiln_url}/kiln/?{q}")
     deadline = time.time() + 300
     state = None
     while time.time() < deadline:

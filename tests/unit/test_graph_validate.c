@@ -107,8 +107,14 @@ static void test_bounds_and_types(void) {
     CHECK_EQ_STR(node_error_type(errors, "6"), "invalid_input_type");
     json_decref(errors);
 
-    CHECK_EQ_INT(parse_variant("512.5", "1", "[\"1\",0]", "4", &errors), KILN_E_INVALID);
+    /* ComfyUI's int(): a real is truncated, a decimal string read; other strings and exponents refused */
+    CHECK_EQ_INT(parse_variant("512.5", "1", "[\"1\",0]", "4", &errors), KILN_OK);
+    CHECK_EQ_INT(parse_variant("\" 512 \"", "1", "[\"1\",0]", "4", &errors), KILN_OK);
+    CHECK_EQ_INT(parse_variant("\"5e2\"", "1", "[\"1\",0]", "4", &errors), KILN_E_INVALID);
     CHECK_EQ_STR(node_error_type(errors, "6"), "invalid_input_type");
+    json_decref(errors);
+    CHECK_EQ_INT(parse_variant("\"99999\"", "1", "[\"1\",0]", "4", &errors), KILN_E_INVALID);
+    CHECK_EQ_STR(node_error_type(errors, "6"), "value_bigger_than_max");
     json_decref(errors);
 
     /* links: missing node, missing output, wrong type, bad shape, literal where a link belongs */

@@ -482,7 +482,7 @@ static void test_websocket_sequence_and_interrupt(void) {
     snprintf(pid, sizeof pid, "%s", json_string_value(json_object_get(r.json, "prompt_id")));
     reply_free(&r);
     char seq[2048] = "";
-    int progress = 0;
+    int progress = 0, progress_states = 0;
     bool pong = false;
     for (int i = 0; i < 100; i++) {
         m = ws_next(ws);
@@ -496,6 +496,8 @@ static void test_websocket_sequence_and_interrupt(void) {
         if (!strcmp(type, "progress")) {
             progress++;
             CHECK_EQ_INT(json_integer_value(json_object_get(json_object_get(m, "data"), "max")), 4);
+        } else if (!strcmp(type, "progress_state")) {
+            progress_states++;
         } else if (strcmp(type, "status") != 0 && strcmp(type, "executing") != 0) {
             strcat(seq, type);
             strcat(seq, ",");
@@ -506,6 +508,7 @@ static void test_websocket_sequence_and_interrupt(void) {
     }
     CHECK(pong);
     CHECK_EQ_INT(progress, 4);
+    CHECK(progress_states > 0); /* ComfyUI's per-node progress_state (worker.c) */
     CHECK_EQ_STR(seq, "execution_start,execution_cached,executed,execution_success,");
 
     /* interrupt: a long job is stopped and ends interrupted, the next job still runs */
