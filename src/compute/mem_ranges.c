@@ -66,3 +66,19 @@ bool kiln_ranges_remove(kiln_ranges *rs, const void *base, void **value) {
     rs->n--;
     return true;
 }
+
+void kiln_tensor_span(const kiln_tensor *t, int64_t *lo, int64_t *hi) {
+    int64_t a = 0, b = 0;
+    for (int d = 0; d < t->ndim; d++) {
+        if (t->shape[d] <= 0) {
+            *lo = *hi = 0;
+            return;
+        }
+        int64_t span = (t->shape[d] - 1) * t->stride[d];
+        if (span < 0) a += span;
+        else b += span;
+    }
+    int64_t es = (int64_t)kiln_dtype_size(t->dtype);
+    *lo = a * es;
+    *hi = (b + 1) * es;
+}

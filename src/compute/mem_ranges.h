@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "base/status.h"
+#include "tensor/tensor.h"
 
 typedef struct kiln_range {
     uintptr_t base;
@@ -36,5 +37,8 @@ bool kiln_ranges_remove(kiln_ranges *rs, const void *base, void **value);
 const kiln_range *kiln_ranges_find(const kiln_ranges *rs, const void *p);
 /* true when [p, p+bytes) lies inside ONE range (bytes 0 counts as 1). */
 bool kiln_ranges_covers(const kiln_ranges *rs, const void *p, size_t bytes);
+
+/* The bytes a (possibly strided) tensor touches, as offsets [*lo, *hi) from t->data; *lo == *hi when empty. */
+void kiln_tensor_span(const kiln_tensor *t, int64_t *lo, int64_t *hi);
 
 #endif

@@ -124,6 +124,10 @@ typedef struct kiln_ops {
     kiln_status (*place)(kiln_backend *be, const void *host, size_t bytes, kiln_err *err);
     /* Ends the placement that starts at host (frees a device copy). Unknown host: logged, ignored. */
     void (*unplace)(kiln_backend *be, const void *host);
+    /* The coming request's plan: its activations peak at `bytes` (the pipeline's estimate). CUDA sizes its arena
+     * from it (cuda_arena.h kcu_arena_capacity_for); the CPU ignores it. Never fails a request that could run:
+     * what does not fit the arena is allocated outside it. */
+    kiln_status (*reserve)(kiln_backend *be, size_t bytes, kiln_err *err);
     /* Memory on this backend (host memory for the CPU). 64-byte aligned. */
     void *(*alloc)(kiln_backend *be, size_t bytes);
     void (*free)(kiln_backend *be, void *p);

@@ -57,6 +57,7 @@ static kiln_status cpu_download(kiln_backend *be, void *dst, const void *src, si
     return cpu_copy_bytes(be, dst, src, bytes, false, err);
 }
 static kiln_status cpu_sync(kiln_backend *be, kiln_err *err) { return KILN_OK; }
+static kiln_status cpu_reserve(kiln_backend *be, size_t bytes, kiln_err *err) { return KILN_OK; }
 
 static void cpu_close(kiln_backend *be) {
     if (!be) return;
@@ -78,7 +79,8 @@ static void cpu_close(kiln_backend *be) {
         .silu_mul = cpu_silu_mul, .silu = cpu_silu, .gelu_tanh = cpu_gelu_tanh, .softmax = cpu_softmax,       \
         .add = cpu_add, .gated_add = cpu_gated_add, .scale_shift = cpu_scale_shift, .copy = cpu_copy,         \
         .conv2d = cpu_conv2d, .group_norm = cpu_group_norm, .upsample2x = cpu_upsample2x, .alloc = cpu_alloc, \
-        .free = cpu_free, .place = cpu_place, .unplace = cpu_unplace, .upload = cpu_upload,                   \
+        .free = cpu_free, .place = cpu_place, .unplace = cpu_unplace, .reserve = cpu_reserve,              \
+        .upload = cpu_upload,                                                                                 \
         .download = cpu_download, .sync = cpu_sync, .close = cpu_close,                                       \
     }
 

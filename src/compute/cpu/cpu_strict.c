@@ -33,28 +33,11 @@ void cpu_strict_disown(kiln_cpu_backend *cb, const void *p, const char *what) {
     if (!found) log_error("strict residency: %s at %p was never made by this backend", what, p);
 }
 
-/* The bytes a (possibly strided) tensor touches: [lo, hi) offsets from data. */
-static void extent(const kiln_tensor *t, int64_t *lo, int64_t *hi) {
-    int64_t a = 0, b = 0;
-    for (int d = 0; d < t->ndim; d++) {
-        if (t->shape[d] <= 0) {
-            *lo = *hi = 0;
-            return;
-        }
-        int64_t span = (t->shape[d] - 1) * t->stride[d];
-        if (span < 0) a += span;
-        else b += span;
-    }
-    int64_t es = (int64_t)kiln_dtype_size(t->dtype);
-    *lo = a * es;
-    *hi = (b + 1) * es;
-}
-
 /* KILN_OK when t (NULL: an absent optional argument) lies inside one owned range. */
 static kiln_status check(kiln_backend *be, const char *op, const char *arg, const kiln_tensor *t, kiln_err *err) {
     if (!t) return KILN_OK;
     int64_t lo, hi;
-    extent(t, &lo, &hi);
+    kiln_tensor_span(t, &lo, &hi);
     if (hi <= lo) return KILN_OK; /* empty: touches nothing */
     kiln_cpu_backend *cb = cpu_be(be);
     const char *start = (const char *)t->data + lo;
@@ -234,6 +217,7 @@ static void build_tables(void) {
         strict_ops[t].name = base->name;
         strict_ops[t].place = base->place;
         strict_ops[t].unplace = base->unplace;
+        strict_ops[t].reserve = base->reserve;
         strict_ops[t].alloc = base->alloc;
         strict_ops[t].free = base->free;
         strict_ops[t].upload = base->upload;
