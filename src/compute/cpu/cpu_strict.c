@@ -40,10 +40,13 @@ static kiln_status check(kiln_backend *be, const char *op, const char *arg, cons
     kiln_tensor_span(t, &lo, &hi);
     if (hi <= lo) return KILN_OK; /* empty: touches nothing */
     kiln_cpu_backend *cb = cpu_be(be);
-    const char *start = (const char *)t->data + lo;
-    pthread_mutex_lock(&cb->owned_lock);
-    bool ok = t->data && kiln_ranges_covers(&cb->owned, start, (size_t)(hi - lo));
-    pthread_mutex_unlock(&cb->owned_lock);
+    bool ok = false;
+    if (t->data) {
+        const char *start = (const char *)t->data + lo;
+        pthread_mutex_lock(&cb->owned_lock);
+        ok = kiln_ranges_covers(&cb->owned, start, (size_t)(hi - lo));
+        pthread_mutex_unlock(&cb->owned_lock);
+    }
     if (ok) return KILN_OK;
     char shape[96];
     return KILN_FAIL(err, KILN_E_INVALID,
