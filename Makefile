@@ -33,8 +33,8 @@ fuzz:                  ## Build the libFuzzer targets (clang) and run each for F
 	$(CMAKE) --build build-fuzz -j$(JOBS)
 	scripts/run-fuzz.sh build-fuzz $(FUZZ_SECONDS)
 
-cuda:                  ## Compile and link the CUDA backend (sm_90 + sm_80); run its host-logic tests (skip cleanly w/o GPU)
-	$(CMAKE) -S . -B build-cuda -DCMAKE_BUILD_TYPE=Debug -DKILN_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="80;90" >/dev/null
+cuda:                  ## Compile and link the CUDA backend (sm_80/86/89/90/120); run its host-logic tests (ops: Skipped w/o GPU)
+	$(CMAKE) -S . -B build-cuda -DCMAKE_BUILD_TYPE=Debug -DKILN_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="80;86;89;90;120" >/dev/null
 	$(CMAKE) --build build-cuda -j$(JOBS)
 	cd build-cuda && ctest --output-on-failure -R '^test_compute_cuda_'
 

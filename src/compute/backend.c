@@ -1,9 +1,16 @@
-/* backend.c - backend-independent entry points: closing any backend, and the CUDA opener's stand-in when kiln
+/* backend.c - backend-independent entry points: closing any backend, graph keys (graph.h), and the CUDA opener's stand-in when kiln
  * was built without CUDA (the real one lives in src/compute/cuda/). */
+#include "compute/graph.h"
 #include "compute/ops.h"
 
 void kiln_backend_close(kiln_backend *be) {
     if (be && be->ops && be->ops->close) be->ops->close(be);
+}
+
+uint64_t kiln_graph_key(uint64_t key, int64_t value) {
+    uint64_t h = key ? key : 1469598103934665603ull;
+    for (int i = 0; i < 8; i++) h = (h ^ (uint64_t)((value >> (8 * i)) & 0xff)) * 1099511628211ull;
+    return h;
 }
 
 #ifndef KILN_HAVE_CUDA

@@ -114,6 +114,20 @@ typedef struct kiln_ops {
     /* Nearest-neighbour 2x upsample, NCHW. */
     kiln_status (*upsample2x)(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, kiln_err *err);
 
+    /* Residency contract: every tensor an op receives lies in memory this backend owns - allocated by alloc, or
+     * placed by place - and nothing else (a host-mapped checkpoint tensor handed to a CUDA op is a bug).
+     * Weights are placed once, at load (models/weights.h kiln_wset_place), and unplaced when the model is freed:
+     *   CPU: zero copy, the host bytes are used as they are (the placement only records them: strict mode).
+     *   CUDA: a device copy is uploaded now; an op given a tensor inside [host, host+bytes) uses the copy.
+     * The host bytes must not change and must stay mapped while placed. Placements of one backend must not
+     * overlap. KILN_E_NOMEM when the backend is full, KILN_E_INVALID for an overlap or NULL. */
+    kiln_status (*place)(kiln_backend *be, const void *host, size_t bytes, kiln_err *err);
+    /* Ends the placement that starts at host (frees a device copy). Unknown host: logged, ignored. */
+    void (*unplace)(kiln_backend *be, const void *host);
+    /* The coming request's plan: its activations peak at `bytes` (the pipeline's estimate). CUDA sizes its arena
+     * from it (cuda_arena.h kcu_arena_capacity_for); the CPU ignores it. Never fails a request that could run:
+     * what does not fit the arena is allocated outside it. */
+    kiln_status (*reserve)(kiln_backend *be, size_t bytes, kiln_err *err);
     /* Memory on this backend (host memory for the CPU). 64-byte aligned. */
     void *(*alloc)(kiln_backend *be, size_t bytes);
     void (*free)(kiln_backend *be, void *p);
@@ -137,7 +151,10 @@ struct kiln_backend {
  * (AMX-BF16, AVX-512 BF16, AVX2+FMA, portable C); KILN_CPU=generic|avx2|avx512|amx forces a lower tier
  * (KILN_E_UNSUPPORTED if above what the CPU has). FAST applies to bf16 weights (f32 weights always run EXACT).
  * A backend serves one caller at a time (like a CUDA stream): it owns grow-only scratch that ops reuse.
- * Decisions and measurements: docs/cpu-backend.md. */
+ * KILN_STRICT_RESIDENCY=1 opens it in strict-residency mode (cpu/cpu_strict.c): every op first checks that each
+ * tensor it is given lies inside memory this backend allocated or placed, and fails naming the op and the
+ * argument otherwise - the CUDA contract enforced on the CPU, so that a model handing an op host memory is caught
+ * on every commit without a GPU. Decisions and measurements: docs/cpu-backend.md. */
 kiln_status kiln_backend_open_cpu(int n_threads, kiln_backend **out, kiln_err *err);
 /* CUDA backend on GPU `device`; KILN_E_DEVICE when kiln was built without CUDA or no GPU is present. */
 kiln_status kiln_backend_open_cuda(int device, kiln_backend **out, kiln_err *err);

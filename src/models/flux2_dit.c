@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
-#include "compute/cuda/cuda_graph_cache.h"
+#include "compute/graph.h"
 #include "models/flux2_dit.h"
 #include "models/rope_tables.h"
 #include "models/views.h"
@@ -142,8 +142,8 @@ void kiln_flux2_dit_ws_free(kiln_backend *be, kiln_flux2_dit_ws *w) {
 uint64_t kiln_flux2_dit_ws_key(const kiln_flux2_dit_ws *w, uint64_t key) {
     float *bufs[WS_NBUF];
     ws_bufs(w, bufs);
-    key = kcu_graph_key(kcu_graph_key(kcu_graph_key(key, w->B), w->L), w->N);
-    for (int i = 0; i < WS_NBUF; i++) key = kcu_graph_key(key, (int64_t)(uintptr_t)bufs[i]);
+    key = kiln_graph_key(kiln_graph_key(kiln_graph_key(key, w->B), w->L), w->N);
+    for (int i = 0; i < WS_NBUF; i++) key = kiln_graph_key(key, (int64_t)(uintptr_t)bufs[i]);
     return key;
 }
 

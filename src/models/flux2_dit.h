@@ -10,7 +10,7 @@
  *
  * forward = set_timestep (host embedding + upload) + set_text (once per request) + run. A caller replaying the
  * step as a CUDA graph calls set_text once and set_timestep before each step itself, and captures only run:
- * run launches ops on workspace memory and nothing else (see compute/cuda/cuda_backend.h).
+ * run launches ops on workspace memory and nothing else (see compute/graph.h).
  *
  * Layouts (detected from the names, never configured): BFL/ComfyUI single file (fused img/txt qkv,
  * final_layer.adaLN_modulation.1 rows = [shift; scale]) and diffusers (split to_q/to_k/to_v, norm_out rows =
@@ -119,7 +119,7 @@ kiln_status kiln_flux2_dit_run(const kiln_flux2_dit *m, kiln_backend *be, kiln_f
                                float *v, kiln_err *err);
 
 /* key with the workspace's shape (batch, text and image tokens) and every buffer address mixed in
- * (kcu_graph_key): a captured run is valid only for the same workspace memory. */
+ * (kiln_graph_key): a captured run is valid only for the same workspace memory. */
 uint64_t kiln_flux2_dit_ws_key(const kiln_flux2_dit_ws *ws, uint64_t key);
 
 #endif

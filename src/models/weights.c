@@ -3,9 +3,11 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
+#include "compute/ops.h"
 #include "tensor/convert.h"
 
 /* Declares char name[512] holding the tensor name a kiln_w_* call spells printf-style (fmt and its arguments). */
@@ -25,11 +27,89 @@ void kiln_wset_init(kiln_wset *ws, const kiln_st_file *ck, const char *what, kil
     ws->err = err;
 }
 
+static void unplace_all(kiln_wset *ws) {
+    if (!ws->be) return;
+    for (size_t i = 0; i < ws->n_ranges; i++) ws->be->ops->unplace(ws->be, ws->ranges[i].host);
+    ws->be = NULL;
+}
+
 void kiln_wset_free(kiln_wset *ws) {
+    unplace_all(ws);
     for (size_t i = 0; i < ws->n_owned; i++) kiln_free(ws->owned[i]);
     kiln_free(ws->owned);
+    kiln_free(ws->ranges);
     ws->owned = NULL;
-    ws->n_owned = ws->cap_owned = 0;
+    ws->ranges = NULL;
+    ws->n_owned = ws->cap_owned = ws->n_ranges = ws->cap_ranges = 0;
+}
+
+static int by_host(const void *a, const void *b) {
+    uintptr_t x = (uintptr_t)((const kiln_wrange *)a)->host, y = (uintptr_t)((const kiln_wrange *)b)->host;
+    return x < y ? -1 : x > y;
+}
+
+/* Sorts the ranges and merges those that overlap or touch (a tensor fetched twice; neighbours in the file):
+ * fewer, larger placements (one upload per contiguous run of used tensors). */
+static void merge_ranges(kiln_wset *ws) {
+    if (!ws->n_ranges) return;
+    qsort(ws->ranges, ws->n_ranges, sizeof *ws->ranges, by_host);
+    size_t o = 0;
+    for (size_t i = 1; i < ws->n_ranges; i++) {
+        kiln_wrange *last = &ws->ranges[o];
+        uintptr_t end = (uintptr_t)last->host + last->bytes, b = (uintptr_t)ws->ranges[i].host;
+        if (b <= end) {
+            uintptr_t e2 = b + ws->ranges[i].bytes;
+            if (e2 > end) last->bytes += e2 - end;
+        } else {
+            ws->ranges[++o] = ws->ranges[i];
+        }
+    }
+    ws->n_ranges = o + 1;
+}
+
+kiln_status kiln_wset_place(kiln_wset *ws, kiln_backend *be, kiln_err *err) {
+    if (!be) return KILN_FAIL(err, KILN_E_INVALID, "%s: placing weights on a NULL backend", ws->what);
+    if (ws->be == be) return KILN_OK;
+    if (ws->be) return KILN_FAIL(err, KILN_E_INVALID, "%s: weights are already placed on another backend", ws->what);
+    merge_ranges(ws);
+    for (size_t i = 0; i < ws->n_ranges; i++) {
+        kiln_status s = be->ops->place(be, ws->ranges[i].host, ws->ranges[i].bytes, err);
+        if (s != KILN_OK) {
+            for (size_t j = 0; j < i; j++) be->ops->unplace(be, ws->ranges[j].host);
+            return kiln_err_prefix(err, "%s: placing %zu MiB of weights on %s: ", ws->what,
+                                   ws->ranges[i].bytes >> 20, be->ops->name);
+        }
+    }
+    ws->be = be;
+    return KILN_OK;
+}
+
+size_t kiln_wset_placed_bytes(const kiln_wset *ws) {
+    size_t n = 0;
+    for (size_t i = 0; ws->be && i < ws->n_ranges; i++) n += ws->ranges[i].bytes;
+    return n;
+}
+
+/* Records a range handed out (and places it at once when the wset is placed already). */
+static kiln_status note_range(kiln_wset *ws, const void *host, size_t bytes) {
+    if (!bytes) return KILN_OK;
+    if (ws->be) {
+        /* Already placed: a tensor inside a placed range needs nothing; anything else is placed now. */
+        for (size_t i = 0; i < ws->n_ranges; i++) {
+            uintptr_t b = (uintptr_t)ws->ranges[i].host, h = (uintptr_t)host;
+            if (h >= b && h - b <= ws->ranges[i].bytes && bytes <= ws->ranges[i].bytes - (h - b)) return KILN_OK;
+        }
+    }
+    if (ws->n_ranges == ws->cap_ranges) {
+        size_t cap = ws->cap_ranges ? 2 * ws->cap_ranges : 256;
+        kiln_wrange *r = kiln_realloc(ws->ranges, cap * sizeof *r);
+        if (!r) return KILN_FAIL(ws->err, KILN_E_NOMEM, "%s: out of memory", ws->what);
+        ws->ranges = r;
+        ws->cap_ranges = cap;
+    }
+    if (ws->be) KILN_TRY(ws->be->ops->place(ws->be, host, bytes, ws->err));
+    ws->ranges[ws->n_ranges++] = (kiln_wrange){host, bytes};
+    return KILN_OK;
 }
 
 bool kiln_w_has(const kiln_wset *ws, const char *fmt, ...) {
@@ -78,6 +158,7 @@ kiln_status kiln_w_mat(kiln_wset *ws, kiln_tensor *out, int64_t rows, int64_t co
     const kiln_st_tensor *t = kiln_st_find(ws->ck, name);
     int64_t want4[4] = {rows, cols, 1, 1}, want2[2] = {rows, cols};
     KILN_TRY(lookup(ws, name, t && t->ndim == 4 ? 4 : 2, t && t->ndim == 4 ? want4 : want2, &t));
+    KILN_TRY(note_range(ws, t->data, t->nbytes));
     *out = kiln_tensor_make((void *)t->data, t->dtype, 2, (int64_t[]){t->shape[0], t->shape[1]});
     return KILN_OK;
 }
@@ -86,6 +167,7 @@ kiln_status kiln_w_conv(kiln_wset *ws, kiln_tensor *out, int64_t o, int64_t i, i
     FORMAT_NAME(name, fmt);
     const kiln_st_tensor *t;
     KILN_TRY(lookup(ws, name, 4, (int64_t[]){o, i, k, k}, &t));
+    KILN_TRY(note_range(ws, t->data, t->nbytes));
     *out = kiln_st_view(t);
     return KILN_OK;
 }
@@ -105,6 +187,7 @@ kiln_status kiln_w_vec(kiln_wset *ws, kiln_tensor *out, int64_t n, const char *f
     if (!buf) return KILN_FAIL(ws->err, KILN_E_NOMEM, "%s: out of memory", ws->what);
     kiln_to_f32(buf, t->data, t->dtype, (size_t)t->shape[0]);
     ws->owned[ws->n_owned++] = buf;
+    KILN_TRY(note_range(ws, buf, (size_t)t->shape[0] * sizeof(float)));
     *out = kiln_tensor_make(buf, KILN_DT_F32, 1, (int64_t[]){t->shape[0]});
     return KILN_OK;
 }

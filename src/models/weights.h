@@ -10,7 +10,17 @@
  *     KILN_TRY(kiln_w_mat(&ws, &w, 3072, 128, "img_in.weight"));              // -1 = any size, read it
  *     KILN_TRY(kiln_w_vec(&ws, &g, 128, "double_blocks.%d.img_attn.norm.query_norm.scale", i));
  *     ...
- *     kiln_wset_free(&ws);   // frees the f32 copies (views stay valid while ck is open)
+ *     KILN_TRY(kiln_wset_place(&ws, be, &err));   // once, at load: the weights now live on be
+ *     ...
+ *     kiln_wset_free(&ws);   // unplaces them and frees the f32 copies (views stay valid while ck is open)
+ *
+ * Placement (the residency contract of compute/ops.h): ops only receive memory the backend owns. The wset
+ * records every byte range it handed out (checkpoint views and its f32 copies); kiln_wset_place places them on a
+ * backend once - zero copy on the CPU, one upload on CUDA - merging ranges that touch, so a model's tensors,
+ * views into them (the Q/K/V rows of a fused QKV weight, an embedding row) included, are the backend's. Weights
+ * fetched after placement are placed at once. The placement ends in kiln_wset_free, which must run before the
+ * backend is closed and the checkpoint unmapped; a model released and loaded again is placed again (no cache
+ * can hand the new model the old model's copy).
  *
  * Errors (in ws.err, also returned): KILN_E_NOT_FOUND for a missing tensor, KILN_E_FORMAT for a wrong shape
  * or dtype - each message names the model, the tensor, what was expected and what was found.
@@ -25,16 +35,30 @@
 #include "io/safetensors.h"
 #include "tensor/tensor.h"
 
+typedef struct kiln_wrange {
+    const void *host;
+    size_t bytes;
+} kiln_wrange;
+
 typedef struct kiln_wset {
     const kiln_st_file *ck;
     const char *what;  /* "DiT", "Qwen3", "VAE": prefix of error messages */
     kiln_err *err;
     void **owned;
     size_t n_owned, cap_owned;
+    kiln_wrange *ranges; /* every range handed out (before placement: to place; after: what was placed) */
+    size_t n_ranges, cap_ranges;
+    struct kiln_backend *be; /* where the ranges are placed; NULL before kiln_wset_place */
 } kiln_wset;
 
 void kiln_wset_init(kiln_wset *ws, const kiln_st_file *ck, const char *what, kiln_err *err);
+/* Unplaces (if placed) and frees the f32 copies. */
 void kiln_wset_free(kiln_wset *ws);
+/* Places every weight handed out so far on be (see above). Once per wset: placing on a second backend is
+ * KILN_E_INVALID. On failure nothing stays placed. */
+kiln_status kiln_wset_place(kiln_wset *ws, struct kiln_backend *be, kiln_err *err);
+/* Bytes placed (0 before placement). */
+size_t kiln_wset_placed_bytes(const kiln_wset *ws);
 
 /* True when the checkpoint holds the (printf-formatted) name. */
 bool kiln_w_has(const kiln_wset *ws, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -1,7 +1,7 @@
 /* denoise_step.c - one denoising step as a graph-replayable body (see denoise_step.h). */
 #include <string.h>
 
-#include "compute/cuda/cuda_backend.h"
+#include "compute/graph.h"
 #include "models/views.h"
 #include "pipeline/denoise_step.h"
 
@@ -60,7 +60,7 @@ uint64_t kiln_denoise_step_key(const kiln_denoise_step *s) {
     uint32_t g = 0;
     if (s->cfg) memcpy(&g, &s->guidance, sizeof g);
     const void *ptrs[] = {s->dit, s->x, s->xin, s->v, s->tmp, s->dt};
-    uint64_t key = kcu_graph_key(kcu_graph_key(kcu_graph_key(kcu_graph_key(0, s->cfg), s->B), s->N), g);
-    for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) key = kcu_graph_key(key, (int64_t)(uintptr_t)ptrs[i]);
+    uint64_t key = kiln_graph_key(kiln_graph_key(kiln_graph_key(kiln_graph_key(0, s->cfg), s->B), s->N), g);
+    for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) key = kiln_graph_key(key, (int64_t)(uintptr_t)ptrs[i]);
     return kiln_flux2_dit_ws_key(s->ws, key);
 }

@@ -1,5 +1,5 @@
 /* denoise_step.h - one denoising step of kiln_generate (DiT forward over the batch, CFG, Euler update) as a
- * body that kiln_backend_graph_run can capture and replay as one CUDA graph (compute/cuda/cuda_backend.h).
+ * body that kiln_backend_graph_run can capture and replay as one CUDA graph (compute/graph.h).
  *
  * A replayed graph repeats the captured launches exactly, so nothing that changes from step to step may be a
  * host scalar inside the body: the timestep (as the DiT's sinusoidal embedding) and the Euler dt live in

@@ -129,7 +129,11 @@ kiln_status kiln_engine_open_text_encoder(kiln_engine *e, kiln_err *err) {
     kiln_status s = kiln_st_open(e->te_path, &e->te_ck, err);
     if (s != KILN_OK) return kiln_err_prefix(err, "text encoder");
     s = kiln_qwen3_load(e->te_ck, e->te_config[0] ? e->te_config : NULL, &e->te, err);
+    /* Reopened after a release (generate.c): placed again, at once (open_all places the first one). */
+    if (s == KILN_OK && e->be) s = kiln_wset_place(&e->te->ws, e->be, err);
     if (s != KILN_OK) {
+        kiln_qwen3_free(e->te);
+        e->te = NULL;
         kiln_st_close(e->te_ck);
         e->te_ck = NULL;
         return kiln_err_prefix(err, "%s", e->te_path);
@@ -190,6 +194,10 @@ static kiln_status open_all(kiln_engine *e, kiln_err *err) {
     if (e->cfg.device == KILN_DEVICE_CUDA) KILN_TRY(kiln_backend_open_cuda(e->cfg.device_index, &e->be, err));
     else KILN_TRY(kiln_backend_open_cpu(e->cfg.n_threads, &e->be, err));
     e->be->precision = e->cfg.exact ? KILN_PREC_EXACT : KILN_PREC_FAST;
+    /* Placement (compute/ops.h): the weights become the backend's now, once; ops never see the mapping. */
+    KILN_TRY(kiln_wset_place(&e->dit->ws, e->be, err));
+    KILN_TRY(kiln_wset_place(&e->vae->ws, e->be, err));
+    KILN_TRY(kiln_wset_place(&e->te->ws, e->be, err));
 
     snprintf(e->describe, sizeof e->describe,
              "FLUX.2 [klein] %s; DiT %s %dx(%d double + %d single), %d heads; Qwen3 %d hidden x %d layers used; "

@@ -213,7 +213,9 @@ static kiln_status validate(run *r, kiln_err *err) {
                  keep / 1e9, limit / 1e9);
     }
     e->te_released = rel;
-    return KILN_OK;
+    /* The backend sizes its activation memory from this plan (CUDA: the arena; compute/ops.h reserve). */
+    size_t weights = e->te_bytes + e->dit_bytes + e->vae_bytes, act = keep > weights ? keep - weights : 0;
+    return e->be->ops->reserve(e->be, act, err);
 }
 
 static kiln_status encode_text(run *r, kiln_err *err) {

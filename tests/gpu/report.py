@@ -8,6 +8,16 @@
                                               image by stage, DiT seconds per step, DiT TFLOP/s and its fraction
                                               of the measured bf16 peak (FLOPs counted from the klein-4B shapes)
   report.py flops W H BATCH                   the DiT FLOPs of one forward (for checking the count)
+  report.py golden GOLDEN.safetensors PNG MIN_PSNR
+                                              compare a kiln PNG with a golden's image_u8 (image 0): PSNR; exit 1
+                                              below MIN_PSNR or on a size mismatch
+  report.py bench REPORT.json                 one line per graph of a `kiln bench run` report: median seconds per
+                                              image over the timed submits (the warm-up excluded: a second request
+                                              in the same process), their count, and the NVML trace's peaks;
+                                              exit 1 when a graph has no timed submit
+  report.py memline LOG                       the last "cuda: memory peak:" line of a kiln log, as
+                                              "arena A MiB, weights W MiB, outside O MiB, graphs C captured R
+                                              replays"; exit 1 when there is none
 """
 import json
 import struct
@@ -117,11 +127,97 @@ def cmd_perf(label, w, h, batch, steps, path, peak_tflops, peak_mem):
     return 0
 
 
+def read_safetensors(path):
+    data = open(path, "rb").read()
+    n = struct.unpack("<Q", data[:8])[0]
+    head = json.loads(data[8:8 + n])
+    return head, data[8 + n:]
+
+
+def cmd_golden(golden, png, min_psnr):
+    head, body = read_safetensors(golden)
+    t = head.get("image_u8")
+    if not t or t["dtype"] != "U8" or len(t["shape"]) != 4:
+        print(f"golden: {golden} has no u8 image [B,H,W,C]")
+        return 1
+    _, gh, gw, gc = t["shape"]
+    b0, _ = t["data_offsets"]
+    ref = body[b0:b0 + gh * gw * gc]
+    w, h, ch, px = read_png(png)
+    if (w, h) != (gw, gh) or ch < gc:
+        print(f"golden: size {w}x{h}x{ch}, golden {gw}x{gh}x{gc}")
+        return 1
+    got = px if ch == gc else bytes(px[i] for i in range(len(px)) if i % ch < gc)
+    se = sum((x - y) ** 2 for x, y in zip(got, ref))
+    mx = max(abs(x - y) for x, y in zip(got, ref))
+    import math
+    psnr = float("inf") if se == 0 else 10 * math.log10(255.0 ** 2 / (se / len(ref)))
+    ok = psnr >= float(min_psnr)
+    print(f"golden {head.get('__metadata__', {}).get('golden', '?')}: PSNR {psnr:.1f} dB (min {min_psnr}), "
+          f"max abs {mx}/255 -> {'ok' if ok else 'FAIL'}")
+    return 0 if ok else 1
+
+
+def _red(block, key, stat):
+    v = (block or {}).get(key) or {}
+    return v.get(stat) if isinstance(v, dict) else None
+
+
+def cmd_bench(path):
+    rep = json.load(open(path))
+    bad = 0
+    for name, g in sorted((rep.get("graphs") or {}).items()):
+        knobs = g.get("knobs", {})
+        for ci, card in sorted((g.get("cards") or {}).items()):
+            if not isinstance(card, dict):
+                continue
+            for b, bat in sorted((card.get("batches") or {}).items()):
+                red = bat.get("reduced") or {}
+                spi = red.get("exec_seconds_per_image") or {}
+                n = len(bat.get("timed") or [])
+                tr = bat.get("trace") or {}
+                mem, pw = _red(tr, "memory.used", "max"), _red(tr, "power.draw", "median")
+                print(f"{name}: {knobs.get('width')}x{knobs.get('height')} b{b} {knobs.get('steps')} steps: "
+                      f"{spi.get('median')} s/image median of {n} timed (warm-up excluded), "
+                      f"cold first {bat.get('cold_first_submit_exec_seconds')} s; NVML memory.used max {mem} MiB, "
+                      f"power median {pw} W")
+                if not n or spi.get("median") is None:
+                    bad = 1
+    if not rep.get("graphs"):
+        print("bench: the report has no graphs")
+        bad = 1
+    return bad
+
+
+def cmd_memline(path):
+    import re
+    last = None
+    for line in open(path, errors="replace"):
+        if "cuda: memory peak:" in line:
+            last = line
+    if not last:
+        print("no 'cuda: memory peak:' line (the CUDA backend did not close, or KILN_LOG is below info)")
+        return 1
+    def num(pat):
+        m = re.search(pat, last)
+        return m.group(1) if m else "?"
+    arena, weights, outside = num(r"arena (\d+) MiB"), num(r"weights (\d+) MiB"), num(r"outside the arena (\d+) MiB")
+    cap, rep = num(r"(\d+) graphs captured"), num(r"(\d+) replays")
+    print(f"arena {arena} MiB, weights {weights} MiB, outside {outside} MiB, graphs {cap} captured {rep} replays")
+    return 0
+
+
 def main(argv):
     if len(argv) >= 5 and argv[1] == "png":
         return cmd_png(argv[2], argv[3], argv[4])
     if len(argv) >= 10 and argv[1] == "perf":
         return cmd_perf(*argv[2:10])
+    if len(argv) >= 5 and argv[1] == "golden":
+        return cmd_golden(argv[2], argv[3], argv[4])
+    if len(argv) >= 3 and argv[1] == "bench":
+        return cmd_bench(argv[2])
+    if len(argv) >= 3 and argv[1] == "memline":
+        return cmd_memline(argv[2])
     if len(argv) >= 5 and argv[1] == "flops":
         print(f"{dit_flops(int(argv[2]), int(argv[3]), int(argv[4])) / 1e12:.2f} TFLOP per DiT forward")
         return 0

@@ -178,11 +178,45 @@ static void test_plan(void) {
     CHECK_EQ_INT(total, 0);
 }
 
+#define MiB (1ull << 20)
+#define GiB (1ull << 30)
+
+/* The arena is sized from the request's plan: not a quarter of free memory, never shrunk, never moved while in
+ * use, capped by the device with headroom left. */
+static void test_capacity_for_request(void) {
+    const uint64_t h200 = 141 * GiB;
+    /* 1024x1024 distilled needs ~3 GB of activations: the arena is that plus slack, not 35 GB (a quarter) */
+    uint64_t c = kcu_arena_capacity_for(3 * GiB, 0, 0, 130 * GiB, h200);
+    CHECK(c >= 3 * GiB + 3 * GiB / 16 && c <= 3 * GiB + 3 * GiB / 16 + KCU_ARENA_SLACK_MIN + 2 * MiB);
+    CHECK(c % (2 * MiB) == 0);
+    CHECK(c < 130 * GiB / 4);
+    /* an arena that already holds the request is kept (its graphs stay valid) */
+    CHECK_EQ_INT(kcu_arena_capacity_for(2 * GiB, c, 0, 120 * GiB, h200), c);
+    /* a smaller later request never shrinks it */
+    CHECK_EQ_INT(kcu_arena_capacity_for(100 * MiB, c, 0, 120 * GiB, h200), c);
+    /* a larger request grows it, but not while blocks are live */
+    uint64_t big = kcu_arena_capacity_for(10 * GiB, c, 0, 120 * GiB, h200);
+    CHECK(big > 10 * GiB && big < 11 * GiB + KCU_ARENA_SLACK_MIN);
+    CHECK_EQ_INT(kcu_arena_capacity_for(10 * GiB, c, 1, 120 * GiB, h200), c);
+    /* a 24 GB card with 20 GB of weights: capped so headroom stays free (the rest falls back to cudaMalloc) */
+    const uint64_t card = 24 * GiB;
+    uint64_t capped = kcu_arena_capacity_for(6 * GiB, 0, 0, 4 * GiB, card);
+    CHECK(capped > 0 && capped + KCU_ARENA_HEADROOM(card) <= 4 * GiB);
+    CHECK_EQ_INT(KCU_ARENA_HEADROOM(card), 768 * MiB);
+    /* the current arena's bytes count as available when it is replaced */
+    uint64_t regrow = kcu_arena_capacity_for(6 * GiB, 2 * GiB, 0, 4 * GiB, card);
+    CHECK(regrow > capped && regrow + KCU_ARENA_HEADROOM(card) <= 6 * GiB);
+    /* nothing useful fits: keep what there is */
+    CHECK_EQ_INT(kcu_arena_capacity_for(6 * GiB, 0, 0, 600 * MiB, card), 0);
+    CHECK_EQ_INT(kcu_arena_capacity_for(0, 0, 0, 100 * GiB, h200), KCU_ARENA_SLACK_MIN);
+}
+
 int main(void) {
     RUN(test_basic);
     RUN(test_best_fit_and_reuse);
     RUN(test_random);
     RUN(test_alloc_failure_leaves_state);
     RUN(test_plan);
+    RUN(test_capacity_for_request);
     return test_summary();
 }

@@ -3,6 +3,7 @@
 #include <stdint.h>
 
 #include "compute/cuda/cuda_graph_cache.h"
+#include "compute/graph.h"
 #include "test.h"
 
 static int destroyed;
@@ -12,7 +13,7 @@ static void test_lifecycle(void) {
     kcu_graph_cache gc;
     kcu_graph_cache_init(&gc, 4);
     void *exec, *stale;
-    uint64_t key = kcu_graph_key(kcu_graph_key(0, 4096), 512);
+    uint64_t key = kiln_graph_key(kiln_graph_key(0, 4096), 512);
     CHECK_EQ_INT(kcu_graph_cache_begin(&gc, key, 1, &exec, &stale), KCU_GRAPH_EAGER);
     CHECK(stale == NULL);
     CHECK_EQ_INT(kcu_graph_cache_begin(&gc, key, 1, &exec, &stale), KCU_GRAPH_CAPTURE);
@@ -76,9 +77,9 @@ static void test_lru_eviction(void) {
 }
 
 static void test_keys(void) {
-    CHECK(kcu_graph_key(0, 1) != kcu_graph_key(0, 2));
-    CHECK(kcu_graph_key(kcu_graph_key(0, 1), 2) != kcu_graph_key(kcu_graph_key(0, 2), 1));
-    CHECK_EQ_INT(kcu_graph_key(0, 4096), kcu_graph_key(0, 4096));
+    CHECK(kiln_graph_key(0, 1) != kiln_graph_key(0, 2));
+    CHECK(kiln_graph_key(kiln_graph_key(0, 1), 2) != kiln_graph_key(kiln_graph_key(0, 2), 1));
+    CHECK_EQ_INT(kiln_graph_key(0, 4096), kiln_graph_key(0, 4096));
 }
 
 int main(void) {

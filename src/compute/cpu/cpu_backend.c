@@ -7,20 +7,68 @@
 #include "base/log.h"
 #include "compute/cpu/cpu_internal.h"
 
-static void *cpu_alloc(kiln_backend *be, size_t bytes) { return kiln_aligned_alloc(bytes ? bytes : 1); }
-static void cpu_free(kiln_backend *be, void *p) { kiln_aligned_free(p); }
+static void *cpu_alloc(kiln_backend *be, size_t bytes) {
+    void *p = kiln_aligned_alloc(bytes ? bytes : 1);
+    kiln_err err = {0};
+    if (p && cpu_strict_own(cpu_be(be), p, bytes, "allocation", &err) != KILN_OK) {
+        log_error("%s", err.msg);
+        kiln_aligned_free(p);
+        return NULL;
+    }
+    return p;
+}
 
-static kiln_status cpu_memcpy(kiln_backend *be, void *dst, const void *src, size_t bytes, kiln_err *err) {
+static void cpu_free(kiln_backend *be, void *p) {
+    cpu_strict_disown(cpu_be(be), p, "free of an allocation");
+    kiln_aligned_free(p);
+}
+
+/* Placement on the CPU is zero copy: the host bytes are used where they are (a mapped checkpoint stays mapped,
+ * nothing is duplicated); strict mode records the range. */
+static kiln_status cpu_place(kiln_backend *be, const void *host, size_t bytes, kiln_err *err) {
+    if (!host) return KILN_FAIL(err, KILN_E_INVALID, "place of %zu bytes at NULL", bytes);
+    return cpu_strict_own(cpu_be(be), host, bytes, "placement", err);
+}
+
+static void cpu_unplace(kiln_backend *be, const void *host) { cpu_strict_disown(cpu_be(be), host, "unplace"); }
+
+/* upload/download: a memmove; strict mode also checks that the backend side is memory it owns. */
+static kiln_status cpu_copy_bytes(kiln_backend *be, void *dst, const void *src, size_t bytes, bool up,
+                                  kiln_err *err) {
     if (bytes && (!dst || !src)) return KILN_FAIL(err, KILN_E_INVALID, "copy of %zu bytes with a NULL pointer", bytes);
+    kiln_cpu_backend *cb = cpu_be(be);
+    if (cb->strict && bytes) {
+        const void *dev = up ? dst : src;
+        pthread_mutex_lock(&cb->owned_lock);
+        bool ok = kiln_ranges_covers(&cb->owned, dev, bytes);
+        pthread_mutex_unlock(&cb->owned_lock);
+        if (!ok)
+            return KILN_FAIL(err, KILN_E_INVALID, "%s: %s of %zu bytes at %p is not memory this backend allocated "
+                             "(strict residency)", up ? "upload" : "download", up ? "destination" : "source", bytes,
+                             dev);
+    }
     if (bytes) memmove(dst, src, bytes);
     return KILN_OK;
 }
+static kiln_status cpu_upload(kiln_backend *be, void *dst, const void *src, size_t bytes, kiln_err *err) {
+    return cpu_copy_bytes(be, dst, src, bytes, true, err);
+}
+static kiln_status cpu_download(kiln_backend *be, void *dst, const void *src, size_t bytes, kiln_err *err) {
+    return cpu_copy_bytes(be, dst, src, bytes, false, err);
+}
 static kiln_status cpu_sync(kiln_backend *be, kiln_err *err) { return KILN_OK; }
+static kiln_status cpu_reserve(kiln_backend *be, size_t bytes, kiln_err *err) { return KILN_OK; }
 
 static void cpu_close(kiln_backend *be) {
     if (!be) return;
-    kiln_pool_destroy(cpu_be(be)->pool);
-    kiln_aligned_free(cpu_be(be)->scratch);
+    kiln_cpu_backend *cb = cpu_be(be);
+    kiln_pool_destroy(cb->pool);
+    kiln_aligned_free(cb->scratch);
+    if (cb->strict) {
+        if (cb->owned.n) log_warn("strict residency: %zu allocations or placements still live at close", cb->owned.n);
+        kiln_ranges_free(&cb->owned);
+        pthread_mutex_destroy(&cb->owned_lock);
+    }
     kiln_free(be);
 }
 
@@ -31,7 +79,9 @@ static void cpu_close(kiln_backend *be) {
         .silu_mul = cpu_silu_mul, .silu = cpu_silu, .gelu_tanh = cpu_gelu_tanh, .softmax = cpu_softmax,       \
         .add = cpu_add, .gated_add = cpu_gated_add, .scale_shift = cpu_scale_shift, .copy = cpu_copy,         \
         .conv2d = cpu_conv2d, .group_norm = cpu_group_norm, .upsample2x = cpu_upsample2x, .alloc = cpu_alloc, \
-        .free = cpu_free, .upload = cpu_memcpy, .download = cpu_memcpy, .sync = cpu_sync, .close = cpu_close,  \
+        .free = cpu_free, .place = cpu_place, .unplace = cpu_unplace, .reserve = cpu_reserve,              \
+        .upload = cpu_upload,                                                                                 \
+        .download = cpu_download, .sync = cpu_sync, .close = cpu_close,                                       \
     }
 
 /* One table per tier so that be->ops->name says which kernels run; the functions dispatch on the tier. */
@@ -41,6 +91,8 @@ static const kiln_ops cpu_ops[] = {
     CPU_OPS_TABLE("cpu-avx512bf16"),
     CPU_OPS_TABLE("cpu-amx"),
 };
+
+const kiln_ops *cpu_tier_ops(kiln_cpu_tier tier) { return &cpu_ops[tier]; }
 
 kiln_status kiln_backend_open_cpu(int n_threads, kiln_backend **out, kiln_err *err) {
     if (!out) return KILN_FAIL(err, KILN_E_INVALID, "kiln_backend_open_cpu: out is NULL");
@@ -69,11 +121,18 @@ kiln_status kiln_backend_open_cpu(int n_threads, kiln_backend **out, kiln_err *e
     cb->n_threads = kiln_pool_size(cb->pool);
     cb->tier = tier;
     cb->prefer_bf16_dot = kiln_cpu_prefers_bf16_dot();
-    cb->base.ops = &cpu_ops[tier];
+    const char *strict = getenv("KILN_STRICT_RESIDENCY");
+    cb->strict = strict && *strict && strcmp(strict, "0") != 0;
+    if (cb->strict) {
+        kiln_ranges_init(&cb->owned);
+        pthread_mutex_init(&cb->owned_lock, NULL);
+    }
+    cb->base.ops = cb->strict ? cpu_strict_ops(tier) : &cpu_ops[tier];
     cb->base.kind = KILN_BACKEND_CPU;
     cb->base.device = 0;
     cb->base.precision = KILN_PREC_FAST;
-    log_debug("cpu backend: %d threads, kernels %s", cb->n_threads, cb->base.ops->name);
+    log_debug("cpu backend: %d threads, kernels %s%s", cb->n_threads, cb->base.ops->name,
+              cb->strict ? ", strict residency" : "");
     *out = &cb->base;
     return KILN_OK;
 }

@@ -6,12 +6,14 @@
 #ifndef KILN_COMPUTE_CPU_INTERNAL_H
 #define KILN_COMPUTE_CPU_INTERNAL_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "base/status.h"
 #include "base/threadpool.h"
+#include "compute/mem_ranges.h"
 #include "compute/ops.h"
 #include "compute/ops_declare.h"
 #include "tensor/convert.h"
@@ -52,7 +54,20 @@ typedef struct kiln_cpu_backend {
      * allocates nothing after its first step. */
     void *scratch;
     size_t scratch_cap;
+    /* Strict-residency mode (KILN_STRICT_RESIDENCY=1, cpu_strict.c): every range alloc returned or place
+     * recorded; ops refuse tensors outside them. Guarded by owned_lock (alloc may race an op's check). */
+    bool strict;
+    kiln_ranges owned;
+    pthread_mutex_t owned_lock;
 } kiln_cpu_backend;
+
+/* The plain ops table of a tier (cpu_backend.c). */
+const kiln_ops *cpu_tier_ops(kiln_cpu_tier tier);
+/* Strict-residency mode (cpu_strict.c). The ops table of tier `tier` whose entries first check residency. */
+const kiln_ops *cpu_strict_ops(kiln_cpu_tier tier);
+/* Records / forgets an owned range (no-ops unless cb->strict). what: "allocation" or "placement", for errors. */
+kiln_status cpu_strict_own(kiln_cpu_backend *cb, const void *p, size_t bytes, const char *what, kiln_err *err);
+void cpu_strict_disown(kiln_cpu_backend *cb, const void *p, const char *what);
 
 /* At least `bytes` of 64-byte aligned scratch owned by the backend (valid until the next call). */
 kiln_status cpu_scratch(kiln_cpu_backend *cb, size_t bytes, void **out, kiln_err *err);

@@ -165,3 +165,15 @@ kiln_status kcu_plan(kcu_plan_buf *bufs, size_t n, uint64_t *total, kiln_err *er
     kiln_free(live);
     return KILN_OK;
 }
+
+uint64_t kcu_arena_capacity_for(uint64_t need, uint64_t current, uint64_t in_use, uint64_t free_b, uint64_t total_b) {
+    uint64_t want = need + need / 16 + KCU_ARENA_SLACK_MIN;
+    want = (want + (2ull << 20) - 1) & ~((2ull << 20) - 1);
+    if (want <= current || in_use > 0) return current;
+    uint64_t avail = free_b + current; /* the current arena is released before the new one is reserved */
+    uint64_t headroom = KCU_ARENA_HEADROOM(total_b);
+    uint64_t cap = avail > headroom ? (avail - headroom) & ~((2ull << 20) - 1) : 0;
+    if (want > cap) want = cap;
+    if (want < KCU_ARENA_SLACK_MIN) return current;
+    return want > current ? want : current;
+}

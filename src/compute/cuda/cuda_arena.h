@@ -55,6 +55,20 @@ uint64_t kcu_arena_largest_free(const kcu_arena *a);
 /* Checks the invariants (sorted, contiguous, coalesced, in_use adds up). For tests and debug builds. */
 bool kcu_arena_check(const kcu_arena *a);
 
+/* Arena sizing from the request's plan (ops->reserve), not a fixed share of free memory at open (a quarter of
+ * an H200 is 35 GB that the weights then cannot use; a quarter of a 24 GB card can be too small for 1024x1024).
+ * need: the request's peak activation bytes (the pipeline's estimate, which counts every buffer it allocates);
+ * current/in_use: the arena now; free_b/total_b: device memory (cudaMemGetInfo, with the arena's own bytes
+ * counted as free when it may be replaced). Returns the capacity to run with:
+ *   - current, when it already holds need plus slack, or when blocks are live (an arena in use cannot move);
+ *   - else need + slack (1/16 for alignment and fragmentation, + 64 MiB), rounded up to 2 MiB, capped so that
+ *     KCU_ARENA_HEADROOM of the device stays free for cuBLASLt, scratch and the CUDA context; what does not fit
+ *     falls back to cudaMalloc (correct, only slower); current when not even 64 MiB would fit.
+ * Never shrinks: a later smaller request keeps the larger arena (and its captured graphs). */
+#define KCU_ARENA_SLACK_MIN (64ull << 20)
+#define KCU_ARENA_HEADROOM(total) ((total) / 32 > (512ull << 20) ? (total) / 32 : (512ull << 20))
+uint64_t kcu_arena_capacity_for(uint64_t need, uint64_t current, uint64_t in_use, uint64_t free_b, uint64_t total_b);
+
 /* Offline planning: buffers with lifetimes [first, last] (inclusive op indices) get offsets such that two
  * buffers whose lifetimes overlap never overlap in memory. Greedy by size (largest first), each placed at the
  * lowest offset that fits beside the already-placed buffers it is live with. */

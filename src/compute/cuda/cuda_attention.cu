@@ -10,14 +10,16 @@
  *            exp(m_old - m_new) when the max grows; p_j broadcast with a shuffle for the PV product
  * Fully masked rows (no visible key) produce zeros, as the ops contract says. */
 #include "compute/cuda/cuda_kernels.cuh"
+#include "compute/cuda/cuda_launch.h"
 
-#define WARPS 8
-#define KT 32
-#define MAX_DH 512
+#define WARPS KCU_ATT_WARPS
+#define MAX_DH KCU_ATT_MAX_DH
 #define MAX_PER (MAX_DH / 32)
 
-static size_t smem_bytes(int dh) { return ((size_t)KT * (dh + 1) + (size_t)KT * dh + (size_t)WARPS * dh) * sizeof(float); }
-
+/* KT: keys per shared-memory tile, 32 (lane j scores key j) or 16 (lanes 16..31 score nothing), chosen per
+ * device by kcu_att_pick_kt (cuda_launch.h): at head dim 512 a 32-key tile needs 147.6 KB, over consumer cards'
+ * 99 KB. */
+template <int KT>
 static __global__ void __launch_bounds__(WARPS * 32) k_attention(kcu_mat out, kcu_mat q, kcu_mat k, kcu_mat v,
                                                                  int dh, int group, float scale, int causal,
                                                                  const uint8_t *key_mask) {
@@ -59,7 +61,7 @@ static __global__ void __launch_bounds__(WARPS * 32) k_attention(kcu_mat out, kc
         __syncthreads();
         if (!active) continue;
         int64_t key = j0 + lane;
-        bool visible = key < sk && (!causal || key <= qi) && (!key_mask || key_mask[key]);
+        bool visible = lane < KT && key < sk && (!causal || key <= qi) && (!key_mask || key_mask[key]);
         float s = -INFINITY;
         if (visible) {
             float dot = 0.f;
@@ -97,8 +99,22 @@ static __global__ void __launch_bounds__(WARPS * 32) k_attention(kcu_mat out, kc
 
 int kcu_attention_max_head_dim(const kiln_cuda_backend *cb) {
     int dh = MAX_DH;
-    while (dh > 32 && smem_bytes(dh) > cb->smem_optin) dh -= 32;
+    while (dh > 32 && !kcu_att_pick_kt(dh, cb->smem_optin)) dh -= 32;
     return dh;
+}
+
+template <int KT>
+static kiln_status launch(kiln_cuda_backend *cb, const kcu_mat *out, const kcu_mat *q, const kcu_mat *k,
+                          const kcu_mat *v, int dh, int group, float scale, bool causal, const kcu_mat *key_mask,
+                          int64_t qblocks, int n_q_heads, kiln_err *err) {
+    size_t smem = kcu_att_smem(dh, KT);
+    if (smem > 48 * 1024)
+        KCU_CALL(err, cudaFuncSetAttribute(k_attention<KT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    dim3 grid((unsigned)qblocks, (unsigned)n_q_heads);
+    k_attention<KT><<<grid, WARPS * 32, smem, KCU_STREAM(cb)>>>(*out, *q, *k, *v, dh, group, scale, causal ? 1 : 0,
+                                                                key_mask ? (const uint8_t *)key_mask->data : NULL);
+    KCU_LAUNCHED(err, "attention");
+    return KILN_OK;
 }
 
 kiln_status kcu_attention(kiln_cuda_backend *cb, const kcu_mat *out, const kcu_mat *q, const kcu_mat *k,
@@ -106,20 +122,15 @@ kiln_status kcu_attention(kiln_cuda_backend *cb, const kcu_mat *out, const kcu_m
                           const kcu_mat *key_mask, kiln_err *err) {
     int dh = (int)(q->cols / n_q_heads);
     if (q->rows == 0) return KILN_OK;
-    if (dh > kcu_attention_max_head_dim(cb))
+    int kt = kcu_att_pick_kt(dh, cb->smem_optin);
+    if (!kt)
         return KILN_FAIL(err, KILN_E_UNSUPPORTED, "attention: head dim %d over this kernel's limit %d on %s", dh,
                          kcu_attention_max_head_dim(cb), cb->name);
     int64_t qblocks = (q->rows + WARPS - 1) / WARPS;
     if (qblocks > 0x7fffffff || n_q_heads > 65535)
         return KILN_FAIL(err, KILN_E_LIMIT, "attention: %lld queries x %d heads is too large a grid",
                          (long long)q->rows, n_q_heads);
-    size_t smem = smem_bytes(dh);
-    if (smem > 48 * 1024)
-        KCU_CALL(err, cudaFuncSetAttribute(k_attention, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    dim3 grid((unsigned)qblocks, (unsigned)n_q_heads);
-    k_attention<<<grid, WARPS * 32, smem, KCU_STREAM(cb)>>>(*out, *q, *k, *v, dh, n_q_heads / n_kv_heads, scale,
-                                                            causal ? 1 : 0,
-                                                            key_mask ? (const uint8_t *)key_mask->data : NULL);
-    KCU_LAUNCHED(err, "attention");
-    return KILN_OK;
+    int group = n_q_heads / n_kv_heads;
+    return kt == 32 ? launch<32>(cb, out, q, k, v, dh, group, scale, causal, key_mask, qblocks, n_q_heads, err)
+                    : launch<16>(cb, out, q, k, v, dh, group, scale, causal, key_mask, qblocks, n_q_heads, err);
 }

@@ -15,33 +15,13 @@
 
 #include "compute/cuda/cuda_kernels.cuh"
 
-#define BQ 64
-#define BK 64
-#define TC_WARPS 4
+#include "compute/cuda/cuda_launch.h"
 
-typedef struct tc_layout {
-    int dh, ldq, lds, ldp, ldo; /* leading dimensions (elements) of Q/K/V, S, P, O tiles */
-    size_t q, k, v, s, p, o, m, l, c, bytes; /* byte offsets in shared memory, each 128-byte aligned */
-} tc_layout;
-
-static __host__ __device__ size_t al128(size_t n) { return (n + 127) & ~(size_t)127; }
-
-static __host__ __device__ tc_layout tc_plan(int dh) {
-    tc_layout t;
-    t.dh = dh, t.ldq = dh + 8, t.lds = BK + 4, t.ldp = BK + 8, t.ldo = dh + 4;
-    size_t off = 0;
-    t.q = off, off += al128((size_t)BQ * t.ldq * 2);
-    t.k = off, off += al128((size_t)BK * t.ldq * 2);
-    t.v = off, off += al128((size_t)BK * t.ldq * 2);
-    t.s = off, off += al128((size_t)BQ * t.lds * 4);
-    t.p = off, off += al128((size_t)BQ * t.ldp * 2);
-    t.o = off, off += al128((size_t)BQ * t.ldo * 4);
-    t.m = off, off += al128(BQ * 4);
-    t.l = off, off += al128(BQ * 4);
-    t.c = off, off += al128(BQ * 4);
-    t.bytes = off;
-    return t;
-}
+#define BQ KCU_TC_BQ
+#define BK KCU_TC_BK
+#define TC_WARPS KCU_TC_WARPS
+typedef kcu_tc_layout tc_layout;
+#define tc_plan kcu_tc_plan
 
 static __global__ void __launch_bounds__(TC_WARPS * 32) k_attention_tc(kcu_mat out, kcu_mat q, kcu_mat k, kcu_mat v,
                                                                        int dh, int group, float scale, int causal,
@@ -157,7 +137,7 @@ static __global__ void __launch_bounds__(TC_WARPS * 32) k_attention_tc(kcu_mat o
 }
 
 bool kcu_attention_tc_supported(const kiln_cuda_backend *cb, int dh) {
-    return cb->cc_major >= 8 && (dh == 64 || dh == 128) && tc_plan(dh).bytes <= cb->smem_optin;
+    return kcu_tc_fits(cb->cc_major * 10 + cb->cc_minor, dh, cb->smem_optin);
 }
 
 kiln_status kcu_attention_tc(kiln_cuda_backend *cb, const kcu_mat *out, const kcu_mat *q, const kcu_mat *k,

@@ -21,27 +21,76 @@ static bool in_arena(const kiln_cuda_backend *cb, const void *p) {
     return b && (const char *)p >= b && (const char *)p < b + cb->arena.capacity;
 }
 
-bool kcu_owns(const kiln_cuda_backend *cb, const void *p) { return in_arena(cb, p) || kcu_ranges_contains(&cb->devmem, p); }
+bool kcu_owns(const kiln_cuda_backend *cb, const void *p) { return in_arena(cb, p) || kiln_ranges_find(&cb->devmem, p) != NULL; }
 
 static void release_weight(void *ctx, void *dev) { kcu_free(dev); }
 
-kiln_status kcu_weight_resident(kiln_cuda_backend *cb, const void *host, size_t bytes, void **dev, kiln_err *err) {
-    *dev = kcu_wcache_find(&cb->weights, host, bytes);
-    if (*dev) return KILN_OK;
-    if (cb->capturing)
-        return KILN_FAIL(err, KILN_E_INVALID, "host weight of %zu bytes first used during CUDA-graph capture", bytes);
-    void *d = kcu_malloc(bytes);
+/* ops->place: one device copy per placement, uploaded now (before any graph capture: loads happen first). */
+static kiln_status cuda_place(kiln_backend *be, const void *host, size_t bytes, kiln_err *err) {
+    kiln_cuda_backend *cb = cuda_be(be);
+    if (!host) return KILN_FAIL(err, KILN_E_INVALID, "place of %zu bytes at NULL", bytes);
+    KILN_TRY(kcu_use(cb, err));
+    if (cb->capturing) return KILN_FAIL(err, KILN_E_INVALID, "place of %zu bytes during CUDA-graph capture", bytes);
+    void *d = kcu_malloc(bytes ? bytes : 1);
     if (!d)
-        return KILN_FAIL(err, KILN_E_NOMEM, "CUDA device out of memory uploading a %zu MiB weight (%zu MiB of weights "
-                         "already resident)", bytes >> 20, cb->weights.bytes >> 20);
-    kiln_status s = kcu_memcpy_h2d(cb, d, host, bytes, err);
-    if (s == KILN_OK) s = kcu_wcache_put(&cb->weights, host, bytes, d, err);
+        return KILN_FAIL(err, KILN_E_NOMEM, "CUDA device out of memory placing %zu MiB of weights (%zu MiB placed "
+                         "already)", bytes >> 20, cb->placed.bytes >> 20);
+    kiln_status s = kcu_upload_staged(cb, d, host, bytes, err);
+    if (s == KILN_OK) s = kcu_placements_add(&cb->placed, host, bytes, d, err);
+    if (s != KILN_OK) kcu_free(d);
+    if (cb->placed.bytes > cb->placed_peak) cb->placed_peak = cb->placed.bytes;
+    return s;
+}
+
+static void cuda_unplace(kiln_backend *be, const void *host) {
+    kiln_cuda_backend *cb = cuda_be(be);
+    kcu_use(cb, NULL);
+    void *d = kcu_placements_remove(&cb->placed, host);
+    if (!d) {
+        log_error("cuda: unplace of %p: not a placement of this backend", host);
+        return;
+    }
+    kcu_free(d); /* cudaFree waits for the work that may still read it */
+}
+
+/* Replaces the (empty) arena by one of `bytes`. A failed reservation leaves no arena (allocations then fall back to
+ * cudaMalloc) and is not an error. Captured graphs hold the old addresses: arena_gen bumps. */
+static kiln_status arena_replace(kiln_cuda_backend *cb, uint64_t bytes, kiln_err *err) {
+    if (cb->arena.peak > cb->arena_peak) cb->arena_peak = cb->arena.peak;
+    kcu_free(cb->arena_base);
+    cb->arena_base = NULL;
+    kcu_arena_destroy(&cb->arena);
+    cb->arena_gen++;
+    KILN_TRY(kcu_arena_init(&cb->arena, 0, err));
+    void *base = kcu_malloc(bytes);
+    if (!base) {
+        log_warn("cuda: could not reserve a %llu MiB arena; allocations will be cudaMallocs",
+                 (unsigned long long)(bytes >> 20));
+        return KILN_OK;
+    }
+    kcu_arena_destroy(&cb->arena);
+    kiln_status s = kcu_arena_init(&cb->arena, bytes, err);
     if (s != KILN_OK) {
-        kcu_free(d);
+        kcu_free(base);
+        kcu_arena_init(&cb->arena, 0, NULL);
         return s;
     }
-    *dev = d;
+    cb->arena_base = base;
     return KILN_OK;
+}
+
+static kiln_status cuda_reserve(kiln_backend *be, size_t bytes, kiln_err *err) {
+    kiln_cuda_backend *cb = cuda_be(be);
+    if (cb->arena_fixed) return KILN_OK;
+    KILN_TRY(kcu_use(cb, err));
+    size_t free_b = 0, total_b = 0;
+    KILN_TRY(kcu_mem_info(&free_b, &total_b, err));
+    uint64_t cap = kcu_arena_capacity_for(bytes, cb->arena.capacity, cb->arena.in_use, free_b, total_b);
+    if (cap == cb->arena.capacity) return KILN_OK;
+    KILN_TRY(kcu_sync(cb, err)); /* nothing queued may still use the old arena */
+    log_debug("cuda: arena %llu -> %llu MiB for a request planned at %zu MiB", (unsigned long long)(cb->arena.capacity >> 20),
+              (unsigned long long)(cap >> 20), bytes >> 20);
+    return arena_replace(cb, cap, err);
 }
 
 static void *cuda_alloc(kiln_backend *be, size_t bytes) {
@@ -54,9 +103,13 @@ static void *cuda_alloc(kiln_backend *be, size_t bytes) {
         return NULL;
     }
     void *p = kcu_malloc(bytes);
-    if (p && kcu_ranges_add(&cb->devmem, p, bytes ? bytes : 1, NULL) != KILN_OK) {
+    if (p && kiln_ranges_add(&cb->devmem, p, bytes ? bytes : 1, NULL, NULL) != KILN_OK) {
         kcu_free(p);
         return NULL;
+    }
+    if (p) {
+        cb->devmem_bytes += bytes;
+        if (cb->devmem_bytes > cb->devmem_peak) cb->devmem_peak = cb->devmem_bytes;
     }
     return p;
 }
@@ -70,7 +123,9 @@ static void cuda_free(kiln_backend *be, void *p) {
             log_error("cuda: free of %p: not the start of a live arena block (double free?)", p);
         return;
     }
-    if (!kcu_ranges_remove(&cb->devmem, p)) log_error("cuda: free of %p: not allocated by this backend", p);
+    const kiln_range *r = kiln_ranges_find(&cb->devmem, p);
+    if (r && r->base == (uintptr_t)p) cb->devmem_bytes -= r->size;
+    if (!kiln_ranges_remove(&cb->devmem, p, NULL)) log_error("cuda: free of %p: not allocated by this backend", p);
     kcu_free(p);
 }
 
@@ -96,14 +151,22 @@ static void cuda_close(kiln_backend *be) {
     kiln_cuda_backend *cb = cuda_be(be);
     if (!cb) return;
     if (cb->stream) kcu_use(cb, NULL);
-    log_debug("cuda: closing %s: arena peak %llu MiB, %llu GEMM shapes (%llu hits), %llu graphs captured, %llu "
-              "replays", cb->name, (unsigned long long)(cb->arena.peak >> 20), (unsigned long long)cb->algos.count,
-              (unsigned long long)cb->algos.hits, (unsigned long long)cb->graphs.n_captures,
-              (unsigned long long)cb->graphs.n_replays);
+    if (cb->arena.peak > cb->arena_peak) cb->arena_peak = cb->arena.peak;
+    /* One parseable line (tests/gpu/run.sh reads it): device memory kiln itself used at its peak, by kind -
+     * not nvidia-smi's memory.used, which counts the CUDA context and whatever else runs. */
+    log_info("cuda: memory peak: arena %llu MiB (capacity %llu MiB), weights %llu MiB, outside the arena %llu MiB, "
+             "scratch %llu MiB, workspace %llu MiB; %llu GEMM shapes (%llu hits), %llu graphs captured, %llu replays",
+             (unsigned long long)(cb->arena_peak >> 20), (unsigned long long)(cb->arena.capacity >> 20),
+             (unsigned long long)(cb->placed_peak >> 20), (unsigned long long)(cb->devmem_peak >> 20),
+             (unsigned long long)(cb->scratch_bytes >> 20), (unsigned long long)(cb->workspace_bytes >> 20),
+             (unsigned long long)cb->algos.count, (unsigned long long)cb->algos.hits,
+             (unsigned long long)cb->graphs.n_captures, (unsigned long long)cb->graphs.n_replays);
     kcu_graph_cache_clear(&cb->graphs, kcu_graph_destroy, cb);
     kcu_algo_cache_free(&cb->algos);
-    kcu_wcache_free(&cb->weights, release_weight, NULL);
-    kcu_ranges_free(&cb->devmem);
+    if (cb->placed.r.n)
+        log_warn("cuda: %zu weight placements (%zu MiB) still live at close", cb->placed.r.n, cb->placed.bytes >> 20);
+    kcu_placements_free(&cb->placed, release_weight, NULL);
+    kiln_ranges_free(&cb->devmem);
     kcu_arena_destroy(&cb->arena);
     kcu_close(cb);
     kiln_free(cb);
@@ -130,6 +193,9 @@ static const kiln_ops cuda_ops = {
     .upsample2x = cuda_upsample2x,
     .alloc = cuda_alloc,
     .free = cuda_free,
+    .place = cuda_place,
+    .unplace = cuda_unplace,
+    .reserve = cuda_reserve,
     .upload = cuda_upload,
     .download = cuda_download,
     .sync = cuda_sync,
@@ -153,8 +219,8 @@ kiln_status kiln_backend_open_cuda(int device, kiln_backend **out, kiln_err *err
     cb->base.device = device;
     cb->base.precision = KILN_PREC_FAST;
     kcu_algo_cache_init(&cb->algos);
-    kcu_ranges_init(&cb->devmem);
-    kcu_wcache_init(&cb->weights);
+    kiln_ranges_init(&cb->devmem);
+    kcu_placements_init(&cb->placed);
     kcu_graph_cache_init(&cb->graphs, 8);
     const char *det = getenv("KILN_DETERMINISTIC"), *att = getenv("KILN_CUDA_ATTENTION");
     cb->deterministic = det && *det && strcmp(det, "0") != 0;
@@ -166,24 +232,12 @@ kiln_status kiln_backend_open_cuda(int device, kiln_backend **out, kiln_err *err
     s = kcu_open(cb, device, err);
     if (s == KILN_OK) s = kcu_arena_init(&cb->arena, 0, err);
     if (s == KILN_OK) {
-        /* The activation arena: KILN_CUDA_ARENA_MB, default a quarter of the free memory (weights that do not
-         * fit fall back to cudaMalloc, which is fine: they are allocated once, before any graph capture). */
-        size_t free_b = 0, total_b = 0;
+        /* The activation arena: sized per request from its plan (cuda_reserve); KILN_CUDA_ARENA_MB fixes it at
+         * open instead (0 = none: every allocation a cudaMalloc). */
         const char *mb = getenv("KILN_CUDA_ARENA_MB");
-        uint64_t want = 0;
-        if (mb && *mb) want = (uint64_t)strtoull(mb, NULL, 10) << 20;
-        else if (kcu_mem_info(&free_b, &total_b, NULL) == KILN_OK) want = free_b / 4;
-        if (want) {
-            cb->arena_base = kcu_malloc(want);
-            if (!cb->arena_base) {
-                log_warn("cuda: could not reserve a %llu MiB arena; every allocation will be a cudaMalloc",
-                         (unsigned long long)(want >> 20));
-            } else {
-                kcu_arena_destroy(&cb->arena);
-                s = kcu_arena_init(&cb->arena, want, err);
-                cb->arena_gen++;
-            }
-        }
+        cb->arena_fixed = mb && *mb;
+        uint64_t want = cb->arena_fixed ? (uint64_t)strtoull(mb, NULL, 10) << 20 : 0;
+        if (want) s = arena_replace(cb, want, err);
     }
     if (s != KILN_OK) {
         kiln_err_prefix(err, "cuda:%d: ", device);

@@ -1,29 +1,8 @@
-/* cuda_backend.h - what the pipeline may ask of a backend beyond the ops table: running a piece of work as a
- * CUDA graph. Works on every backend (on the CPU it just calls the body).
- *
- *     static kiln_status step(kiln_backend *be, void *ctx, kiln_err *err) { ... ops on be ... }
- *     uint64_t key = kcu_graph_key(kcu_graph_key(0, n_img_tokens), n_txt_tokens);
- *     KILN_TRY(kiln_backend_graph_run(be, key, step, &state, err));
- *
- * On CUDA the first run of a key is eager (it warms the GEMM algorithm cache and grows scratch buffers), the
- * second is captured into a CUDA graph and launched, later runs replay the graph. The body must therefore be
- * replayable: the same kernels on the same device addresses every time - it must allocate only from the arena
- * (no growth), never upload/download/sync (that fails the capture, and the body then runs eagerly for good),
- * and read per-step values (e.g. the timestep) from device memory that the caller updates with an upload
- * BEFORE calling this, not from host scalars baked into the launch. KILN_CUDA_GRAPHS=0 turns capture off.
- */
+/* cuda_backend.h - the CUDA backend's graph runs are declared backend-neutrally in compute/graph.h; this header
+ * remains for the CUDA tests that include it. */
 #ifndef KILN_COMPUTE_CUDA_BACKEND_H
 #define KILN_COMPUTE_CUDA_BACKEND_H
 
-#include <stdint.h>
-
-#include "base/status.h"
-#include "compute/cuda/cuda_graph_cache.h"
-#include "compute/ops.h"
-
-typedef kiln_status (*kiln_graph_body)(kiln_backend *be, void *ctx, kiln_err *err);
-
-/* Runs body(be, ctx, err) - eagerly, captured, or as a replayed graph (see above). Returns body's status. */
-kiln_status kiln_backend_graph_run(kiln_backend *be, uint64_t key, kiln_graph_body body, void *ctx, kiln_err *err);
+#include "compute/graph.h"
 
 #endif

@@ -91,9 +91,3 @@ void kcu_graph_cache_clear(kcu_graph_cache *gc, void (*destroy)(void *ctx, void 
     int cap = gc->capacity;
     kcu_graph_cache_init(gc, cap);
 }
-
-uint64_t kcu_graph_key(uint64_t key, int64_t value) {
-    uint64_t h = key ? key : 1469598103934665603ull;
-    for (int i = 0; i < 8; i++) h = (h ^ (uint64_t)((value >> (8 * i)) & 0xff)) * 1099511628211ull;
-    return h;
-}

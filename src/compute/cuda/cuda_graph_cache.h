@@ -70,7 +70,4 @@ void kcu_graph_cache_clear(kcu_graph_cache *gc, void (*destroy)(void *ctx, void 
 /* The entry for key, or NULL (for tests and statistics). */
 const kcu_graph_entry *kcu_graph_cache_get(const kcu_graph_cache *gc, uint64_t key);
 
-/* Mixes values into a shape key (FNV-1a over their bytes): key = kcu_graph_key(0, n_img); key = ...(key, n_txt). */
-uint64_t kcu_graph_key(uint64_t key, int64_t value);
-
 #endif

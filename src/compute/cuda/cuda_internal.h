@@ -44,11 +44,15 @@ typedef struct kiln_cuda_backend {
     size_t scratch_bytes;
     void *arena_base;   /* one device reservation that alloc() carves (NULL: every alloc is a cudaMalloc) */
     kcu_arena arena;    /* offsets into arena_base */
+    bool arena_fixed;   /* KILN_CUDA_ARENA_MB set: sized at open, not per request */
+    uint64_t arena_peak; /* the largest arena.peak of any arena this backend had (they are replaced per request) */
+    uint64_t placed_peak; /* the most weight bytes placed at once */
+    uint64_t devmem_bytes, devmem_peak; /* ops->alloc bytes outside the arena: now, at most */
     uint64_t arena_gen; /* bumps when arena_base, scratch or workspace move: captured graphs hold their pointers */
     kcu_algo_cache algos;
     kcu_graph_cache graphs;
-    kcu_ranges devmem;  /* cudaMalloc'd allocations outside the arena (ops->alloc fallback) */
-    kcu_wcache weights; /* host weight -> device copy */
+    kiln_ranges devmem;    /* cudaMalloc'd allocations outside the arena (ops->alloc fallback) */
+    kcu_placements placed; /* weights placed at load: host range -> device copy (ops->place) */
     bool deterministic; /* KILN_DETERMINISTIC=1: no split-K GEMMs, fixed reduction orders everywhere */
     bool capturing;     /* inside a CUDA-graph capture: no allocation, no synchronisation allowed */
     int attention;      /* KILN_CUDA_ATTENTION: 1 = simple f32 kernel (default), 2 = tensor cores ("tc") */
@@ -63,9 +67,6 @@ static inline kiln_cuda_backend *cuda_be(kiln_backend *be) { return (kiln_cuda_b
 /* ---- host C in cuda_backend.c ---- */
 /* true when p points into device memory this backend allocated (the arena or a tracked cudaMalloc). */
 bool kcu_owns(const kiln_cuda_backend *cb, const void *p);
-/* The device copy of the host weight bytes [host, host+bytes), uploaded on first use (cuda_residency.h).
- * KILN_E_NOMEM when the device is full; KILN_E_INVALID during graph capture (run the shape eagerly first). */
-kiln_status kcu_weight_resident(kiln_cuda_backend *cb, const void *host, size_t bytes, void **dev, kiln_err *err);
 
 /* ---- runtime wrappers (cuda_rt.cu) ---- */
 /* Number of usable devices; KILN_E_DEVICE with the driver's reason when there is none (no driver, no GPU). */
@@ -80,6 +81,8 @@ kiln_status kcu_use(kiln_cuda_backend *cb, kiln_err *err);
 void *kcu_malloc(size_t bytes);          /* cudaMalloc; NULL on failure */
 void kcu_free(void *p);                  /* cudaFree; NULL is a no-op */
 kiln_status kcu_memcpy_h2d(kiln_cuda_backend *cb, void *dst, const void *src, size_t bytes, kiln_err *err);
+/* Weight placement: host -> device through pinned double-buffered staging (synchronous, like h2d). */
+kiln_status kcu_upload_staged(kiln_cuda_backend *cb, void *dst, const void *src, size_t bytes, kiln_err *err);
 kiln_status kcu_memcpy_d2h(kiln_cuda_backend *cb, void *dst, const void *src, size_t bytes, kiln_err *err);
 kiln_status kcu_memset(kiln_cuda_backend *cb, void *dst, int byte, size_t bytes, kiln_err *err);
 kiln_status kcu_sync(kiln_cuda_backend *cb, kiln_err *err);

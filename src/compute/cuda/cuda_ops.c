@@ -12,44 +12,41 @@
 
 static size_t align_up(size_t n) { return (n + SCRATCH_ALIGN - 1) / SCRATCH_ALIGN * SCRATCH_ALIGN; }
 
-/* Where a tensor argument's bytes live on this GPU (cuda_residency.h): a CUDA tensor as it is; a tensor tagged
- * CPU whose bytes this backend allocated (a model that forgot to retag its views), retagged; a host weight
- * (weight: matmul/conv w and bias, norm gains), replaced by its device copy, uploaded on first use. Anything
- * else is returned unchanged and fails the op's check with "lives in host memory". */
-static const kiln_tensor *resident(kiln_cuda_backend *cb, const kiln_tensor *t, bool weight, kiln_tensor *buf,
-                                   kiln_status *st, kiln_err *err) {
+/* Where a tensor argument's bytes live on this GPU (the residency contract, compute/ops.h): a CUDA tensor as it
+ * is; a tensor tagged CPU whose bytes this backend allocated (a view a model made with kiln_tensor_make over
+ * ops->alloc memory), retagged; one inside a weight placement (cuda_residency.h), the device copy at the same
+ * offset. Anything else - host memory nobody placed - is returned unchanged and fails the op's check with "lives
+ * in host memory". Nothing is uploaded here: weights are placed once, at load. */
+static const kiln_tensor *resident(kiln_cuda_backend *cb, const kiln_tensor *t, kiln_tensor *buf) {
     if (!t || t->backend == KILN_BACKEND_CUDA || !t->data) return t;
-    if (kcu_owns(cb, t->data)) {
-        *buf = *t;
-        buf->backend = KILN_BACKEND_CUDA;
-        buf->device = cb->base.device;
-        return buf;
+    void *data = t->data;
+    if (!kcu_owns(cb, data)) {
+        int64_t lo, hi;
+        kiln_tensor_span(t, &lo, &hi);
+        if (hi <= lo) return t;
+        char *dev = kcu_placements_translate(&cb->placed, (const char *)t->data + lo, (size_t)(hi - lo));
+        if (!dev) return t;
+        data = dev - lo;
     }
-    if (!weight || !kiln_tensor_is_contiguous(t)) return t;
-    void *dev = NULL;
-    *st = kcu_weight_resident(cb, t->data, kiln_tensor_nbytes(t), &dev, err);
-    if (*st != KILN_OK) return t;
     *buf = *t;
-    buf->data = dev;
+    buf->data = data;
     buf->backend = KILN_BACKEND_CUDA;
     buf->device = cb->base.device;
     return buf;
 }
 
-/* Rebinds tensor argument T to its resident version (declares T##_buf_; needs kiln_status st_ in scope). */
-#define RESIDE(T, WEIGHT)                                                                                     \
+/* Rebinds tensor argument T to its resident version (declares T##_buf_). */
+#define RESIDE(T)                                                                                             \
     kiln_tensor T##_buf_;                                                                                     \
-    T = (void *)resident(cuda_be(be), (T), (WEIGHT), &T##_buf_, &st_, err);                                   \
-    if (st_ != KILN_OK) return st_
+    T = (void *)resident(cuda_be(be), (T), &T##_buf_)
 
 /* The checks of every op on two activations of one shape: resides both, views them as matrices (a first, then
  * b, named an and bn in the errors) and compares their shapes. Residing an activation has no effects (it only
  * retags), so an op may reside its weights before calling this and keep the order of its errors. */
 static kiln_status same_shape_pair(kiln_backend *be, const kiln_tensor *at, const kiln_tensor *bt, const char *op,
                                    const char *an, const char *bn, kcu_mat *a, kcu_mat *b, kiln_err *err) {
-    kiln_status st_ = KILN_OK;
-    RESIDE(at, false);
-    RESIDE(bt, false);
+    RESIDE(at);
+    RESIDE(bt);
     KILN_TRY(kcu_as_mat(at, -1, op, an, a, err));
     KILN_TRY(kcu_as_mat(bt, -1, op, bn, b, err));
     return kcu_same_shape(a, b, op, an, bn, err);
@@ -59,9 +56,8 @@ static kiln_status same_shape_pair(kiln_backend *be, const kiln_tensor *at, cons
  * resident data. */
 static kiln_status nchw_pair(kiln_backend *be, const kiln_tensor *yt, const kiln_tensor *xt, const char *op,
                              int64_t yd[4], int64_t xd[4], float **y, const float **x, kiln_err *err) {
-    kiln_status st_ = KILN_OK;
-    RESIDE(yt, false);
-    RESIDE(xt, false);
+    RESIDE(yt);
+    RESIDE(xt);
     KILN_TRY(kcu_as_nchw(xt, op, "x", xd, err));
     KILN_TRY(kcu_as_nchw(yt, op, "y", yd, err));
     *y = yt->data;
@@ -87,17 +83,15 @@ static kiln_status gemm(kiln_cuda_backend *cb, kcu_gemm_key *key, void *y, const
 kiln_status cuda_matmul(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt, const kiln_tensor *wt,
                         const kiln_tensor *bt, const kiln_epilogue *epi, kiln_err *err) {
     KILN_TRY(kcu_use(cuda_be(be), err));
-    kiln_status st_ = KILN_OK;
-    RESIDE(yt, false);
-    RESIDE(xt, false);
-    RESIDE(wt, true);
-    RESIDE(bt, true);
+    RESIDE(yt);
+    RESIDE(xt);
+    RESIDE(wt);
+    RESIDE(bt);
     kiln_epilogue epi_local;
     kiln_tensor gate_buf;
     if (epi && epi->gate) { /* the gate is an activation too */
         epi_local = *epi;
-        epi_local.gate = resident(cuda_be(be), epi->gate, false, &gate_buf, &st_, err);
-        if (st_ != KILN_OK) return st_;
+        epi_local.gate = resident(cuda_be(be), epi->gate, &gate_buf);
         epi = &epi_local;
     }
     kiln_cuda_backend *cb = cuda_be(be);
@@ -176,12 +170,11 @@ kiln_status cuda_attention(kiln_backend *be, kiln_tensor *ot, const kiln_tensor 
                            const kiln_tensor *vt, int n_q_heads, int n_kv_heads, float scale, bool causal,
                            const kiln_tensor *mt, kiln_err *err) {
     KILN_TRY(kcu_use(cuda_be(be), err));
-    kiln_status st_ = KILN_OK;
-    RESIDE(ot, false);
-    RESIDE(qt, false);
-    RESIDE(kt, false);
-    RESIDE(vt, false);
-    RESIDE(mt, false);
+    RESIDE(ot);
+    RESIDE(qt);
+    RESIDE(kt);
+    RESIDE(vt);
+    RESIDE(mt);
     kcu_mat o, q, k, v, mask = {0};
     KILN_TRY(kcu_as_mat(ot, -1, "attention", "out", &o, err));
     KILN_TRY(kcu_as_mat(qt, -1, "attention", "q", &q, err));
@@ -215,8 +208,7 @@ kiln_status cuda_attention(kiln_backend *be, kiln_tensor *ot, const kiln_tensor 
 kiln_status cuda_rms_norm(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt, const kiln_tensor *gt, float eps,
                           kiln_err *err) {
     KILN_TRY(kcu_use(cuda_be(be), err));
-    kiln_status st_ = KILN_OK;
-    RESIDE(gt, true);
+    RESIDE(gt);
     kcu_mat y, x, g;
     KILN_TRY(same_shape_pair(be, yt, xt, "rms_norm", "y", "x", &y, &x, err));
     if (!gt || gt->ndim < 1) return KILN_FAIL(err, KILN_E_INVALID, "rms_norm: gain is missing");
@@ -231,9 +223,8 @@ kiln_status cuda_rms_norm(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *
 kiln_status cuda_layer_norm_modulate(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt, const kiln_tensor *sht,
                                      const kiln_tensor *sct, float eps, kiln_err *err) {
     KILN_TRY(kcu_use(cuda_be(be), err));
-    kiln_status st_ = KILN_OK;
-    RESIDE(sht, false);
-    RESIDE(sct, false);
+    RESIDE(sht);
+    RESIDE(sct);
     kcu_mat y, x, sh, sc;
     KILN_TRY(same_shape_pair(be, yt, xt, "layer_norm_modulate", "y", "x", &y, &x, err));
     KILN_TRY(kcu_as_vec(sht, x.cols, true, "layer_norm_modulate", "shift", &sh, err));
@@ -244,10 +235,9 @@ kiln_status cuda_layer_norm_modulate(kiln_backend *be, kiln_tensor *yt, const ki
 kiln_status cuda_rope(kiln_backend *be, kiln_tensor *xt, const kiln_tensor *ct, const kiln_tensor *st, int n_heads,
                       bool interleaved, kiln_err *err) {
     KILN_TRY(kcu_use(cuda_be(be), err));
-    kiln_status st_ = KILN_OK;
-    RESIDE(xt, false);
-    RESIDE(ct, false);
-    RESIDE(st, false);
+    RESIDE(xt);
+    RESIDE(ct);
+    RESIDE(st);
     kcu_mat x, c, s;
     KILN_TRY(kcu_as_mat(xt, -1, "rope", "x", &x, err));
     KILN_TRY(kcu_as_mat(ct, KILN_DT_F32, "rope", "cos", &c, err));
@@ -277,9 +267,8 @@ kiln_status cuda_softmax(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *x
 
 kiln_status cuda_swiglu(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *abt, kiln_err *err) {
     KILN_TRY(kcu_use(cuda_be(be), err));
-    kiln_status st_ = KILN_OK;
-    RESIDE(yt, false);
-    RESIDE(abt, false);
+    RESIDE(yt);
+    RESIDE(abt);
     kcu_mat y, ab;
     KILN_TRY(kcu_as_mat(yt, -1, "swiglu", "y", &y, err));
     KILN_TRY(kcu_as_mat(abt, -1, "swiglu", "ab", &ab, err));
@@ -296,10 +285,9 @@ typedef kiln_status (*binary_fn)(kiln_cuda_backend *cb, const kcu_mat *y, const 
 static kiln_status binary(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *at, const kiln_tensor *bt,
                           binary_fn fn, const char *op, kiln_err *err) {
     KILN_TRY(kcu_use(cuda_be(be), err));
-    kiln_status st_ = KILN_OK;
-    RESIDE(yt, false);
-    RESIDE(at, false);
-    RESIDE(bt, false);
+    RESIDE(yt);
+    RESIDE(at);
+    RESIDE(bt);
     kcu_mat y, a, b;
     KILN_TRY(kcu_as_mat(yt, -1, op, "y", &y, err));
     KILN_TRY(kcu_as_mat(at, -1, op, "a", &a, err));
@@ -337,8 +325,7 @@ kiln_status cuda_add(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *at, c
 kiln_status cuda_gated_add(kiln_backend *be, kiln_tensor *xt, const kiln_tensor *gt, const kiln_tensor *yt,
                            kiln_err *err) {
     KILN_TRY(kcu_use(cuda_be(be), err));
-    kiln_status st_ = KILN_OK;
-    RESIDE(gt, false);
+    RESIDE(gt);
     kcu_mat x, g, y;
     KILN_TRY(same_shape_pair(be, xt, yt, "gated_add", "x", "y", &x, &y, err));
     KILN_TRY(kcu_as_vec(gt, x.cols, false, "gated_add", "gate", &g, err));
@@ -360,9 +347,8 @@ static bool convertible(kiln_dtype a, kiln_dtype b) {
 
 kiln_status cuda_copy(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt, kiln_err *err) {
     KILN_TRY(kcu_use(cuda_be(be), err));
-    kiln_status st_ = KILN_OK;
-    RESIDE(yt, false);
-    RESIDE(xt, false);
+    RESIDE(yt);
+    RESIDE(xt);
     kcu_view4 y, x;
     KILN_TRY(kcu_as_view4(yt, "copy", "y", &y, err));
     KILN_TRY(kcu_as_view4(xt, "copy", "x", &x, err));
@@ -382,9 +368,8 @@ kiln_status cuda_copy(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt, 
 kiln_status cuda_conv2d(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt, const kiln_tensor *wt,
                         const kiln_tensor *bt, int stride, int pad_begin, int pad_end, kiln_err *err) {
     KILN_TRY(kcu_use(cuda_be(be), err));
-    kiln_status st_ = KILN_OK;
-    RESIDE(wt, true);
-    RESIDE(bt, true);
+    RESIDE(wt);
+    RESIDE(bt);
     kiln_cuda_backend *cb = cuda_be(be);
     int64_t xd[4], yd[4];
     float *ydata;
@@ -444,9 +429,8 @@ kiln_status cuda_conv2d(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt
 kiln_status cuda_group_norm(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt, int groups,
                             const kiln_tensor *gt, const kiln_tensor *bt, float eps, bool silu, kiln_err *err) {
     KILN_TRY(kcu_use(cuda_be(be), err));
-    kiln_status st_ = KILN_OK;
-    RESIDE(gt, true);
-    RESIDE(bt, true);
+    RESIDE(gt);
+    RESIDE(bt);
     int64_t xd[4], yd[4];
     float *ydata;
     const float *xdata;

@@ -87,6 +87,43 @@ kiln_status kcu_memcpy_h2d(kiln_cuda_backend *cb, void *dst, const void *src, si
     return KILN_OK;
 }
 
+/* Weight placement: mmapped checkpoint pages are pageable, so a plain cudaMemcpy stages them through the
+ * driver's small internal buffer. Two pinned 32 MiB halves instead: the host copies chunk i+1 (faulting the
+ * mapping in) while the DMA engine moves chunk i. Falls back to kcu_memcpy_h2d when pinned memory is refused. */
+#define KCU_STAGE_BYTES ((size_t)32 << 20)
+kiln_status kcu_upload_staged(kiln_cuda_backend *cb, void *dst, const void *src, size_t bytes, kiln_err *err) {
+    if (bytes <= KCU_STAGE_BYTES) return kcu_memcpy_h2d(cb, dst, src, bytes, err);
+    if (cb->capturing) return KILN_FAIL(err, KILN_E_INVALID, "upload during CUDA-graph capture is not allowed");
+    void *pin = NULL;
+    if (cudaHostAlloc(&pin, 2 * KCU_STAGE_BYTES, cudaHostAllocDefault) != cudaSuccess) {
+        cudaGetLastError();
+        return kcu_memcpy_h2d(cb, dst, src, bytes, err);
+    }
+    cudaEvent_t done[2];
+    cudaEventCreateWithFlags(&done[0], cudaEventDisableTiming);
+    cudaEventCreateWithFlags(&done[1], cudaEventDisableTiming);
+    cudaError_t e = cudaSuccess;
+    for (size_t off = 0, i = 0; off < bytes && e == cudaSuccess; off += KCU_STAGE_BYTES, i++) {
+        size_t n = bytes - off < KCU_STAGE_BYTES ? bytes - off : KCU_STAGE_BYTES;
+        char *half = (char *)pin + (i & 1) * KCU_STAGE_BYTES;
+        if (i >= 2) e = cudaEventSynchronize(done[i & 1]); /* that half's previous DMA has finished */
+        if (e != cudaSuccess) break;
+        memcpy(half, (const char *)src + off, n);
+        e = cudaMemcpyAsync((char *)dst + off, half, n, cudaMemcpyHostToDevice, KCU_STREAM(cb));
+        if (e == cudaSuccess) e = cudaEventRecord(done[i & 1], KCU_STREAM(cb));
+    }
+    cudaError_t e2 = cudaStreamSynchronize(KCU_STREAM(cb));
+    cudaEventDestroy(done[0]);
+    cudaEventDestroy(done[1]);
+    cudaFreeHost(pin);
+    if (e == cudaSuccess) e = e2;
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return KILN_FAIL(err, KILN_E_DEVICE, "CUDA upload of %zu MiB of weights: %s", bytes >> 20, cudaGetErrorString(e));
+    }
+    return KILN_OK;
+}
+
 kiln_status kcu_memcpy_d2h(kiln_cuda_backend *cb, void *dst, const void *src, size_t bytes, kiln_err *err) {
     if (!bytes) return KILN_OK;
     if (cb->capturing) return KILN_FAIL(err, KILN_E_INVALID, "download during CUDA-graph capture is not allowed");

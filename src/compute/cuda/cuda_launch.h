@@ -1,0 +1,105 @@
+/* cuda_launch.h - kernel launch configurations chosen against per-architecture limits, in plain C shared by the
+ * .cu launchers (which use the choice) and a host unit test (which proves every choice fits every architecture
+ * kiln is built for: tests/unit/test_compute_cuda_launch.c). Header-only because the .cu files may not call up
+ * into kiln_compute (cuda_internal.h: link order) and the test has no nvcc.
+ *
+ * Why: the VAE's single-head mid-block attention has head dim 512; the attention kernel's K/V tiles of 32 keys
+ * then need 147.6 KB of shared memory per block - fine on A100 (163 KB) and H100/H200 (227 KB), over the limit of
+ * every consumer card (RTX 30/40/50: 99 KB), where the launch failed. Now the kernel takes its key-tile width as
+ * a template parameter and the launcher picks the widest that fits the device.
+ *
+ * Shared memory per block after opt-in (cudaFuncAttributeMaxDynamicSharedMemorySize), from the CUDA C++
+ * Programming Guide, "Compute Capabilities", table "Technical Specifications per Compute Capability"
+ * (https://docs.nvidia.com/cuda/cuda-programming-guide/05-appendices/compute-capabilities.html): 8.0 163 KB,
+ * 8.6 99 KB, 8.9 99 KB, 9.0 227 KB, 12.0 99 KB (KB = 1024 bytes; 1 KB per SM is reserved for the system, already
+ * excluded). At run time the device's own sharedMemPerBlockOptin is used; this table is for the test.
+ */
+#ifndef KILN_COMPUTE_CUDA_LAUNCH_H
+#define KILN_COMPUTE_CUDA_LAUNCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#ifdef __CUDACC__
+#define KCU_HD __host__ __device__
+#else
+#define KCU_HD
+#endif
+
+typedef struct kcu_arch_limits {
+    int sm;                /* compute capability x 10 + minor: 80, 86, 89, 90, 120 */
+    size_t smem_optin;     /* bytes of dynamic shared memory one block may use after opt-in */
+    int max_threads;       /* per block */
+    const char *examples;  /* for messages */
+} kcu_arch_limits;
+
+static const kcu_arch_limits KCU_ARCHS[] = {
+    {80, 163 * 1024, 1024, "A100, A30"},
+    {86, 99 * 1024, 1024, "RTX 30xx, A40, A10"},
+    {89, 99 * 1024, 1024, "RTX 40xx, L40S, L4"},
+    {90, 227 * 1024, 1024, "H100, H200"},
+    {120, 99 * 1024, 1024, "RTX 50xx, RTX PRO 6000"},
+};
+#define KCU_N_ARCHS (sizeof KCU_ARCHS / sizeof KCU_ARCHS[0])
+
+/* The table entry for an architecture, NULL for one kiln does not know. */
+static inline const kcu_arch_limits *kcu_arch_find(int sm) {
+    for (size_t i = 0; i < KCU_N_ARCHS; i++)
+        if (KCU_ARCHS[i].sm == sm) return &KCU_ARCHS[i];
+    return NULL;
+}
+
+/* ---- attention variant 1 (cuda_attention.cu): f32 on CUDA cores ---- */
+#define KCU_ATT_WARPS 8   /* one query row per warp */
+#define KCU_ATT_MAX_DH 512
+
+/* Shared memory of one block: K tile [kt][dh + 1] (padded: conflict-free), V tile [kt][dh], Q rows [warps][dh]. */
+static inline KCU_HD size_t kcu_att_smem(int dh, int kt) {
+    return ((size_t)kt * (dh + 1) + (size_t)kt * dh + (size_t)KCU_ATT_WARPS * dh) * sizeof(float);
+}
+
+/* The key-tile width for head dim dh under a shared-memory limit: 32 (one key per lane: the fastest), else 16
+ * (half the lanes score; what consumer cards need at dh 512); 0 when even that does not fit or dh is out of range. */
+static inline int kcu_att_pick_kt(int dh, size_t smem_limit) {
+    if (dh <= 0 || dh > KCU_ATT_MAX_DH) return 0;
+    if (kcu_att_smem(dh, 32) <= smem_limit) return 32;
+    if (kcu_att_smem(dh, 16) <= smem_limit) return 16;
+    return 0;
+}
+
+/* ---- attention variant 2 (cuda_attention_tc.cu): WMMA tensor cores, bf16 operands ---- */
+#define KCU_TC_BQ 64
+#define KCU_TC_BK 64
+#define KCU_TC_WARPS 4
+
+typedef struct kcu_tc_layout {
+    int dh, ldq, lds, ldp, ldo; /* leading dimensions (elements) of Q/K/V, S, P, O tiles */
+    size_t q, k, v, s, p, o, m, l, c, bytes; /* byte offsets in shared memory, each 128-byte aligned */
+} kcu_tc_layout;
+
+static inline KCU_HD size_t kcu_al128(size_t n) { return (n + 127) & ~(size_t)127; }
+
+static inline KCU_HD kcu_tc_layout kcu_tc_plan(int dh) {
+    kcu_tc_layout t;
+    t.dh = dh, t.ldq = dh + 8, t.lds = KCU_TC_BK + 4, t.ldp = KCU_TC_BK + 8, t.ldo = dh + 4;
+    size_t off = 0;
+    t.q = off, off += kcu_al128((size_t)KCU_TC_BQ * t.ldq * 2);
+    t.k = off, off += kcu_al128((size_t)KCU_TC_BK * t.ldq * 2);
+    t.v = off, off += kcu_al128((size_t)KCU_TC_BK * t.ldq * 2);
+    t.s = off, off += kcu_al128((size_t)KCU_TC_BQ * t.lds * 4);
+    t.p = off, off += kcu_al128((size_t)KCU_TC_BQ * t.ldp * 2);
+    t.o = off, off += kcu_al128((size_t)KCU_TC_BQ * t.ldo * 4);
+    t.m = off, off += kcu_al128(KCU_TC_BQ * 4);
+    t.l = off, off += kcu_al128(KCU_TC_BQ * 4);
+    t.c = off, off += kcu_al128(KCU_TC_BQ * 4);
+    t.bytes = off;
+    return t;
+}
+
+/* Whether variant 2 can run head dim dh on a device with this limit (else the launcher uses variant 1). At dh 128
+ * it needs 110.75 KB: A100 and H100/H200 only. */
+static inline bool kcu_tc_fits(int sm, int dh, size_t smem_limit) {
+    return sm >= 80 && (dh == 64 || dh == 128) && kcu_tc_plan(dh).bytes <= smem_limit;
+}
+
+#endif

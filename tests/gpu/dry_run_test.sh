@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# tests/gpu/dry_run_test.sh - tests/gpu/run.sh's own logic without a GPU (ctest gpu_run_dry): its --dry-run
+# stand-ins print what the GPU-side programs print, the tiny pipeline runs on the real CPU kiln. Checks that good
+# results give PASS rows and exit 0, and that a failing or missing part gives FAIL / "not run" and exit 1 - never
+# an "ok" for what did not run.
+set -u
+src=${KILN_SOURCE_DIR:?KILN_SOURCE_DIR not set}
+export KILN_GPU_DRY_KILN=${KILN_BIN:?KILN_BIN not set} KILN_THREADS=1
+fail=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+run() { # run NAME [VAR=value...]: one dry run into $tmp/NAME; rc in $tmp/NAME.rc
+  local name=$1
+  shift
+  env "$@" OUT="$tmp/$name" bash "$src/tests/gpu/run.sh" --dry-run >"$tmp/$name.log" 2>&1
+  echo $? >"$tmp/$name.rc"
+}
+has() { # has NAME REGEX: the summary of run NAME has a line matching REGEX
+  grep -qE -- "$2" "$tmp/$1/summary.txt" || { echo "FAIL $1: no summary line /$2/"; sed 's/^/    /' "$tmp/$1/summary.txt"; fail=1; }
+}
+hasnt() { grep -qE -- "$2" "$tmp/$1/summary.txt" && { echo "FAIL $1: unexpected /$2/"; fail=1; }; return 0; }
+rc_is() { [ "$(cat "$tmp/$1.rc")" = "$2" ] || { echo "FAIL $1: exit $(cat "$tmp/$1.rc"), want $2"; tail -5 "$tmp/$1.log"; fail=1; }; }
+
+# 1. everything good (the graphs part reads replays from the backend's close line)
+run good
+rc_is good 0
+for part in units ops peak tiny graphs full memory sanitize; do has good "^$part +PASS "; done
+has good "^ops +PASS +tc:"
+has good "= 83.3% of peak; attention .* = 19.9% of peak"
+has good "^tiny +PASS +--exact: golden pipeline_b1_f32"
+has good "^graphs +PASS +1 captured, 2 replayed"
+has good "1024x1024 b1 4 steps: .* s/image median of 3 timed \(warm-up excluded\)"
+has good "512x512 b3 4 steps"
+has good "^memory +PASS +arena 2900 MiB, weights 15800 MiB"
+hasnt good "FAIL|not run"
+grep -q "ALL REQUIRED PARTS PASSED" "$tmp/good.log" || { echo "FAIL good: no verdict line"; fail=1; }
+
+# 2. a captured graph that is never replayed fails the run; so does a failing bench (and memory is then not run)
+run noreplay "KILN_GPU_DRY_FAIL=graphs full"
+rc_is noreplay 1
+has noreplay "^graphs +FAIL +captured 1, replayed 0"
+has noreplay "^tiny +PASS"
+has noreplay "^full +FAIL +kiln bench failed"
+has noreplay "^memory +not run"
+
+# 3. no compute-sanitizer and too little time: "not run" rows - and a required part not run fails the run
+run bad KILN_GPU_DRY_NO=compute-sanitizer KILN_GPU_BUDGET_S=30
+rc_is bad 1
+has bad "^ops +PASS +default"
+has bad "^peak +not run +out of time"
+has bad "^tiny +not run +out of time"
+has bad "^full +not run +out of time"
+has bad "^memory +not run"
+has bad "^sanitize +skipped +not run: no compute-sanitizer"
+hasnt bad "^(peak|tiny|full|memory|sanitize) +PASS"
+grep -q "==== kiln GPU run: FAILED" "$tmp/bad.log" || { echo "FAIL bad: no FAILED verdict"; fail=1; }
+
+# 4. failing op comparisons and a failing pipeline
+run broken "KILN_GPU_DRY_FAIL=ops tiny"
+rc_is broken 1
+has broken "^ops +FAIL +default"
+has broken "^peak +not run +fractions"
+has broken "^tiny +FAIL +--exact: kiln generate failed"
+has broken "^graphs +FAIL"
+[ $fail = 0 ] && echo "ok: tests/gpu/run.sh --dry-run, 4 scenarios"
+exit $fail
