@@ -12,6 +12,11 @@ Outputs (tests/data/gguf/):
                         in F32, F16, BF16, Q8_0, Q4_K and Q6_K
   tiny.gguf.txt         what tiny.gguf holds (read back with gguf.GGUFReader), for people; the C tests assert the
                         same facts
+  fp8-comfy-quant.safetensors   a FLUX.2-named DiT in miniature in ComfyUI's mixed-precision fp8 layout (the one
+                        BFL's fp8 releases use): e4m3fn weights quantised per tensor by absmax / 448 (torch),
+                        float32 weight_scale and input_scale, _quantization_metadata naming the layers
+  fp8-nvfp4.safetensors  the same names with one NVFP4-declared layer (packed U8 weight, fp8 block scales,
+                        weight_scale_2): a layout kiln refuses by name
 tests/fuzz/corpus/fuzz_gguf/: tiny.gguf plus corrupt variants (bad magic, counts past the end, misaligned and
 overlapping offsets, an unknown type, a truncated file), the seeds of fuzz_gguf.
 
@@ -192,11 +197,41 @@ def make_corpus(tiny):
         write(os.path.join(CORPUS, name), data)
 
 
+def make_fp8(rng):
+    import json
+    import torch
+    from safetensors.torch import save_file
+    g = torch.Generator().manual_seed(7)
+    sd, layers = {}, {}
+    for name, shape in [("img_in", (64, 32)), ("txt_in", (64, 48)), ("double_blocks.0.img_attn.qkv", (192, 64)),
+                        ("double_stream_modulation_img.lin", (384, 64)), ("single_blocks.0.linear1", (128, 64))]:
+        w = torch.randn(shape, generator=g) * 0.05
+        scale = w.abs().max() / 448.0
+        sd[name + ".weight"] = (w / scale).to(torch.float8_e4m3fn)
+        sd[name + ".weight_scale"] = scale.reshape(()).to(torch.float32)
+        sd[name + ".input_scale"] = torch.tensor(1.0 / 64)
+        sd[name + ".bias"] = torch.zeros(shape[0], dtype=torch.bfloat16)
+        layers[name] = {"format": "float8_e4m3fn"}
+    sd["final_layer.linear.weight"] = (torch.randn(16, 64, generator=g) * 0.05).to(torch.bfloat16)
+    meta = {"_quantization_metadata": json.dumps({"format_version": "1.0", "layers": layers}, sort_keys=True)}
+    save_file(dict(sorted(sd.items())), os.path.join(OUT, "fp8-comfy-quant.safetensors"), metadata=meta)
+    nv = dict(sd)
+    for k in [k for k in nv if k.startswith("img_in.")]:
+        del nv[k]
+    nv["img_in.weight"] = torch.zeros(64, 16, dtype=torch.uint8)
+    nv["img_in.weight_scale"] = torch.ones(64, 2).to(torch.float8_e4m3fn)
+    nv["img_in.weight_scale_2"] = torch.tensor(1.0)
+    layers2 = dict(layers, img_in={"format": "nvfp4"})
+    meta2 = {"_quantization_metadata": json.dumps({"format_version": "1.0", "layers": layers2}, sort_keys=True)}
+    save_file(dict(sorted(nv.items())), os.path.join(OUT, "fp8-nvfp4.safetensors"), metadata=meta2)
+
+
 def main():
     rng = np.random.default_rng(20261201)
     make_quant(rng)
     tiny = make_tiny(rng)
     make_corpus(tiny)
+    make_fp8(rng)
     print(f"make_gguf: wrote {OUT} and {CORPUS} (gguf {importlib.metadata.version('gguf')})")
 
 
