@@ -110,4 +110,30 @@ bool kiln_gguf_kv_array_str(const kiln_gguf_kv *kv, uint64_t i, const char **s, 
 
 const char *kiln_gguf_vtype_name(kiln_gguf_vtype t); /* "u32", "string", "array", ... */
 
+/* ---- writer (gguf_write.c): GGUF v3, streamed tensor by tensor, atomically (PATH.tmp, fsync, rename) ---------- */
+typedef struct kiln_gguf_writer kiln_gguf_writer;
+typedef struct kiln_gguf_wspec {
+    const char *name;
+    uint32_t type; /* GGML type id; the row (shape[ndim - 1]) must be whole blocks */
+    int ndim;      /* 1..4 */
+    int64_t shape[KILN_GGUF_MAX_DIMS]; /* PyTorch order (written reversed, as GGUF's ne) */
+} kiln_gguf_wspec;
+typedef struct kiln_gguf_wkv {
+    const char *key;
+    kiln_gguf_vtype type; /* KILN_GGUF_STRING or KILN_GGUF_U32 */
+    const char *str;
+    uint32_t u32;
+} kiln_gguf_wkv;
+
+/* Writes the header, metadata and tensor infos (tensors in spec order, each at the next multiple of the
+ * alignment, 32, or general.alignment if kvs set it). */
+kiln_status kiln_gguf_writer_open(const char *path, const kiln_gguf_wspec *specs, size_t n, const kiln_gguf_wkv *kvs,
+                                  size_t n_kv, kiln_gguf_writer **out, kiln_err *err);
+/* Appends bytes of the current tensor (each tensor exactly its size in total, in spec order). */
+kiln_status kiln_gguf_writer_write(kiln_gguf_writer *w, const void *data, size_t bytes, kiln_err *err);
+/* Checks every byte was written, fsyncs, renames into place. Frees w in all cases. */
+kiln_status kiln_gguf_writer_finish(kiln_gguf_writer *w, kiln_err *err);
+/* Abandons the write and removes the temporary file. NULL is a no-op. */
+void kiln_gguf_writer_abort(kiln_gguf_writer *w);
+
 #endif
