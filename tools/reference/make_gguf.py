@@ -5,7 +5,7 @@ Outputs (tests/data/gguf/):
   quant/<TYPE>.blocks   random blocks of each type kiln dequantises (raw GGML bytes; the f16 scales are random
                         FINITE halves, the packed integers random bytes)
   quant/<TYPE>.f32      gguf.quants.dequantize of those blocks (little-endian float32): the expected values
-  quant/Q8_0.in.f32     random bf16-representable float32 values, and
+  quant/Q8_0.in.f32     random bf16-representable float32 values and blocks of near-ties, and
   quant/Q8_0.q          gguf.quants.quantize(..., Q8_0) of them: kiln's Q8_0 quantiser must equal it byte for byte
   tiny.gguf             a small valid GGUF v3 file (GGUFWriter): one metadata key of every value type, arrays of
                         numbers, bools and strings, a custom general.alignment of 64, and FLUX.2 tensors (BFL names)
@@ -89,6 +89,14 @@ def make_quant(rng):
     x[32:64] = -0.5
     x[64:96] *= 1e-30
     x = ((x.view(np.uint32) + 0x8000) & 0xFFFF0000).view(np.float32)  # round to bf16 (no NaN here)
+    # and 64 blocks of near-ties: values (k + 1/2) * d for d = max / 127, where x * (1 / d) lands on or next to
+    # a half, so the rounding rule and the exact order of the scale arithmetic decide q
+    amax = rng.uniform(0.01, 10, size=64).astype(np.float32)
+    d = amax / np.float32(127)
+    k = rng.integers(-127, 127, size=(64, 32)).astype(np.float32)
+    ties = ((k + np.float32(0.5)) * d[:, None]).astype(np.float32)
+    ties[:, 0] = amax  # the block's largest magnitude is exactly amax
+    x = np.concatenate([x, ties.reshape(-1)])
     write(os.path.join(OUT, "quant", "Q8_0.in.f32"), x.astype("<f4").tobytes())
     write(os.path.join(OUT, "quant", "Q8_0.q"), gguf.quants.quantize(x.reshape(-1, 32), T.Q8_0).tobytes())
 
