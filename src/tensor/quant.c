@@ -116,6 +116,24 @@ kiln_status kiln_dequant_ref(float *dst, uint32_t id, const void *src, size_t n,
     return KILN_OK;
 }
 
+kiln_status kiln_dequant_rows(float *dst, int64_t ld, uint32_t id, const void *w, int64_t K, int64_t r0, int64_t r1,
+                              int64_t k0, int64_t k1, kiln_err *err) {
+    const kiln_qtype_info *q = kiln_qtype_get(id);
+    int s = slot_of(id);
+    if (!q || s < 0) return KILN_FAIL(err, KILN_E_UNSUPPORTED, "kiln cannot dequantise GGML type %s", q ? q->name : "?");
+    int64_t b = q->block;
+    if (K < 0 || K % b || k0 < 0 || k0 % b || k1 < k0 || k1 > K || (k1 % b && k1 != K) || r0 < 0 || r1 < r0 || ld < k1 - k0)
+        return KILN_FAIL(err, KILN_E_INVALID, "%s slice k [%lld, %lld) of rows [%lld, %lld) (K %lld, ld %lld) is not on "
+                         "block boundaries of %u", q->name, (long long)k0, (long long)k1, (long long)r0, (long long)r1,
+                         (long long)K, (long long)ld, q->block);
+    kiln_dequant_fn fn = tier_fns(kiln_quant_isa())[s];
+    if (!fn) fn = kiln_dequant_ref_fns[s];
+    size_t row_bytes = (size_t)(K / b) * q->bytes, nb = (size_t)((k1 - k0) / b);
+    const uint8_t *base = (const uint8_t *)w + (size_t)(k0 / b) * q->bytes;
+    for (int64_t r = r0; r < r1; r++) fn(dst + (r - r0) * ld, base + (size_t)r * row_bytes, nb);
+    return KILN_OK;
+}
+
 /* ---- quantisers --------------------------------------------------------------------------------------------- */
 
 static void put_half(uint8_t *p, float f) {

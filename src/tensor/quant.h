@@ -69,6 +69,13 @@ kiln_status kiln_dequant(float *dst, uint32_t id, const void *src, size_t n, kil
 /* The scalar reference (what every vector path is tested against). Same contract. */
 kiln_status kiln_dequant_ref(float *dst, uint32_t id, const void *src, size_t n, kiln_err *err);
 
+/* A K slice of a weight matrix: values k0..k1-1 of rows r0..r1-1 of a [rows, K] matrix stored row after row in
+ * type id (a row is K / block blocks), as f32 into dst (row r at dst + (r - r0) * ld). k0 must be a multiple of
+ * the block, and k1 too unless it is K; K a multiple of the block. What a GEMM's weight packing calls per K
+ * slice, so that the weight stays quantised in memory. Same values as kiln_dequant of the whole rows. */
+kiln_status kiln_dequant_rows(float *dst, int64_t ld, uint32_t id, const void *w, int64_t K, int64_t r0, int64_t r1,
+                              int64_t k0, int64_t k1, kiln_err *err);
+
 /* Which implementation kiln_dequant uses: the convert.h levels. set returns false if the CPU lacks it. */
 kiln_isa kiln_quant_isa(void);
 bool kiln_quant_set_isa(kiln_isa isa);

@@ -236,6 +236,39 @@ static void test_q4_k_round_trip(void) {
     }
 }
 
+/* Slices of a weight matrix (the GEMM packing's access) equal the same values of whole-row dequantisation, for
+ * every type, on every tier; misaligned slices are refused. */
+static void test_row_slices(void) {
+    kiln_isa saved = kiln_quant_isa();
+    for (int isa = 0; isa < KILN_ISA_COUNT; isa++) {
+        if (!kiln_quant_set_isa((kiln_isa)isa)) continue;
+        for (size_t t = 0; t < N_TYPES; t++) {
+            fixture fx;
+            if (!load_fixture(all_types[t], &fx)) {
+                free_fixture(&fx);
+                continue;
+            }
+            int64_t b = fx.q->block, K = fx.q->block == 1 ? 64 : 2 * b, rows = (int64_t)fx.n / K;
+            float *all = kiln_malloc(fx.n * 4), *sl = kiln_malloc(fx.n * 4);
+            kiln_dequant_ref(all, fx.q->id, fx.blocks, (size_t)(rows * K), NULL);
+            const int64_t k0 = b == 1 ? 5 : b, k1 = K, r0 = 1, r1 = rows - 1, ld = k1 - k0 + 3;
+            kiln_err err = {0};
+            CHECK_EQ_INT(kiln_dequant_rows(sl, ld, fx.q->id, fx.blocks, K, r0, r1, k0, k1, &err), KILN_OK);
+            for (int64_t r = r0; r < r1; r++)
+                CHECK_MSG(!memcmp(sl + (r - r0) * ld, all + r * K + k0, (size_t)(k1 - k0) * 4), "%s on %s: row %lld",
+                          fx.q->name, kiln_isa_name((kiln_isa)isa), (long long)r);
+            if (b > 1) {
+                CHECK_EQ_INT(kiln_dequant_rows(sl, ld, fx.q->id, fx.blocks, K, 0, 1, 1, K, &err), KILN_E_INVALID);
+                CHECK_ERR_CONTAINS(&err, "not on block boundaries");
+            }
+            kiln_free(all);
+            kiln_free(sl);
+            free_fixture(&fx);
+        }
+    }
+    kiln_quant_set_isa(saved);
+}
+
 int main(void) {
     RUN(test_table);
     RUN(test_errors);
@@ -244,5 +277,6 @@ int main(void) {
     RUN(test_q4_k_hand_block);
     RUN(test_q8_0_quantize_matches_gguf);
     RUN(test_q4_k_round_trip);
+    RUN(test_row_slices);
     return test_summary();
 }
