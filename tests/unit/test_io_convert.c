@@ -166,6 +166,50 @@ static void test_failures_leave_nothing(void) {
     unlink(fp8);
 }
 
+/* A ComfyUI-prefixed checkpoint: GGUF output drops the prefix (the names GGUF files of diffusion models use); fp8
+ * output keeps the stored names and declares the layers by their canonical names, which the fp8 scan accepts. */
+static void test_prefixed_source(void) {
+    char in[128], out[128];
+    snprintf(in, sizeof in, "%s/prefixed.safetensors", dir);
+    kiln_st_spec sp[2] = {{"model.diffusion_model.img_in.weight", KILN_DT_BF16, 2, {32, 64}},
+                          {"model.diffusion_model.img_in.bias", KILN_DT_BF16, 1, {32}}};
+    kiln_st_writer *w;
+    kiln_err err = {0};
+    CHECK_EQ_INT(kiln_st_writer_open(in, sp, 2, NULL, NULL, 0, &w, &err), KILN_OK);
+    if (!w) return;
+    uint16_t v[32 * 64];
+    for (int i = 0; i < 32 * 64; i++) v[i] = kiln_f32_to_bf16((float)(i % 61 - 30) / 64.0f);
+    kiln_st_writer_write(w, v, sizeof v, &err);
+    kiln_st_writer_write(w, v, 64, &err);
+    CHECK_EQ_INT(kiln_st_writer_finish(w, &err), KILN_OK);
+    kiln_conv_report rep;
+    snprintf(out, sizeof out, "%s/p.gguf", dir);
+    CHECK_EQ_INT(kiln_ckpt_convert(in, out, KILN_CONV_GGUF_Q8_0, &rep, &err), KILN_OK);
+    kiln_gguf_file *g;
+    CHECK_EQ_INT(kiln_gguf_open(out, &g, &err), KILN_OK);
+    if (g) {
+        const kiln_gguf_tensor *t = kiln_gguf_find(g, "img_in.weight");
+        CHECK(t && t->type == KILN_QT_Q8_0 && kiln_gguf_find(g, "img_in.bias"));
+        CHECK(kiln_gguf_find(g, "model.diffusion_model.img_in.weight") == NULL);
+        kiln_gguf_close(g);
+    }
+    unlink(out);
+    snprintf(out, sizeof out, "%s/p.safetensors", dir);
+    CHECK_EQ_INT(kiln_ckpt_convert(in, out, KILN_CONV_FP8_E4M3, &rep, &err), KILN_OK);
+    kiln_st_file *f;
+    CHECK_EQ_INT(kiln_st_open(out, &f, &err), KILN_OK);
+    if (f) {
+        kiln_fp8_info q;
+        CHECK_EQ_INT(kiln_fp8_scan(f, &q, &err), KILN_OK);
+        CHECK(q.n_meta_layers == 1 && q.n_e4m3 == 1);
+        CHECK(strstr(kiln_st_metadata(f, "_quantization_metadata"), "\"img_in\": {\"format\": \"float8_e4m3fn\"}"));
+        CHECK(kiln_st_find(f, "model.diffusion_model.img_in.weight_scale") != NULL);
+        kiln_st_close(f);
+    }
+    unlink(out);
+    unlink(in);
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/kiln-conv-XXXXXX");
     if (!mkdtemp(dir)) return 1;
@@ -174,6 +218,7 @@ int main(void) {
     RUN(test_gguf_f16);
     RUN(test_fp8);
     RUN(test_failures_leave_nothing);
+    RUN(test_prefixed_source);
     rmdir(dir);
     return test_summary();
 }

@@ -15,6 +15,7 @@ Outputs (tests/data/gguf/):
   fp8-comfy-quant.safetensors   a FLUX.2-named DiT in miniature in ComfyUI's mixed-precision fp8 layout (the one
                         BFL's fp8 releases use): e4m3fn weights quantised per tensor by absmax / 448 (torch),
                         float32 weight_scale and input_scale, _quantization_metadata naming the layers
+  fp8-bad-scale.safetensors  an fp8 weight whose weight_scale has shape [2, 3]: corrupt
   fp8-nvfp4.safetensors  the same names with one NVFP4-declared layer (packed U8 weight, fp8 block scales,
                         weight_scale_2): a layout kiln refuses by name
 tests/fuzz/corpus/fuzz_gguf/: tiny.gguf plus corrupt variants (bad magic, counts past the end, misaligned and
@@ -200,6 +201,8 @@ def make_corpus(tiny):
         "data_past_end.gguf": build(kvs=[arch], tensors=good, data=bytes(50)),
         "array_of_strings.gguf": build(kvs=[arch, ("tok", 9, struct.pack("<IQ", 8, 2) + gstr("x") + gstr("yz"))]),
         "bad_alignment.gguf": build(kvs=[arch, ("general.alignment", 4, struct.pack("<I", 48))]),
+        # valid, but of a type kiln cannot dequantise (IQ2_XXS, 66 bytes per 256 values)
+        "iq2_xxs.gguf": build(kvs=[arch], tensors=[("a.weight", [256, 2], 16, 0)], data=bytes(132)),
     }
     for name, data in seeds.items():
         write(os.path.join(CORPUS, name), data)
@@ -232,6 +235,8 @@ def make_fp8(rng):
     layers2 = dict(layers, img_in={"format": "nvfp4"})
     meta2 = {"_quantization_metadata": json.dumps({"format_version": "1.0", "layers": layers2}, sort_keys=True)}
     save_file(dict(sorted(nv.items())), os.path.join(OUT, "fp8-nvfp4.safetensors"), metadata=meta2)
+    bad = {"img_in.weight": sd["img_in.weight"], "img_in.weight_scale": torch.ones(2, 3)}
+    save_file(bad, os.path.join(OUT, "fp8-bad-scale.safetensors"))
 
 
 def main():
