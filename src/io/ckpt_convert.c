@@ -172,7 +172,9 @@ static kiln_status to_fp8(const kiln_st_file *f, const char *out, kiln_conv_repo
         memcpy(sp->shape, t->shape, sizeof sp->shape);
         if (s != KILN_OK || !is_weight(t)) continue;
         s = absmax(t, f32, &scales[i], err);
-        scales[i] = scales[i] > 0 ? scales[i] / FP8_E4M3_MAX : 1.0f;
+        /* s = max / 448; an all-zero weight gets 1, and one so small that max / 448 underflows gets max */
+        float amax = scales[i];
+        scales[i] = amax / FP8_E4M3_MAX > 0 ? amax / FP8_E4M3_MAX : amax > 0 ? amax : 1.0f;
         size_t len = strlen(t->name) - strlen(".weight");
         names[i] = kiln_malloc(len + 14);
         if (!names[i]) {

@@ -11,7 +11,7 @@
  * general.architecture from the detected family ("flux2" or "flux"; "unknown" otherwise) and
  * general.quantization_version 2. Quantisers: tensor/quant.h (Q8_0 bit-exact with the gguf package).
  * fp8 output: ComfyUI's comfy-quant layout (io/fp8_layout.h): X.weight as e4m3fn of w / s with s = max|w| / 448
- * (s = 1 for an all-zero weight; values round to nearest even and saturate at 448), X.weight_scale = s (float32,
+ * (s = 1 for an all-zero weight, s = max|w| if max|w| / 448 underflows to 0; values round to nearest even and saturate at 448), X.weight_scale = s (float32,
  * shape []), and _quantization_metadata naming every quantised layer as float8_e4m3fn. No input_scale (it needs
  * calibration; kiln computes activations in bf16).
  * Tensors are converted a slice of rows at a time (at most ~16 MiB of f32), so memory stays small. Output is

@@ -2,12 +2,13 @@
  * must give KILN_OK or a clean error: no crash, no out-of-bounds read, no leak. On success every tensor must be
  * findable by name and lie inside the input, every metadata value must be readable through the accessors, and
  * the first blocks of each dequantisable tensor are dequantised on the scalar and the active tier, which must
- * agree bit for bit. Seeds: tests/fuzz/corpus/fuzz_gguf/ (tools/reference/make_gguf.py). */
+ * agree bit for bit; the family detector runs on the names. Seeds: tests/fuzz/corpus/fuzz_gguf/ (tools/reference/make_gguf.py). */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "io/detect.h"
 #include "io/gguf.h"
 #include "tensor/quant.h"
 
@@ -53,6 +54,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (memcmp(a, b, n * sizeof *a) != 0) abort(); /* (NaN payloads included: the tiers must copy them alike) */
     }
     (void)sink;
+    kiln_detect_result d;
+    kiln_detect_gguf(g, &d);
     kiln_gguf_close(g);
     return 0;
 }
