@@ -11,6 +11,7 @@ targets=("$build"/fuzz_*)
 if [ ${#targets[@]} -eq 0 ]; then echo "run-fuzz: no fuzz targets in $build"; exit 1; fi
 mkdir -p "$build/artifacts"
 for t in "${targets[@]}"; do
+  [ -x "$t" ] || continue # (a rerun also finds this script's own build-fuzz/fuzz_*.log files)
   name=$(basename "$t")
   seeds="$root/tests/fuzz/corpus/$name"
   work="$build/corpus-$name"

@@ -11,5 +11,6 @@ int kiln_cmd_tokenize(int argc, char **argv);
 int kiln_cmd_bench(int argc, char **argv);
 int kiln_cmd_bench_ops(int argc, char **argv);
 int kiln_cmd_serve(int argc, char **argv);
+int kiln_cmd_convert(int argc, char **argv);
 
 #endif

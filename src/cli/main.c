@@ -14,6 +14,7 @@ typedef struct command {
 static const command commands[] = {
     {"generate", kiln_cmd_generate, "text to image with FLUX.2 [klein]: PNGs with their parameters, perf dump"},
     {"inspect", kiln_cmd_inspect, "list a checkpoint's tensors, parameter count and model family"},
+    {"convert", kiln_cmd_convert, "a bf16 checkpoint as GGUF (Q8_0, Q4_K, F16) or fp8 e4m3 safetensors"},
     {"mkweights", kiln_cmd_mkweights, "write full-size random-weight checkpoints from a manifest"},
     {"bench-sys", kiln_cmd_bench_sys, "foundation benchmarks: memory bandwidth, bf16->f32, open without copying"},
     {"tokenize", kiln_cmd_tokenize, "print the Qwen3 token ids of a prompt (klein template, padding)"},

@@ -4,11 +4,29 @@
 #include <stdio.h>
 #include <string.h>
 
-static const kiln_st_tensor *has(const kiln_st_file *f, const char *name) { return kiln_st_find(f, name); }
+/* The rules read names and shapes only, through this view, so that safetensors and GGUF files share them. */
+typedef struct names {
+    const void *file;
+    /* the tensor's shape (PyTorch order) if it exists */
+    bool (*shape)(const void *file, const char *name, int *ndim, const int64_t **shape);
+    size_t count;
+} names;
+
+/* A found tensor: its shape, for dim(). */
+typedef struct found {
+    int ndim;
+    const int64_t *shape;
+} found;
+
+static const found *has_(const names *f, const char *name, found *slot) {
+    return f->shape(f->file, name, &slot->ndim, &slot->shape) ? slot : NULL;
+}
+/* (a compound literal gives each lookup its own slot, so has() can be used inside expressions) */
+#define has(f, name) has_((f), (name), &(found){0, NULL})
 
 /* Counts consecutive blocks pattern with "%d" replaced by 0, 1, 2, ... that exist. (Built by hand, not
  * with a non-literal printf format, which -Wformat=2 rightly refuses.) */
-static int count_blocks(const kiln_st_file *f, const char *pattern) {
+static int count_blocks(const names *f, const char *pattern) {
     char name[256];
     const char *hole = strstr(pattern, "%d");
     int n = 0;
@@ -19,9 +37,9 @@ static int count_blocks(const kiln_st_file *f, const char *pattern) {
     }
 }
 
-static int64_t dim(const kiln_st_tensor *t, int i) { return t && i < t->ndim ? t->shape[i] : 0; }
+static int64_t dim(const found *t, int i) { return t && i < t->ndim ? t->shape[i] : 0; }
 
-static void detect_flux2(const kiln_st_file *f, kiln_detect_result *r, bool bfl) {
+static void detect_flux2(const names *f, kiln_detect_result *r, bool bfl) {
     r->family = KILN_FAMILY_FLUX2_DIT;
     r->layout = bfl ? KILN_LAYOUT_BFL : KILN_LAYOUT_DIFFUSERS;
     r->hidden = dim(has(f, bfl ? "img_in.weight" : "x_embedder.weight"), 0);
@@ -35,7 +53,7 @@ static void detect_flux2(const kiln_st_file *f, kiln_detect_result *r, bool bfl)
              klein4b ? " [klein] 4B" : "", (long long)r->hidden, r->n_double, r->n_single, (long long)r->context);
 }
 
-static void detect_flux1(const kiln_st_file *f, kiln_detect_result *r, bool bfl) {
+static void detect_flux1(const names *f, kiln_detect_result *r, bool bfl) {
     r->family = KILN_FAMILY_FLUX1_DIT;
     r->layout = bfl ? KILN_LAYOUT_BFL : KILN_LAYOUT_DIFFUSERS;
     r->hidden = dim(has(f, bfl ? "img_in.weight" : "x_embedder.weight"), 0);
@@ -51,7 +69,7 @@ static void detect_flux1(const kiln_st_file *f, kiln_detect_result *r, bool bfl)
              guidance ? "guidance-distilled" : "no guidance embedding");
 }
 
-static void detect_qwen3(const kiln_st_file *f, kiln_detect_result *r, const kiln_st_tensor *emb,
+static void detect_qwen3(const names *f, kiln_detect_result *r, const found *emb,
                          const char *layer_fmt) {
     r->family = KILN_FAMILY_QWEN3;
     r->layout = KILN_LAYOUT_HF;
@@ -64,21 +82,21 @@ static void detect_qwen3(const kiln_st_file *f, kiln_detect_result *r, const kil
              has(f, "lm_head.weight") ? ", with lm_head" : "");
 }
 
-static void detect_vae(const kiln_st_file *f, kiln_detect_result *r, bool bfl) {
+static void detect_vae(const names *f, kiln_detect_result *r, bool bfl) {
     r->family = KILN_FAMILY_FLUX2_VAE;
     r->layout = bfl ? KILN_LAYOUT_BFL : KILN_LAYOUT_DIFFUSERS;
     r->has_decoder = has(f, "decoder.conv_in.weight") != NULL;
     r->has_encoder = has(f, "encoder.conv_in.weight") != NULL;
-    const kiln_st_tensor *zin = has(f, "decoder.conv_in.weight");
+    const found *zin = has(f, "decoder.conv_in.weight");
     snprintf(r->id, sizeof r->id, "flux2-vae");
     snprintf(r->desc, sizeof r->desc, "FLUX.2 autoencoder (%s%s%s), %lld latent channels, %lld batch-norm channels",
              r->has_encoder ? "encoder" : "", r->has_encoder && r->has_decoder ? " + " : "",
              r->has_decoder ? "decoder" : "", (long long)dim(zin, 1), (long long)dim(has(f, "bn.running_mean"), 0));
 }
 
-void kiln_detect(const kiln_st_file *f, kiln_detect_result *r) {
+static void detect(const names *f, kiln_detect_result *r) {
     memset(r, 0, sizeof *r);
-    const kiln_st_tensor *emb;
+    const found *emb;
     if (has(f, "double_stream_modulation_img.lin.weight")) detect_flux2(f, r, true);
     else if (has(f, "double_stream_modulation_img.linear.weight")) detect_flux2(f, r, false);
     else if (has(f, "double_blocks.0.img_mod.lin.weight")) detect_flux1(f, r, true);
@@ -95,8 +113,36 @@ void kiln_detect(const kiln_st_file *f, kiln_detect_result *r) {
         detect_vae(f, r, true);
     else {
         snprintf(r->id, sizeof r->id, "unknown");
-        snprintf(r->desc, sizeof r->desc, "no known model's tensor names (%zu tensors)", kiln_st_count(f));
+        snprintf(r->desc, sizeof r->desc, "no known model's tensor names (%zu tensors)", f->count);
     }
+}
+
+static bool st_shape(const void *file, const char *name, int *ndim, const int64_t **shape) {
+    const kiln_st_tensor *t = kiln_st_find(file, name);
+    if (t) *ndim = t->ndim, *shape = t->shape;
+    return t != NULL;
+}
+
+void kiln_detect(const kiln_st_file *f, kiln_detect_result *r) {
+    names n = {f, st_shape, kiln_st_count(f)};
+    detect(&n, r);
+}
+
+/* GGUF files of diffusion models use the BFL names; some keep ComfyUI's prefix. */
+static bool gguf_shape(const void *file, const char *name, int *ndim, const int64_t **shape) {
+    const kiln_gguf_tensor *t = kiln_gguf_find(file, name);
+    if (!t) {
+        char full[300];
+        snprintf(full, sizeof full, "model.diffusion_model.%s", name);
+        t = kiln_gguf_find(file, full);
+    }
+    if (t) *ndim = t->ndim, *shape = t->shape;
+    return t != NULL;
+}
+
+void kiln_detect_gguf(const kiln_gguf_file *g, kiln_detect_result *r) {
+    names n = {g, gguf_shape, kiln_gguf_count(g)};
+    detect(&n, r);
 }
 
 const char *kiln_family_name(kiln_family fam) {

@@ -24,6 +24,7 @@
 
 #include <stdint.h>
 
+#include "io/gguf.h"
 #include "io/safetensors.h"
 
 typedef enum kiln_family {
@@ -55,6 +56,8 @@ typedef struct kiln_detect_result {
 
 /* Never fails: an unrecognised checkpoint is KILN_FAMILY_UNKNOWN. */
 void kiln_detect(const kiln_st_file *f, kiln_detect_result *out);
+/* The same rules on a GGUF file's tensor names (also tried with a `model.diffusion_model.` prefix). */
+void kiln_detect_gguf(const kiln_gguf_file *g, kiln_detect_result *out);
 const char *kiln_family_name(kiln_family f); /* "flux2-dit", "qwen3", "flux2-vae", "flux1-dit", "unknown" */
 const char *kiln_layout_name(kiln_layout l); /* "bfl", "diffusers", "hf", "unknown" */
 
