@@ -187,7 +187,7 @@ static int run_bench(const kiln_tokenizer *tok, const char *path, int repeat) {
 }
 
 int kiln_cmd_tokenize(int argc, char **argv) {
-    kiln_tok_options opt = {KILN_TEMPLATE_NONE, KILN_PAD_DIFFUSERS, KILN_TOK_DEFAULT_MAX_LEN, KILN_QWEN3_PAD_ID};
+    kiln_tok_options opt = {KILN_TEMPLATE_NONE, KILN_PAD_DIFFUSERS, KILN_TOK_DEFAULT_MAX_LEN, -1};
     bool verbose = false, jsonl = false, no_pad = false, comfy = false;
     const char *text = NULL, *tok_path = NULL, *model_dir = NULL, *bench = NULL;
     int repeat = 7;
@@ -241,7 +241,7 @@ int kiln_cmd_tokenize(int argc, char **argv) {
 
     kiln_err err = {0};
     kiln_tokenizer *tok;
-    kiln_status st = tok_path ? kiln_tokenizer_load(tok_path, &tok, &err)
+    kiln_status st = tok_path ? kiln_tokenizer_load_dir(tok_path, &tok, &err)
                               : kiln_tokenizer_load_default(model_dir, &tok, &err);
     if (st != KILN_OK) {
         fprintf(stderr, "kiln tokenize: %s\n", err.msg);
