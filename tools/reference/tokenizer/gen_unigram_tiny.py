@@ -15,11 +15,12 @@ from tokenizers.models import Unigram
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 OUT = os.path.join(ROOT, "tests", "data", "tokenizer", "unigram_tiny.json")
 
+# "qz" scores above two unknowns (min_score - 10 each) but below two at min_score + 10: the unknown score matters
 VOCAB = [("<pad>", 0.0), ("</s>", 0.0), ("<unk>", 0.0), ("▁", -1.0), ("x", -1.0), ("y", -1.0), ("xy", -2.0),
-         ("a", -1.0), ("b", -1.5), ("ab", -2.5), ("▁a", -1.25), ("é", -1.0), ("▁é", -2.0), ("zq", -30.0),
+         ("a", -1.0), ("b", -1.5), ("ab", -2.5), ("▁a", -1.25), ("é", -1.0), ("▁é", -2.0), ("zq", -15.0), ("qz", -12.0),
          ("abc", -3.0), ("c", -0.5), ("bc", -2.0)]
 TEXTS = ["xy", "xyxy", " xy ", "ab", "abc", "a b c", "zq", "zzqq", "z", "azqb", "éé", "é", "x\u2581y",
-         "\u2581\u2581x", "x\u2581", "\u3000xy\u00a0ab\t\nc", "", "   ", "q\u0301z", "xyq", "ab</s>c"]
+         "\u2581\u2581x", "x\u2581", "\u3000xy\u00a0ab\t\nc", "", "   ", "q\u0301z", "xyq", "ab</s>c", "qz", "aqzb", "zqz"]
 
 
 def main():
