@@ -1,6 +1,8 @@
-/* cmd_tokenize.c - `kiln tokenize`: text -> Qwen3 token ids, as the text encoder will see them.
+/* cmd_tokenize.c - `kiln tokenize`: text -> token ids (Qwen3, CLIP-L or T5), as the text encoder will see them.
  *
- *   kiln tokenize "a red fox"                        plain ids (tokenizers' Tokenizer.encode)
+ *   kiln tokenize "a red fox"                        plain Qwen3 ids (tokenizers' Tokenizer.encode)
+ *   kiln tokenize --tokenizer clip-l --pad "..."      FLUX.1's CLIP input: BOS/EOS, truncated/padded to 77
+ *   kiln tokenize --tokenizer t5 --pad "..."          FLUX.1 [dev]'s T5 input (512; --max-length 256: schnell)
  *   kiln tokenize --template klein "a red fox"        klein template, truncated/padded to 512 (diffusers)
  *   kiln tokenize --template klein --comfy "..."      ComfyUI: pad to at least 512, never truncate
  *   echo "a red fox" | kiln tokenize                  text from stdin (all of it, newline included)
@@ -19,21 +21,58 @@
 #include "cli/commands.h"
 #include "text/tokenizer.h"
 
+/* The options: one table gives both the parsing and the help text. */
+enum opt_id { O_HELP, O_TOKENIZER, O_MODEL, O_TEMPLATE, O_PAD, O_COMFY, O_NO_PAD, O_MAX_LENGTH, O_VERBOSE, O_JSONL,
+              O_BENCH, O_REPEAT };
+typedef struct opt_def {
+    enum opt_id id;
+    const char *name, *alias, *arg, *help;
+} opt_def;
+static const opt_def opts[] = {
+    {O_HELP, "--help", "-h", NULL, "this text"},
+    {O_TOKENIZER, "--tokenizer", NULL, "NAME|PATH",
+     "qwen3 (default), clip-l or t5 (the shipped data, or --model's own), or a tokenizer.json / tokenizer folder "
+     "(its kind detected)"},
+    {O_MODEL, "--model", NULL, "DIR", "a model folder whose own tokenizer wins (FLUX.1: tokenizer/, tokenizer_2/)"},
+    {O_TEMPLATE, "--template", NULL, "klein|none",
+     "Qwen3: wrap in the FLUX.2 [klein] chat template (default none); with klein the sequence is truncated/padded "
+     "to --max-length like diffusers"},
+    {O_PAD, "--pad", NULL, NULL,
+     "truncate/pad to --max-length as diffusers does (CLIP-L default 77, otherwise 512; T5 256 = FLUX.1 schnell)"},
+    {O_COMFY, "--comfy", NULL, NULL, "Qwen3 ComfyUI padding: pad to at least --max-length, never truncate"},
+    {O_NO_PAD, "--no-pad", NULL, NULL, "no padding or truncation"},
+    {O_MAX_LENGTH, "--max-length", NULL, "N", "padding length (1..1048576)"},
+    {O_VERBOSE, "--verbose", "-v", NULL, "one line per token: position, id, piece"},
+    {O_JSONL, "--jsonl", NULL, NULL, "read one JSON string per line, print one line of ids per input line"},
+    {O_BENCH, "--bench", NULL, "FILE", "encode FILE --repeat times, print the median tokens per second"},
+    {O_REPEAT, "--repeat", NULL, "N", "repetitions for --bench (1..64, default 7)"},
+};
+#define N_OPTS (sizeof opts / sizeof opts[0])
+
 static void usage(FILE *out) {
-    fprintf(out,
-            "usage: kiln tokenize [options] [\"text\"]\n"
-            "  Prints the Qwen3 token ids of text (or of stdin when no text is given).\n\n"
-            "  --template klein|none  wrap in the FLUX.2 [klein] chat template (default none); with klein the\n"
-            "                         sequence is truncated/padded to --max-length like diffusers\n"
-            "  --comfy                ComfyUI padding: pad to at least --max-length, never truncate\n"
-            "  --no-pad               no padding or truncation\n"
-            "  --max-length N         padding length (default 512)\n"
-            "  --verbose              one line per token: position, id, mask, piece\n"
-            "  --tokenizer PATH       tokenizer.json to use (default: the shipped Qwen3 one, see KILN_DATA_DIR)\n"
-            "  --model DIR            use DIR/tokenizer/tokenizer.json when present\n"
-            "  --jsonl                read one JSON string per line, print one line of ids per input line\n"
-            "  --bench FILE           encode FILE --repeat times (default 7), print the median tokens per second\n"
-            "  --repeat N             repetitions for --bench\n");
+    fprintf(out, "usage: kiln tokenize [options] [\"text\"]\n"
+                 "  Prints the token ids of text (or of stdin when no text is given); CLIP-L and T5 ids include the\n"
+                 "  special tokens transformers adds (<|startoftext|> ... <|endoftext|>, ... </s>).\n\n");
+    for (size_t i = 0; i < N_OPTS; i++) {
+        char head[64];
+        snprintf(head, sizeof head, "%s%s%s%s%s", opts[i].name, opts[i].alias ? ", " : "",
+                 opts[i].alias ? opts[i].alias : "", opts[i].arg ? " " : "", opts[i].arg ? opts[i].arg : "");
+        fprintf(out, "  %-26s %s\n", head, opts[i].help);
+    }
+}
+
+static const opt_def *find_opt(const char *a) {
+    for (size_t i = 0; i < N_OPTS; i++)
+        if (!strcmp(a, opts[i].name) || (opts[i].alias && !strcmp(a, opts[i].alias))) return &opts[i];
+    return NULL;
+}
+
+static bool parse_count(const char *v, long lo, long hi, long *out) {
+    char *end;
+    long x = strtol(v, &end, 10);
+    if (!*v || *end || x < lo || x > hi) return false;
+    *out = x;
+    return true;
 }
 
 /* Reads all of f (at most KILN_TOK_MAX_INPUT_BYTES + 1 bytes, so the limit check still fires). */
@@ -187,66 +226,74 @@ static int run_bench(const kiln_tokenizer *tok, const char *path, int repeat) {
 }
 
 int kiln_cmd_tokenize(int argc, char **argv) {
-    kiln_tok_options opt = {KILN_TEMPLATE_NONE, KILN_PAD_DIFFUSERS, KILN_TOK_DEFAULT_MAX_LEN, KILN_QWEN3_PAD_ID};
-    bool verbose = false, jsonl = false, no_pad = false, comfy = false;
-    const char *text = NULL, *tok_path = NULL, *model_dir = NULL, *bench = NULL;
+    kiln_tok_options opt = {KILN_TEMPLATE_NONE, KILN_PAD_DIFFUSERS, 0, -1};
+    bool verbose = false, jsonl = false, no_pad = false, comfy = false, pad = false;
+    const char *text = NULL, *tok_arg = NULL, *model_dir = NULL, *bench = NULL;
     int repeat = 7;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        bool has_next = i + 1 < argc;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--template") && has_next) {
-            if (!kiln_tok_template_parse(argv[++i], &opt.template_kind)) {
-                fprintf(stderr, "kiln tokenize: unknown template '%s' (klein, none)\n", argv[i]);
+        if (a[0] != '-' || !a[1]) {
+            if (text) {
+                fprintf(stderr, "kiln tokenize: one text only (quote it)\n");
                 return 2;
             }
-        } else if (!strcmp(a, "--comfy")) comfy = true;
-        else if (!strcmp(a, "--no-pad")) no_pad = true;
-        else if (!strcmp(a, "--verbose") || !strcmp(a, "-v")) verbose = true;
-        else if (!strcmp(a, "--jsonl")) jsonl = true;
-        else if (!strcmp(a, "--max-length") && has_next) {
-            char *end;
-            long v = strtol(argv[++i], &end, 10);
-            if (*end || v < 1 || v > (1 << 20)) {
-                fprintf(stderr, "kiln tokenize: --max-length wants 1..1048576\n");
-                return 2;
-            }
-            opt.max_length = (size_t)v;
-        } else if (!strcmp(a, "--repeat") && has_next) {
-            char *end;
-            long v = strtol(argv[++i], &end, 10);
-            if (*end || v < 1 || v > 64) {
-                fprintf(stderr, "kiln tokenize: --repeat wants 1..64\n");
-                return 2;
-            }
-            repeat = (int)v;
-        } else if (!strcmp(a, "--tokenizer") && has_next) tok_path = argv[++i];
-        else if (!strcmp(a, "--model") && has_next) model_dir = argv[++i];
-        else if (!strcmp(a, "--bench") && has_next) bench = argv[++i];
-        else if (a[0] == '-' && a[1] == '-') {
+            text = a;
+            continue;
+        }
+        const opt_def *o = find_opt(a);
+        if (!o || (o->arg && i + 1 >= argc)) {
             fprintf(stderr, "kiln tokenize: unknown or incomplete option '%s'\n", a);
             usage(stderr);
             return 2;
-        } else if (!text) text = a;
-        else {
-            fprintf(stderr, "kiln tokenize: one text only (quote it)\n");
-            return 2;
+        }
+        const char *v = o->arg ? argv[++i] : NULL;
+        long x;
+        switch (o->id) {
+        case O_HELP: usage(stdout); return 0;
+        case O_TOKENIZER: tok_arg = v; break;
+        case O_MODEL: model_dir = v; break;
+        case O_TEMPLATE:
+            if (!kiln_tok_template_parse(v, &opt.template_kind)) {
+                fprintf(stderr, "kiln tokenize: unknown template '%s' (klein, none)\n", v);
+                return 2;
+            }
+            break;
+        case O_PAD: pad = true; break;
+        case O_COMFY: comfy = true; break;
+        case O_NO_PAD: no_pad = true; break;
+        case O_MAX_LENGTH:
+            if (!parse_count(v, 1, 1 << 20, &x)) {
+                fprintf(stderr, "kiln tokenize: --max-length wants 1..1048576\n");
+                return 2;
+            }
+            opt.max_length = (size_t)x;
+            break;
+        case O_VERBOSE: verbose = true; break;
+        case O_JSONL: jsonl = true; break;
+        case O_BENCH: bench = v; break;
+        case O_REPEAT:
+            if (!parse_count(v, 1, 64, &x)) {
+                fprintf(stderr, "kiln tokenize: --repeat wants 1..64\n");
+                return 2;
+            }
+            repeat = (int)x;
+            break;
         }
     }
-    /* padding applies to templated encodings; plain ids are HF's encode() unless asked otherwise */
-    if (no_pad || (opt.template_kind == KILN_TEMPLATE_NONE && !comfy)) opt.padding = KILN_PAD_NONE;
+    /* padding applies to templated encodings and --pad; plain ids are HF's encode() unless asked otherwise */
+    if (no_pad || (opt.template_kind == KILN_TEMPLATE_NONE && !comfy && !pad)) opt.padding = KILN_PAD_NONE;
     if (comfy && !no_pad) opt.padding = KILN_PAD_COMFY;
 
     kiln_err err = {0};
     kiln_tokenizer *tok;
-    kiln_status st = tok_path ? kiln_tokenizer_load(tok_path, &tok, &err)
-                              : kiln_tokenizer_load_default(model_dir, &tok, &err);
+    kiln_tok_kind kind = KILN_TOK_QWEN3;
+    kiln_status st = tok_arg && !kiln_tok_kind_parse(tok_arg, &kind) ? kiln_tokenizer_load_dir(tok_arg, &tok, &err)
+                                                                     : kiln_tokenizer_load_kind(kind, model_dir, &tok, &err);
     if (st != KILN_OK) {
         fprintf(stderr, "kiln tokenize: %s\n", err.msg);
         return kiln_status_exit_code(st);
     }
+    if (!opt.max_length) opt.max_length = kiln_tokenizer_kind(tok) == KILN_TOK_CLIP ? 77 : KILN_TOK_DEFAULT_MAX_LEN;
     int rc = 0;
     if (bench) rc = run_bench(tok, bench, repeat);
     else if (jsonl) rc = run_jsonl(tok, &opt, opt.template_kind != KILN_TEMPLATE_NONE);
@@ -281,7 +328,7 @@ int kiln_cmd_tokenize(int argc, char **argv) {
             }
             if (t.n > t.n_real) printf("%zu..%zu\t%d\tpadding (mask 0)\n", t.n_real, t.n - 1, t.ids[t.n_real]);
             printf("# %zu real tokens%s, %zu in all%s\n", t.n_real, t.truncated ? " after truncation" : "", t.n,
-                   t.truncated ? " (the prompt was truncated: the template tail is cut, as diffusers does)" : "");
+                   t.truncated ? " (the prompt was truncated as diffusers does)" : "");
         }
         kiln_tokens_free(&t);
     }

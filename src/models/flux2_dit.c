@@ -10,6 +10,7 @@
 
 #include "base/alloc.h"
 #include "compute/graph.h"
+#include "models/dit_attention.h"
 #include "models/flux2_dit.h"
 #include "models/rope_tables.h"
 #include "models/views.h"
@@ -201,21 +202,8 @@ static kiln_status double_block(const kiln_flux2_dit *m, kiln_backend *be, kiln_
     }
     /* 4-5. per sample: [txt ; img] sequence, RoPE, joint attention, split back */
     kiln_tensor COS = kiln_f32_2d(w->rcos, T, m->head_dim / 2), SIN = kiln_f32_2d(w->rsin, T, m->head_dim / 2);
-    for (int64_t b = 0; b < B; b++) {
-        kiln_tensor ct = kiln_tensor_rows(&CAT, 0, L), ci = kiln_tensor_rows(&CAT, L, N);
-        kiln_tensor st_ = kiln_tensor_rows(&QKVT, b * L, L), si = kiln_tensor_rows(&QKVI, b * N, N);
-        CK(op->copy(be, &ct, &st_, err));
-        CK(op->copy(be, &ci, &si, err));
-        kiln_tensor q = kiln_cols(&CAT, 0, D), k = kiln_cols(&CAT, D, D), v = kiln_cols(&CAT, 2 * D, D);
-        CK(op->rope(be, &q, &COS, &SIN, m->heads, true, err));
-        CK(op->rope(be, &k, &COS, &SIN, m->heads, true, err));
-        CK(op->attention(be, &CATO, &q, &k, &v, m->heads, m->heads, 1.0f / sqrtf((float)m->head_dim), false, NULL,
-                         err));
-        kiln_tensor ot = kiln_tensor_rows(&CATO, 0, L), oi = kiln_tensor_rows(&CATO, L, N);
-        kiln_tensor dt = kiln_tensor_rows(&ATT, b * L, L), di = kiln_tensor_rows(&ATI, b * N, N);
-        CK(op->copy(be, &dt, &ot, err));
-        CK(op->copy(be, &di, &oi, err));
-    }
+    kiln_dit_attn at = {B, L, N, D, m->heads, m->head_dim, &COS, &SIN};
+    CK(kiln_dit_joint_attention(be, &at, &QKVT, &QKVI, &CAT, &CATO, &ATT, &ATI, err));
     /* 6-7. per stream: gated attention projection, then the gated SwiGLU MLP */
     for (int s = 0; s < 2; s++) {
         const kiln_flux2_stream *st = s ? &blk->txt : &blk->img;
@@ -246,14 +234,8 @@ static kiln_status single_block(const kiln_flux2_dit *m, kiln_backend *be, kiln_
     kiln_tensor q = kiln_cols(&P, 0, D), k = kiln_cols(&P, D, D);
     CK(op->rms_norm(be, &q, &q, &blk->q_norm, 1e-6f, err));
     CK(op->rms_norm(be, &k, &k, &blk->k_norm, 1e-6f, err));
-    for (int64_t b = 0; b < B; b++) {
-        kiln_tensor qb = kiln_block(&P, b * T, T, 0, D), kb = kiln_block(&P, b * T, T, D, D);
-        kiln_tensor vb = kiln_block(&P, b * T, T, 2 * D, D), ob = kiln_block(&OM, b * T, T, 0, D);
-        CK(op->rope(be, &qb, &COS, &SIN, m->heads, true, err));
-        CK(op->rope(be, &kb, &COS, &SIN, m->heads, true, err));
-        CK(op->attention(be, &ob, &qb, &kb, &vb, m->heads, m->heads, 1.0f / sqrtf((float)m->head_dim), false, NULL,
-                         err));
-    }
+    kiln_dit_attn at = {B, w->L, w->N, D, m->heads, m->head_dim, &COS, &SIN};
+    CK(kiln_dit_single_attention(be, &at, &P, &OM, err));
     kiln_tensor ab = kiln_cols(&P, 3 * D, 2 * F), mo = kiln_cols(&OM, D, F);
     CK(op->swiglu(be, &mo, &ab, err));
     return kiln_matmul_epi(be, &S, &OM, &blk->linear2, NULL, &gated, err);

@@ -188,13 +188,14 @@ static size_t merge_all(const kiln_tokenizer *tok, sym *s, size_t n, cand *heap,
     return k;
 }
 
-kiln_status kiln_bpe_word(const kiln_tokenizer *tok, const char *word, size_t len, kiln_idbuf *out, kiln_err *err) {
+kiln_status kiln_bpe_word(const kiln_tokenizer *tok, const char *word, size_t len, bool eow, kiln_idbuf *out,
+                          kiln_err *err) {
     if (len == 0) return KILN_OK;
     if (tok->ignore_merges) {
         int32_t whole = kiln_vocab_lookup(tok, word, len);
         if (whole >= 0) return kiln_idbuf_push(out, whole, err);
     }
-    if (len == 1) return kiln_idbuf_push(out, tok->byte_id[(unsigned char)word[0]], err);
+    if (len == 1) return kiln_idbuf_push(out, (eow ? tok->eow_id : tok->byte_id)[(unsigned char)word[0]], err);
 
     kiln_bpe_cache *cache = (kiln_bpe_cache *)&tok->cache; /* the cache is the one mutable part; it has a lock */
     bool cacheable = len <= CACHE_MAX_WORD && cache->slots;
@@ -225,6 +226,7 @@ kiln_status kiln_bpe_word(const kiln_tokenizer *tok, const char *word, size_t le
     }
     for (size_t i = 0; i < len; i++)
         s[i] = (sym){tok->byte_id[(unsigned char)word[i]], (int32_t)i - 1, i + 1 < len ? (int32_t)i + 1 : -1, 1};
+    if (eow) s[len - 1].id = tok->eow_id[(unsigned char)word[len - 1]]; /* HF appends "</w>" to the last symbol */
     size_t k = merge_all(tok, s, len, heap, ids);
     kiln_status st = kiln_idbuf_append(out, ids, k, err);
     if (st == KILN_OK && cacheable) cache_put(cache, h, word, len, ids, k);

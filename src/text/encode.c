@@ -52,6 +52,17 @@ static long next_added(const kiln_tokenizer *tok, const char *text, size_t len, 
     return -1;
 }
 
+/* Pre-tokenizer + model of the tokenizer's kind over a normalised stretch with no added token in it. */
+static kiln_status pretok_encode(const kiln_tokenizer *tok, const char *text, size_t len, kiln_idbuf *out,
+                                 kiln_err *err) {
+    switch (tok->kind) {
+    case KILN_TOK_CLIP: return kiln_pretok_encode_clip(tok, text, len, out, err);
+    case KILN_TOK_T5: return kiln_unigram_encode(tok, text, len, out, err);
+    case KILN_TOK_QWEN3: break;
+    }
+    return kiln_pretok_encode(tok, text, len, out, err);
+}
+
 /* A normalised stretch: split out normalized added tokens, pre-tokenize + BPE the rest. */
 static kiln_status encode_normalized(const kiln_tokenizer *tok, const char *text, size_t len, kiln_idbuf *out,
                                      kiln_err *err) {
@@ -60,12 +71,12 @@ static kiln_status encode_normalized(const kiln_tokenizer *tok, const char *text
         size_t s, e;
         long k;
         while ((k = next_added(tok, text, len, at, at, true, &s, &e)) >= 0) {
-            KILN_TRY(kiln_pretok_encode(tok, text + at, s - at, out, err));
+            KILN_TRY(pretok_encode(tok, text + at, s - at, out, err));
             KILN_TRY(kiln_idbuf_push(out, tok->added[k].id, err));
             at = e;
         }
     }
-    return kiln_pretok_encode(tok, text + at, len - at, out, err);
+    return pretok_encode(tok, text + at, len - at, out, err);
 }
 
 /* A raw stretch with no (non-normalised) added token in it. */
@@ -145,6 +156,14 @@ kiln_tok_options kiln_tok_options_klein(void) {
     return (kiln_tok_options){KILN_TEMPLATE_KLEIN, KILN_PAD_DIFFUSERS, KILN_TOK_DEFAULT_MAX_LEN, KILN_QWEN3_PAD_ID};
 }
 
+kiln_tok_options kiln_tok_options_flux1_clip(void) {
+    return (kiln_tok_options){KILN_TEMPLATE_NONE, KILN_PAD_DIFFUSERS, 77, -1};
+}
+
+kiln_tok_options kiln_tok_options_flux1_t5(size_t max_sequence_length) {
+    return (kiln_tok_options){KILN_TEMPLATE_NONE, KILN_PAD_DIFFUSERS, max_sequence_length, -1};
+}
+
 void kiln_tokens_free(kiln_tokens *t) {
     if (!t) return;
     kiln_free(t->ids);
@@ -163,8 +182,16 @@ kiln_status kiln_tokenizer_encode_prompt(const kiln_tokenizer *tok, const char *
     if (o.max_length == 0) o.max_length = KILN_TOK_DEFAULT_MAX_LEN;
     if (o.max_length > ((size_t)1 << 20))
         return KILN_FAIL(err, KILN_E_INVALID, "max_length %zu is over 1048576", o.max_length);
-    if (o.pad_id < 0) o.pad_id = KILN_QWEN3_PAD_ID;
     if (!tok) return KILN_FAIL(err, KILN_E_INVALID, "no tokenizer");
+    if (o.pad_id < 0) o.pad_id = tok->pad_id;
+    if (tok->kind != KILN_TOK_QWEN3 && (o.template_kind != KILN_TEMPLATE_NONE || o.padding == KILN_PAD_COMFY))
+        return KILN_FAIL(err, KILN_E_UNSUPPORTED, "%s: the klein template and ComfyUI padding are Qwen3's only",
+                         kiln_tok_kind_name(tok->kind));
+    /* the post-processor's tokens around the text (RobertaProcessing / TemplateProcessing) */
+    size_t n_special = (tok->bos_id >= 0) + (tok->eos_id >= 0);
+    if (o.padding == KILN_PAD_DIFFUSERS && o.max_length < n_special)
+        return KILN_FAIL(err, KILN_E_INVALID, "max_length %zu leaves no room for the %zu special tokens",
+                         o.max_length, n_special);
     if ((size_t)o.pad_id >= tok->n_ids)
         return KILN_FAIL(err, KILN_E_INVALID, "pad id %d is not in the vocabulary", o.pad_id);
     if (!prompt && len) return KILN_FAIL(err, KILN_E_INVALID, "NULL prompt with length %zu", len);
@@ -186,17 +213,21 @@ kiln_status kiln_tokenizer_encode_prompt(const kiln_tokenizer *tok, const char *
     if (len) memcpy(text + lp, prompt, len);
     memcpy(text + lp + len, t->suffix, ls);
     kiln_idbuf b = {0};
-    kiln_status st = encode_into(tok, text, lp + len + ls, &b, err);
+    kiln_status st = KILN_OK;
+    if (tok->bos_id >= 0) st = kiln_idbuf_push(&b, tok->bos_id, err);
+    if (st == KILN_OK) st = encode_into(tok, text, lp + len + ls, &b, err);
     kiln_free(text);
+    /* transformers truncates the text to max_length minus the special tokens, then adds them */
+    size_t n_full = b.n + (tok->eos_id >= 0);
+    if (st == KILN_OK && o.padding == KILN_PAD_DIFFUSERS && n_full > o.max_length) b.n = o.max_length - (tok->eos_id >= 0);
+    if (st == KILN_OK && tok->eos_id >= 0) st = kiln_idbuf_push(&b, tok->eos_id, err);
     if (st != KILN_OK) {
         kiln_free(b.v);
         return st;
     }
-    size_t n_full = b.n, n_real = b.n, n = b.n;
-    if (o.padding == KILN_PAD_DIFFUSERS) {
-        n = o.max_length;
-        if (n_real > n) n_real = n; /* truncation side "right": the tail goes */
-    } else if (o.padding == KILN_PAD_COMFY && n < o.max_length) n = o.max_length;
+    size_t n_real = b.n, n = b.n;
+    if (o.padding == KILN_PAD_DIFFUSERS) n = o.max_length; /* truncation side "right": the tail goes */
+    else if (o.padding == KILN_PAD_COMFY && n < o.max_length) n = o.max_length;
     int32_t *ids = kiln_realloc(b.v, (n ? n : 1) * sizeof *ids);
     uint8_t *mask = kiln_malloc(n ? n : 1);
     if (!ids || !mask) {

@@ -1,4 +1,5 @@
-/* normalize.c - the tokenizer's normaliser: none, or Unicode NFC through utf8proc.
+/* normalize.c - the tokenizer's normaliser: none, Unicode NFC through utf8proc, or (dispatched from here) CLIP's
+ * (clip.c) or SentencePiece's precompiled charsmap (charsmap.c).
  *
  * Fast path: a code point below U+0300 is NFC-stable and never composes with what precedes it (the first
  * combining mark is U+0300; Hangul jamo and every other composing character lie above), so text whose bytes
@@ -13,12 +14,11 @@
 #include "text/tok_internal.h"
 #include "text/unicode_compat.h"
 
-kiln_status kiln_normalize(const kiln_tokenizer *tok, const char *text, size_t len, const char **out,
-                           size_t *out_len, char **owned, kiln_err *err) {
+kiln_status kiln_nfc(const char *text, size_t len, const char **out, size_t *out_len, char **owned, kiln_err *err) {
     *out = text;
     *out_len = len;
     *owned = NULL;
-    if (tok->normalizer == KILN_NORM_NONE || len == 0) return KILN_OK;
+    if (len == 0) return KILN_OK;
     bool simple = true;
     for (size_t i = 0; i < len; i++)
         if ((unsigned char)text[i] >= 0xCC) {
@@ -96,5 +96,34 @@ kiln_status kiln_normalize(const kiln_tokenizer *tok, const char *text, size_t l
     *out = (const char *)dst;
     *out_len = (size_t)n;
     *owned = (char *)dst;
+    return KILN_OK;
+}
+
+kiln_status kiln_normalize(const kiln_tokenizer *tok, const char *text, size_t len, const char **out,
+                           size_t *out_len, char **owned, kiln_err *err) {
+    *out = text;
+    *out_len = len;
+    *owned = NULL;
+    if (len == 0) return KILN_OK;
+    char *res = NULL;
+    size_t n = 0;
+    switch (tok->normalizer) {
+    case KILN_NORM_NONE: return KILN_OK;
+    case KILN_NORM_NFC: return kiln_nfc(text, len, out, out_len, owned, err);
+    case KILN_NORM_CLIP: KILN_TRY(kiln_clip_normalize(text, len, &res, &n, err)); break;
+    case KILN_NORM_PRECOMPILED: KILN_TRY(kiln_charsmap_normalize(tok->charsmap, text, len, &res, &n, err)); break;
+    }
+    /* the contract is free(): copy into a malloc'd buffer (kiln_malloc is not plain malloc) */
+    char *m = malloc(n + 1);
+    if (!m) {
+        kiln_free(res);
+        return KILN_FAIL(err, KILN_E_NOMEM, "out of memory normalising text");
+    }
+    memcpy(m, res, n);
+    m[n] = '\0';
+    kiln_free(res);
+    *out = m;
+    *out_len = n;
+    *owned = m;
     return KILN_OK;
 }

@@ -114,7 +114,7 @@ kiln_status kiln_pretok_translate(const char *in, char **out, kiln_err *err) {
     return KILN_OK;
 }
 
-kiln_status kiln_pretok_compile(kiln_tokenizer *tok, const char *file_pattern, kiln_err *err) {
+kiln_status kiln_regex_compile(const char *file_pattern, void **re_out, bool *jit, kiln_err *err) {
     int ec;
     PCRE2_SIZE eo;
     char *pattern;
@@ -134,24 +134,28 @@ kiln_status kiln_pretok_compile(kiln_tokenizer *tok, const char *file_pattern, k
         pcre2_code_free(re);
         return KILN_FAIL(err, KILN_E_UNSUPPORTED, "pre-tokenizer regex can match the empty string");
     }
-    tok->regex = re;
-    tok->regex_jit = pcre2_jit_compile(re, PCRE2_JIT_COMPLETE) == 0;
-    if (!tok->regex_jit) log_info("PCRE2 JIT unavailable; the pre-tokenizer regex runs interpreted (slower)");
+    *re_out = re;
+    *jit = pcre2_jit_compile(re, PCRE2_JIT_COMPLETE) == 0;
+    if (!*jit) log_info("PCRE2 JIT unavailable; the pre-tokenizer regex runs interpreted (slower)");
     return KILN_OK;
+}
+
+kiln_status kiln_pretok_compile(kiln_tokenizer *tok, const char *file_pattern, kiln_err *err) {
+    return kiln_regex_compile(file_pattern, &tok->regex, &tok->regex_jit, err);
 }
 
 void kiln_pretok_free(kiln_tokenizer *tok) {
     pcre2_code_free((pcre2_code *)tok->regex);
-    tok->regex = NULL;
+    pcre2_code_free((pcre2_code *)tok->regex2);
+    tok->regex = tok->regex2 = NULL;
 }
 
 /* One match from offset `at`: 1 and [*s, *e) on a match, 0 on none, <0 a PCRE2 error. Retries with a larger
  * JIT stack (created on demand, freed by the caller via *ctx / *stack) when the default 32 KiB is too small. */
-static int match_at(const kiln_tokenizer *tok, const char *text, size_t len, size_t at, pcre2_match_data *md,
+static int match_at(const pcre2_code *re, bool jit, const char *text, size_t len, size_t at, pcre2_match_data *md,
                     pcre2_match_context **ctx, pcre2_jit_stack **stack, size_t *s, size_t *e) {
-    const pcre2_code *re = tok->regex;
     for (int attempt = 0;; attempt++) {
-        int rc = tok->regex_jit
+        int rc = jit
                      ? pcre2_jit_match(re, (PCRE2_SPTR)text, len, at, PCRE2_NO_UTF_CHECK, md, *ctx)
                      : pcre2_match(re, (PCRE2_SPTR)text, len, at, PCRE2_NO_UTF_CHECK, md, *ctx);
         if (rc == PCRE2_ERROR_NOMATCH) return 0;
@@ -181,7 +185,7 @@ kiln_status kiln_pretok_encode(const kiln_tokenizer *tok, const char *text, size
     size_t at = 0;
     while (at < len && st == KILN_OK) {
         size_t s, e;
-        int rc = match_at(tok, text, len, at, md, &ctx, &stack, &s, &e);
+        int rc = match_at(tok->regex, tok->regex_jit, text, len, at, md, &ctx, &stack, &s, &e);
         if (rc < 0) {
             PCRE2_UCHAR msg[256];
             pcre2_get_error_message(rc, msg, sizeof msg);
@@ -190,19 +194,68 @@ kiln_status kiln_pretok_encode(const kiln_tokenizer *tok, const char *text, size
             break;
         }
         if (rc == 0) { /* the rest is one gap piece */
-            st = kiln_bpe_word(tok, text + at, len - at, out, err);
+            st = kiln_bpe_word(tok, text + at, len - at, false, out, err);
             break;
         }
         if (e == s) { /* cannot happen: compile refuses patterns whose minimum match length is 0 */
             st = KILN_FAIL(err, KILN_E_INTERNAL, "pre-tokenizer regex matched the empty string at byte %zu", s);
             break;
         }
-        if (s > at) st = kiln_bpe_word(tok, text + at, s - at, out, err);
-        if (st == KILN_OK) st = kiln_bpe_word(tok, text + s, e - s, out, err);
+        if (s > at) st = kiln_bpe_word(tok, text + at, s - at, false, out, err);
+        if (st == KILN_OK) st = kiln_bpe_word(tok, text + s, e - s, false, out, err);
         at = e;
     }
     pcre2_match_data_free(md);
     pcre2_match_context_free(ctx);
     pcre2_jit_stack_free(stack);
+    return st;
+}
+
+static kiln_status regex_failed(int rc, size_t at, kiln_err *err) {
+    PCRE2_UCHAR msg[256];
+    pcre2_get_error_message(rc, msg, sizeof msg);
+    return KILN_FAIL(err, rc == PCRE2_ERROR_NOMEMORY ? KILN_E_NOMEM : KILN_E_LIMIT,
+                     "pre-tokenizer regex failed at byte %zu: %s", at, (const char *)msg);
+}
+
+/* ByteLevel's split of one CLIP piece (behaviour Isolated: matches and gaps are both pieces), each BPE'd. */
+static kiln_status clip_piece(const kiln_tokenizer *tok, const char *text, size_t len, pcre2_match_data *md,
+                              pcre2_match_context **ctx, pcre2_jit_stack **stack, kiln_idbuf *out, kiln_err *err) {
+    size_t at = 0;
+    while (at < len) {
+        size_t s, e;
+        int rc = match_at(tok->regex2, tok->regex2_jit, text, len, at, md, ctx, stack, &s, &e);
+        if (rc < 0) return regex_failed(rc, at, err);
+        if (rc == 0) return kiln_bpe_word(tok, text + at, len - at, true, out, err);
+        if (s > at) KILN_TRY(kiln_bpe_word(tok, text + at, s - at, true, out, err));
+        KILN_TRY(kiln_bpe_word(tok, text + s, e - s, true, out, err));
+        at = e;
+    }
+    return KILN_OK;
+}
+
+kiln_status kiln_pretok_encode_clip(const kiln_tokenizer *tok, const char *text, size_t len, kiln_idbuf *out,
+                                    kiln_err *err) {
+    if (len == 0) return KILN_OK;
+    pcre2_match_data *md = pcre2_match_data_create_from_pattern((const pcre2_code *)tok->regex, NULL);
+    pcre2_match_data *md2 = pcre2_match_data_create_from_pattern((const pcre2_code *)tok->regex2, NULL);
+    pcre2_match_context *ctx = NULL, *ctx2 = NULL;
+    pcre2_jit_stack *stack = NULL, *stack2 = NULL;
+    kiln_status st = md && md2 ? KILN_OK : KILN_FAIL(err, KILN_E_NOMEM, "out of memory for regex match data");
+    size_t at = 0;
+    while (at < len && st == KILN_OK) { /* Split(Removed, invert): the matches are the pieces, gaps are dropped */
+        size_t s, e;
+        int rc = match_at(tok->regex, tok->regex_jit, text, len, at, md, &ctx, &stack, &s, &e);
+        if (rc < 0) st = regex_failed(rc, at, err);
+        if (rc <= 0) break;
+        st = clip_piece(tok, text + s, e - s, md2, &ctx2, &stack2, out, err);
+        at = e;
+    }
+    pcre2_match_data_free(md);
+    pcre2_match_data_free(md2);
+    pcre2_match_context_free(ctx);
+    pcre2_match_context_free(ctx2);
+    pcre2_jit_stack_free(stack);
+    pcre2_jit_stack_free(stack2);
     return st;
 }

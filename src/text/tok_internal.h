@@ -80,7 +80,15 @@ typedef struct kiln_added_token {
     bool lstrip, rstrip, normalized, special;
 } kiln_added_token;
 
-typedef enum kiln_normalizer { KILN_NORM_NONE = 0, KILN_NORM_NFC } kiln_normalizer;
+typedef enum kiln_normalizer {
+    KILN_NORM_NONE = 0,
+    KILN_NORM_NFC,
+    KILN_NORM_CLIP,        /* NFC, then every run of \s (Oniguruma's) -> one space, then lowercase (clip.c) */
+    KILN_NORM_PRECOMPILED, /* SentencePiece's precompiled charsmap (charsmap.c) */
+} kiln_normalizer;
+
+typedef struct kiln_charsmap kiln_charsmap; /* charsmap.c */
+typedef struct kiln_unigram kiln_unigram;   /* unigram.c */
 
 struct kiln_tokenizer {
     /* pieces: piece_off[id]..piece_off[id]+piece_len[id] in pool (raw bytes); piece_len = -1 for an id that
@@ -101,15 +109,30 @@ struct kiln_tokenizer {
     bool any_normalized_added;
     uint64_t added_first[4]; /* bitset of first bytes of non-normalised added tokens, a fast reject */
 
+    kiln_tok_kind kind;
     kiln_normalizer normalizer;
     void *regex;      /* pcre2_code_8 * (opaque here so this header needs no pcre2.h) */
     bool regex_jit;   /* JIT compilation succeeded (interpreted matching otherwise) */
 
+    /* CLIP (clip.c): words end in "</w>"; regex keeps only its matches, regex2 (ByteLevel's GPT-2 pattern)
+     * splits each of them again */
+    int32_t eow_id[256]; /* id of byte b + "</w>" */
+    void *regex2;
+    bool regex2_jit;
+
+    /* the post-processor and padding (CLIP: BOS text EOS; T5: text EOS; Qwen3: nothing); -1 = none */
+    int32_t bos_id, eos_id, pad_id;
+
+    kiln_charsmap *charsmap; /* T5 normaliser */
+    kiln_unigram *unigram;   /* T5 model */
+
     kiln_bpe_cache cache;
 };
 
-/* bpe.c: appends the ids of one pre-tokenized word (raw bytes). */
-kiln_status kiln_bpe_word(const kiln_tokenizer *tok, const char *word, size_t len, kiln_idbuf *out, kiln_err *err);
+/* bpe.c: appends the ids of one pre-tokenized word (raw bytes). With eow (CLIP) the last byte starts as its
+ * "</w>" token. */
+kiln_status kiln_bpe_word(const kiln_tokenizer *tok, const char *word, size_t len, bool eow, kiln_idbuf *out,
+                          kiln_err *err);
 kiln_status kiln_bpe_cache_init(kiln_bpe_cache *c, size_t slots, kiln_err *err);
 void kiln_bpe_cache_free(kiln_bpe_cache *c);
 
@@ -118,6 +141,44 @@ kiln_status kiln_pretok_translate(const char *pattern, char **out, kiln_err *err
 /* pretok.c: compiles the Split regex; splits normalised text and BPE-encodes every piece. */
 kiln_status kiln_pretok_compile(kiln_tokenizer *tok, const char *pattern, kiln_err *err);
 void kiln_pretok_free(kiln_tokenizer *tok);
+/* pretok.c: compiles a pattern (Oniguruma syntax, translated) into *re; refuses patterns matching "". */
+kiln_status kiln_regex_compile(const char *file_pattern, void **re, bool *jit, kiln_err *err);
+/* pretok.c: CLIP's pre-tokenizer: the matches of tok->regex (gaps dropped), each split again by tok->regex2,
+ * every piece BPE-encoded with "</w>". */
+kiln_status kiln_pretok_encode_clip(const kiln_tokenizer *tok, const char *text, size_t len, kiln_idbuf *out,
+                                    kiln_err *err);
+
+/* tokenizer.c: the shared loading steps (vocab in GPT-2 form -> pieces; merges; added tokens). */
+kiln_status kiln_tok_alloc(kiln_tokenizer *tok, size_t n_ids, size_t pool_bytes, size_t n_vocab, kiln_err *err);
+kiln_status kiln_tok_load_vocab(kiln_tokenizer *tok, const void *json_vocab, size_t *pool_used, kiln_err *err);
+kiln_status kiln_tok_load_merges(kiln_tokenizer *tok, const void *json_merges, kiln_err *err);
+kiln_status kiln_tok_init_merges(kiln_tokenizer *tok, size_t n, kiln_err *err);
+/* one merge "a b" (GPT-2 form) of rank r */
+kiln_status kiln_tok_add_merge(kiln_tokenizer *tok, const char *a, size_t la, const char *b, size_t lb, size_t r,
+                               kiln_err *err);
+kiln_status kiln_tok_load_added(kiln_tokenizer *tok, const void *json_added, size_t *pool_used, kiln_err *err);
+/* tokenizer.c: reads a whole (small) file: *buf is kiln_malloc'd and NUL-terminated. */
+kiln_status kiln_tok_read_file(const char *path, size_t limit, char **buf, size_t *len, kiln_err *err);
+
+/* clip.c: a CLIP folder (vocab.json + merges.txt) into tok. */
+kiln_status kiln_clip_load(kiln_tokenizer *tok, const char *dir, kiln_err *err);
+/* clip.c: HF's CLIP normaliser over valid UTF-8; *out is kiln_malloc'd. */
+kiln_status kiln_clip_normalize(const char *text, size_t len, char **out, size_t *out_len, kiln_err *err);
+
+/* unigram.c: the T5 tokenizer.json "model" (Unigram) and normaliser into tok; the T5 pre-tokenizer + Viterbi. */
+kiln_status kiln_unigram_load(kiln_tokenizer *tok, const void *json_root, kiln_err *err);
+void kiln_unigram_free(kiln_unigram *u);
+kiln_status kiln_unigram_encode(const kiln_tokenizer *tok, const char *text, size_t len, kiln_idbuf *out,
+                                kiln_err *err);
+
+/* charsmap.c: parse a precompiled_charsmap blob (base64 already decoded); normalise valid UTF-8 with it.
+ * *out is kiln_malloc'd. */
+kiln_status kiln_charsmap_parse(const unsigned char *blob, size_t len, kiln_charsmap **out, kiln_err *err);
+void kiln_charsmap_free(kiln_charsmap *m);
+kiln_status kiln_charsmap_normalize(const kiln_charsmap *m, const char *text, size_t len, char **out,
+                                    size_t *out_len, kiln_err *err);
+/* charsmap.c: base64 (standard alphabet, '=' padding) -> bytes; *out kiln_malloc'd. */
+kiln_status kiln_base64_decode(const char *s, size_t len, unsigned char **out, size_t *out_len, kiln_err *err);
 kiln_status kiln_pretok_encode(const kiln_tokenizer *tok, const char *text, size_t len, kiln_idbuf *out,
                                kiln_err *err);
 
@@ -125,6 +186,9 @@ kiln_status kiln_pretok_encode(const kiln_tokenizer *tok, const char *text, size
  * itself (then *owned = NULL) or a new buffer the caller frees with free() via *owned. */
 kiln_status kiln_normalize(const kiln_tokenizer *tok, const char *text, size_t len, const char **out,
                            size_t *out_len, char **owned, kiln_err *err);
+
+/* normalize.c: NFC alone, with kiln_normalize's contract. */
+kiln_status kiln_nfc(const char *text, size_t len, const char **out, size_t *out_len, char **owned, kiln_err *err);
 
 /* Lookup of raw bytes in the model vocabulary: id or -1. */
 int32_t kiln_vocab_lookup(const kiln_tokenizer *tok, const char *s, size_t len);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <utf8proc.h>
 
 #include "base/alloc.h"
@@ -156,7 +157,8 @@ static kiln_status check_passive(const json_t *root, kiln_err *err) {
 }
 
 /* Vocabulary: fills piece tables for ids < n_ids from model.vocab. */
-static kiln_status load_vocab(kiln_tokenizer *tok, const json_t *vocab, size_t *pool_used, kiln_err *err) {
+kiln_status kiln_tok_load_vocab(kiln_tokenizer *tok, const void *json_vocab, size_t *pool_used, kiln_err *err) {
+    const json_t *vocab = json_vocab;
     const char *key;
     json_t *val;
     json_object_foreach((json_t *)vocab, key, val) {
@@ -198,12 +200,10 @@ static kiln_status merge_side(const kiln_tokenizer *tok, const char *s, size_t l
     return KILN_OK;
 }
 
-static kiln_status load_merges(kiln_tokenizer *tok, const json_t *merges, kiln_err *err) {
+kiln_status kiln_tok_load_merges(kiln_tokenizer *tok, const void *json_merges, kiln_err *err) {
+    const json_t *merges = json_merges;
     size_t n = json_array_size(merges);
-    tok->merges.mask = pow2_at_least(n * 2 + 16) - 1;
-    tok->merges.slots = kiln_calloc(tok->merges.mask + 1, sizeof *tok->merges.slots);
-    if (!tok->merges.slots) return KILN_FAIL(err, KILN_E_NOMEM, "out of memory for %zu merges", n);
-    if (n >= UINT32_MAX) return KILN_FAIL(err, KILN_E_LIMIT, "too many merges");
+    KILN_TRY(kiln_tok_init_merges(tok, n, err));
     for (size_t r = 0; r < n; r++) {
         const json_t *m = json_array_get(merges, r);
         const char *a, *b;
@@ -223,18 +223,32 @@ static kiln_status load_merges(kiln_tokenizer *tok, const json_t *merges, kiln_e
             b = json_string_value(json_array_get(m, 1));
             lb = json_string_length(json_array_get(m, 1));
         } else return KILN_FAIL(err, KILN_E_FORMAT, "merge %zu is neither \"a b\" nor [\"a\", \"b\"]", r);
-        int32_t ia, ib;
-        KILN_TRY(merge_side(tok, a, la, r, &ia, err));
-        KILN_TRY(merge_side(tok, b, lb, r, &ib, err));
-        size_t l1 = (size_t)tok->piece_len[ia], l2 = (size_t)tok->piece_len[ib];
-        char buf[2048];
-        if (l1 + l2 > sizeof buf) return KILN_FAIL(err, KILN_E_LIMIT, "merge %zu: tokens too long", r);
-        memcpy(buf, piece_ptr(tok, ia), l1);
-        memcpy(buf + l1, piece_ptr(tok, ib), l2);
-        int32_t id = kiln_vocab_lookup(tok, buf, l1 + l2);
-        if (id < 0) return KILN_FAIL(err, KILN_E_FORMAT, "merge %zu: the merged token is not in the vocab", r);
-        merge_insert(tok, ia, ib, (uint32_t)r, id);
+        KILN_TRY(kiln_tok_add_merge(tok, a, la, b, lb, r, err));
     }
+    return KILN_OK;
+}
+
+kiln_status kiln_tok_init_merges(kiln_tokenizer *tok, size_t n, kiln_err *err) {
+    tok->merges.mask = pow2_at_least(n * 2 + 16) - 1;
+    tok->merges.slots = kiln_calloc(tok->merges.mask + 1, sizeof *tok->merges.slots);
+    if (!tok->merges.slots) return KILN_FAIL(err, KILN_E_NOMEM, "out of memory for %zu merges", n);
+    if (n >= UINT32_MAX) return KILN_FAIL(err, KILN_E_LIMIT, "too many merges");
+    return KILN_OK;
+}
+
+kiln_status kiln_tok_add_merge(kiln_tokenizer *tok, const char *a, size_t la, const char *b, size_t lb, size_t r,
+                               kiln_err *err) {
+    int32_t ia, ib;
+    KILN_TRY(merge_side(tok, a, la, r, &ia, err));
+    KILN_TRY(merge_side(tok, b, lb, r, &ib, err));
+    size_t l1 = (size_t)tok->piece_len[ia], l2 = (size_t)tok->piece_len[ib];
+    char buf[2048];
+    if (l1 + l2 > sizeof buf) return KILN_FAIL(err, KILN_E_LIMIT, "merge %zu: tokens too long", r);
+    memcpy(buf, piece_ptr(tok, ia), l1);
+    memcpy(buf + l1, piece_ptr(tok, ib), l2);
+    int32_t id = kiln_vocab_lookup(tok, buf, l1 + l2);
+    if (id < 0) return KILN_FAIL(err, KILN_E_FORMAT, "merge %zu: the merged token is not in the vocab", r);
+    merge_insert(tok, ia, ib, (uint32_t)r, id);
     return KILN_OK;
 }
 
@@ -247,7 +261,8 @@ static size_t added_piece(const char *content, size_t len, char *out) {
     return len;
 }
 
-static kiln_status load_added(kiln_tokenizer *tok, const json_t *list, size_t *pool_used, kiln_err *err) {
+kiln_status kiln_tok_load_added(kiln_tokenizer *tok, const void *json_added, size_t *pool_used, kiln_err *err) {
+    const json_t *list = json_added;
     size_t n = json_array_size(list);
     if (n == 0) return KILN_OK;
     tok->added = kiln_calloc(n, sizeof *tok->added);
@@ -300,12 +315,16 @@ static kiln_status load_added(kiln_tokenizer *tok, const json_t *list, size_t *p
 
 static kiln_status load_json(kiln_tokenizer *tok, const json_t *root, kiln_err *err) {
     if (!json_is_object(root)) return KILN_FAIL(err, KILN_E_FORMAT, "not a JSON object");
+    const json_t *m0 = json_object_get(root, "model");
+    if (json_is_object(m0) && jtype(m0) && !strcmp(jtype(m0), "Unigram")) /* checks its own sections */
+        return kiln_unigram_load(tok, root, err);
     KILN_TRY(check_passive(root, err));
     const json_t *model = json_object_get(root, "model");
     if (!json_is_object(model)) return KILN_FAIL(err, KILN_E_FORMAT, "no \"model\" object");
     const char *mt = jtype(model);
+    if (mt && !strcmp(mt, "Unigram")) return kiln_unigram_load(tok, root, err);
     if (mt && strcmp(mt, "BPE"))
-        return KILN_FAIL(err, KILN_E_UNSUPPORTED, "model type %s is not supported (only BPE)", mt);
+        return KILN_FAIL(err, KILN_E_UNSUPPORTED, "model type %s is not supported (only BPE and Unigram)", mt);
     const json_t *dropout = json_object_get(model, "dropout");
     if (dropout && !json_is_null(dropout) && json_number_value(dropout) != 0.0)
         return KILN_FAIL(err, KILN_E_UNSUPPORTED, "BPE dropout is not supported");
@@ -339,29 +358,35 @@ static kiln_status load_json(kiln_tokenizer *tok, const json_t *root, kiln_err *
         if (id >= 0 && id < MAX_ID && (size_t)id + 1 > n_ids) n_ids = (size_t)id + 1;
         pool += json_string_length(json_object_get(e, "content"));
     }
+    KILN_TRY(kiln_tok_alloc(tok, n_ids, pool, json_object_size(vocab), err));
+    size_t used = 0;
+    KILN_TRY(kiln_tok_load_vocab(tok, vocab, &used, err));
+    KILN_TRY(kiln_tok_load_merges(tok, merges, err));
+    if (added) KILN_TRY(kiln_tok_load_added(tok, added, &used, err));
+    tok->pool_len = used;
+    return kiln_bpe_cache_init(&tok->cache, 1 << 14, err);
+}
+
+kiln_status kiln_tok_alloc(kiln_tokenizer *tok, size_t n_ids, size_t pool, size_t n_vocab, kiln_err *err) {
     if (n_ids == 0) return KILN_FAIL(err, KILN_E_FORMAT, "empty vocab");
     tok->n_ids = n_ids;
     tok->pool = kiln_malloc(pool);
     tok->piece_off = kiln_calloc(n_ids, sizeof *tok->piece_off);
     tok->piece_len = kiln_malloc(n_ids * sizeof *tok->piece_len);
-    tok->vocab.mask = pow2_at_least(json_object_size(vocab) * 2 + 16) - 1;
+    tok->vocab.mask = pow2_at_least(n_vocab * 2 + 16) - 1;
     tok->vocab.slots = kiln_malloc((tok->vocab.mask + 1) * sizeof *tok->vocab.slots);
     if (!tok->pool || !tok->piece_off || !tok->piece_len || !tok->vocab.slots)
         return KILN_FAIL(err, KILN_E_NOMEM, "out of memory for a %zu-token vocab", n_ids);
     memset(tok->piece_len, 0xff, n_ids * sizeof *tok->piece_len); /* -1: no token */
     memset(tok->vocab.slots, 0xff, (tok->vocab.mask + 1) * sizeof *tok->vocab.slots);
     memset(tok->byte_id, 0xff, sizeof tok->byte_id);
-    size_t used = 0;
-    KILN_TRY(load_vocab(tok, vocab, &used, err));
-    KILN_TRY(load_merges(tok, merges, err));
-    if (added) KILN_TRY(load_added(tok, added, &used, err));
-    tok->pool_len = used;
-    return kiln_bpe_cache_init(&tok->cache, 1 << 14, err);
+    memset(tok->eow_id, 0xff, sizeof tok->eow_id);
+    return KILN_OK;
 }
 
-kiln_status kiln_tokenizer_load(const char *path, kiln_tokenizer **out, kiln_err *err) {
+kiln_status kiln_tok_read_file(const char *path, size_t limit, char **out, size_t *out_len, kiln_err *err) {
     *out = NULL;
-    if (!path) return KILN_FAIL(err, KILN_E_INVALID, "no tokenizer path");
+    *out_len = 0;
     FILE *f = fopen(path, "rb");
     if (!f)
         return KILN_FAIL(err, errno == ENOENT ? KILN_E_NOT_FOUND : KILN_E_IO, "%s: %s", path, strerror(errno));
@@ -371,23 +396,41 @@ kiln_status kiln_tokenizer_load(const char *path, kiln_tokenizer **out, kiln_err
         fclose(f);
         return KILN_FAIL(err, KILN_E_IO, "%s: not a regular file", path);
     }
-    if (sb.st_size > (off_t)1 << 30) {
+    if ((unsigned long long)sb.st_size > limit) {
         fclose(f);
-        return KILN_FAIL(err, KILN_E_LIMIT, "%s: %lld bytes is over the 1 GiB limit for a tokenizer file", path,
-                         (long long)sb.st_size);
+        return KILN_FAIL(err, KILN_E_LIMIT, "%s: %lld bytes is over the %zu-byte limit for a tokenizer file", path,
+                         (long long)sb.st_size, limit);
     }
-    long end = (long)sb.st_size;
-    char *buf = kiln_malloc((size_t)end + 1);
+    size_t end = (size_t)sb.st_size;
+    char *buf = kiln_malloc(end + 1);
     if (!buf) {
         fclose(f);
-        return KILN_FAIL(err, KILN_E_NOMEM, "%s: out of memory for %ld bytes", path, end);
+        return KILN_FAIL(err, KILN_E_NOMEM, "%s: out of memory for %zu bytes", path, end);
     }
-    size_t len = fread(buf, 1, (size_t)end, f);
+    size_t len = fread(buf, 1, end, f);
     fclose(f);
-    if (len != (size_t)end) {
+    if (len != end) {
         kiln_free(buf);
         return KILN_FAIL(err, KILN_E_IO, "%s: read failed", path);
     }
+    buf[len] = '\0';
+    *out = buf;
+    *out_len = len;
+    return KILN_OK;
+}
+
+static void tok_defaults(kiln_tokenizer *tok) {
+    tok->kind = KILN_TOK_QWEN3;
+    tok->bos_id = tok->eos_id = -1;
+    tok->pad_id = KILN_QWEN3_PAD_ID;
+}
+
+kiln_status kiln_tokenizer_load(const char *path, kiln_tokenizer **out, kiln_err *err) {
+    *out = NULL;
+    if (!path) return KILN_FAIL(err, KILN_E_INVALID, "no tokenizer path");
+    char *buf;
+    size_t len;
+    KILN_TRY(kiln_tok_read_file(path, (size_t)1 << 30, &buf, &len, err));
     json_error_t jerr;
     json_t *root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
     kiln_free(buf);
@@ -398,6 +441,7 @@ kiln_status kiln_tokenizer_load(const char *path, kiln_tokenizer **out, kiln_err
         json_decref(root);
         return KILN_FAIL(err, KILN_E_NOMEM, "out of memory for a tokenizer");
     }
+    tok_defaults(tok);
     kiln_status st = load_json(tok, root, err);
     json_decref(root);
     if (st != KILN_OK) {
@@ -411,10 +455,39 @@ kiln_status kiln_tokenizer_load(const char *path, kiln_tokenizer **out, kiln_err
     return KILN_OK;
 }
 
+kiln_status kiln_tokenizer_load_dir(const char *dir, kiln_tokenizer **out, kiln_err *err) {
+    *out = NULL;
+    if (!dir || !*dir) return KILN_FAIL(err, KILN_E_INVALID, "no tokenizer folder");
+    struct stat sb;
+    if (stat(dir, &sb) == 0 && S_ISREG(sb.st_mode)) return kiln_tokenizer_load(dir, out, err);
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s/tokenizer.json", dir) >= (int)sizeof path)
+        return KILN_FAIL(err, KILN_E_LIMIT, "tokenizer folder path too long");
+    if (access(path, R_OK) == 0) return kiln_tokenizer_load(path, out, err);
+    snprintf(path, sizeof path, "%s/vocab.json", dir);
+    if (access(path, R_OK) != 0)
+        return KILN_FAIL(err, KILN_E_NOT_FOUND, "%s: neither tokenizer.json nor vocab.json + merges.txt", dir);
+    kiln_tokenizer *tok = kiln_calloc(1, sizeof *tok);
+    if (!tok) return KILN_FAIL(err, KILN_E_NOMEM, "out of memory for a tokenizer");
+    tok_defaults(tok);
+    kiln_status st = kiln_clip_load(tok, dir, err);
+    if (st != KILN_OK) {
+        kiln_err_prefix(err, "%s", dir);
+        kiln_tokenizer_free(tok);
+        return st;
+    }
+    *out = tok;
+    return KILN_OK;
+}
+
+kiln_tok_kind kiln_tokenizer_kind(const kiln_tokenizer *tok) { return tok ? tok->kind : KILN_TOK_QWEN3; }
+
 void kiln_tokenizer_free(kiln_tokenizer *tok) {
     if (!tok) return;
     kiln_bpe_cache_free(&tok->cache);
     kiln_pretok_free(tok);
+    kiln_unigram_free(tok->unigram);
+    kiln_charsmap_free(tok->charsmap);
     for (size_t i = 0; i < tok->n_added; i++) {
         kiln_free(tok->added[i].content);
         kiln_free(tok->added[i].orig);
@@ -442,6 +515,7 @@ int32_t kiln_tokenizer_token_id(const kiln_tokenizer *tok, const char *token) {
     size_t len = strlen(token);
     for (size_t i = 0; i < tok->n_added; i++)
         if (tok->added[i].orig_len == len && !memcmp(tok->added[i].orig, token, len)) return tok->added[i].id;
+    if (tok->kind == KILN_TOK_T5) return len ? kiln_vocab_lookup(tok, token, len) : -1; /* pieces are UTF-8 */
     char buf[1024];
     long raw = len <= sizeof buf ? gpt2_to_raw(token, len, buf) : -1;
     return raw > 0 ? kiln_vocab_lookup(tok, buf, (size_t)raw) : -1;

@@ -1,4 +1,5 @@
-/* tokenizer.h - the Qwen3 byte-level BPE tokenizer, id-for-id identical to HuggingFace `tokenizers`.
+/* tokenizer.h - the text encoders' tokenizers, id-for-id identical to HuggingFace: Qwen3's byte-level BPE
+ * (FLUX.2 [klein]), CLIP-L's BPE with "</w>" and T5's SentencePiece Unigram (FLUX.1, see the end of this header).
  *
  *     kiln_err err = {0};
  *     kiln_tokenizer *tok;
@@ -49,6 +50,13 @@
 
 typedef struct kiln_tokenizer kiln_tokenizer;
 
+/* Which tokenizer a loaded file is. */
+typedef enum kiln_tok_kind {
+    KILN_TOK_QWEN3 = 0, /* tokenizer.json, byte-level BPE (the Qwen2/Qwen3 layout) */
+    KILN_TOK_CLIP,      /* vocab.json + merges.txt as transformers 5 CLIPTokenizer builds them */
+    KILN_TOK_T5,        /* tokenizer.json with a Unigram model, as transformers 5 T5Tokenizer builds it */
+} kiln_tok_kind;
+
 /* Qwen3 facts used as defaults (spec 2.5-2.6). */
 #define KILN_QWEN3_PAD_ID 151643   /* <|endoftext|>: pad (and eos of the base model) */
 #define KILN_TOK_DEFAULT_MAX_LEN 512
@@ -76,13 +84,31 @@ kiln_status kiln_tokenizer_find(const char *model_dir, char *buf, size_t cap, ki
 /* kiln_tokenizer_find + kiln_tokenizer_load. Same errors and ownership as those two. */
 kiln_status kiln_tokenizer_load_default(const char *model_dir, kiln_tokenizer **out, kiln_err *err);
 
+/* Loads a tokenizer folder: DIR/tokenizer.json (Qwen3 BPE or T5 Unigram, by its model type), else
+ * DIR/vocab.json + DIR/merges.txt (CLIP). A path to a tokenizer.json file works too. Errors as kiln_tokenizer_load. */
+kiln_status kiln_tokenizer_load_dir(const char *dir, kiln_tokenizer **out, kiln_err *err);
+
+/* "qwen3" / "clip-l" / "t5" -> kind; false for anything else. kiln_tok_kind_name is the inverse. */
+bool kiln_tok_kind_parse(const char *name, kiln_tok_kind *out);
+const char *kiln_tok_kind_name(kiln_tok_kind kind);
+
+/* The shipped (or a model folder's) tokenizer of a kind. With model_dir (a diffusers folder) its own copy wins:
+ * qwen3 -> model_dir/tokenizer, clip-l -> model_dir/tokenizer, t5 -> model_dir/tokenizer_2; then
+ * $KILN_DATA_DIR/tokenizer/<name>, <exe dir>/../data/tokenizer/<name>, <exe dir>/../share/kiln/tokenizer/<name>,
+ * KILN_SOURCE_DIR/data/tokenizer/<name>. A model folder whose tokenizer is of another kind is refused
+ * (KILN_E_FORMAT). Errors: KILN_E_NOT_FOUND listing the places tried; as kiln_tokenizer_load_dir. */
+kiln_status kiln_tokenizer_load_kind(kiln_tok_kind kind, const char *model_dir, kiln_tokenizer **out,
+                                     kiln_err *err);
+
+kiln_tok_kind kiln_tokenizer_kind(const kiln_tokenizer *tok);
+
 /* Frees everything. NULL is a no-op. */
 void kiln_tokenizer_free(kiln_tokenizer *tok);
 
 /* ---- encoding ------------------------------------------------------------------------------------------ */
 
-/* Plain encoding: exactly tokenizers' `Tokenizer.encode(text).ids` (added tokens matched, no template, no
- * padding, no truncation). text may be NULL when len is 0. On success *ids (kiln_malloc'd, free with kiln_free;
+/* Plain encoding: exactly tokenizers' `Tokenizer.encode(text, add_special_tokens=False).ids` (added tokens
+ * matched, no template, no post-processor tokens, no padding, no truncation; for Qwen3 that is encode(text)). text may be NULL when len is 0. On success *ids (kiln_malloc'd, free with kiln_free;
  * non-NULL even when *n is 0) holds *n ids. Errors: KILN_E_INVALID (invalid UTF-8, with byte offset),
  * KILN_E_LIMIT (len > KILN_TOK_MAX_INPUT_BYTES), KILN_E_NOMEM. On failure *ids = NULL, *n = 0. */
 kiln_status kiln_tokenizer_encode(const kiln_tokenizer *tok, const char *text, size_t len, int32_t **ids,
@@ -107,8 +133,15 @@ typedef struct kiln_tok_options {
     kiln_tok_template template_kind;
     kiln_tok_padding padding;
     size_t max_length; /* 0 means KILN_TOK_DEFAULT_MAX_LEN */
-    int32_t pad_id;    /* < 0 means KILN_QWEN3_PAD_ID */
+    int32_t pad_id;    /* < 0 means the tokenizer's pad token (Qwen3 151643, CLIP 49407, T5 0) */
 } kiln_tok_options;
+
+/* FLUX.1's CLIP input as diffusers' FluxPipeline builds it: padding="max_length", max_length=77, truncation:
+ * <|startoftext|> + at most 75 tokens + <|endoftext|>, padded with <|endoftext|> to 77. */
+kiln_tok_options kiln_tok_options_flux1_clip(void);
+/* FLUX.1's T5 input: padding="max_length", max_length=max_sequence_length (512 dev, 256 schnell),
+ * truncation: at most max_length-1 tokens + </s>, padded with <pad> (0). */
+kiln_tok_options kiln_tok_options_flux1_t5(size_t max_sequence_length);
 
 /* The FLUX.2 [klein] text-encoder input as diffusers builds it: klein template, diffusers padding, 512. */
 kiln_tok_options kiln_tok_options_klein(void);
@@ -125,7 +158,10 @@ typedef struct kiln_tokens {
     bool truncated; /* KILN_PAD_DIFFUSERS cut the sequence */
 } kiln_tokens;
 
-/* Template + encode + pad/truncate. Errors: as kiln_tokenizer_encode, plus KILN_E_INVALID for a bad option
+/* Template + encode + the post-processor's special tokens (CLIP BOS/EOS, T5 EOS; none for Qwen3) +
+ * pad/truncate (KILN_PAD_DIFFUSERS cuts the text so that the special tokens still fit, as transformers does).
+ * The klein template and KILN_PAD_COMFY are for Qwen3 only (KILN_E_UNSUPPORTED otherwise: ComfyUI chunks CLIP
+ * and T5 prompts its own way, which kiln does not do yet). Errors: as kiln_tokenizer_encode, plus KILN_E_INVALID for a bad option
  * (unknown template/padding, max_length > 1<<20). On success the caller owns *out: free with kiln_tokens_free.
  * On failure *out is zeroed. */
 kiln_status kiln_tokenizer_encode_prompt(const kiln_tokenizer *tok, const char *prompt, size_t len,
@@ -136,7 +172,10 @@ void kiln_tokens_free(kiln_tokens *t);
 
 /* ---- decoding and lookup ------------------------------------------------------------------------------- */
 
-/* The raw bytes of token id (the GPT-2 byte map undone, so "Ġfox" gives " fox"; an added token gives its
+/* Decoding is HF's only for Qwen3; for CLIP and T5 it concatenates the pieces (CLIP's "</w>" kept, T5's "U+2581"
+ * kept), for display.
+ *
+ * The raw bytes of token id (the GPT-2 byte map undone, so "Ġfox" gives " fox"; an added token gives its
  * content). A piece can be part of a UTF-8 sequence. Returns NULL (and *len = 0) for an id that is not in the
  * vocabulary. The pointer lives as long as tok. len may be NULL. */
 const char *kiln_tokenizer_piece(const kiln_tokenizer *tok, int32_t id, size_t *len);
@@ -154,5 +193,17 @@ int32_t kiln_tokenizer_token_id(const kiln_tokenizer *tok, const char *token);
 
 /* One past the largest id (151669 for Qwen3; the model's embedding may have more rows). */
 size_t kiln_tokenizer_vocab_size(const kiln_tokenizer *tok);
+
+/* CLIP-L (KILN_TOK_CLIP): transformers 5's CLIPTokenizer - normaliser NFC, \s+ -> " ", lowercase (HF's
+ * Lowercase, a measured table); pre-tokenizer Split(CLIP's pattern, matches kept) + ByteLevel (GPT-2 pattern);
+ * BPE whose last symbol of each word carries "</w>"; <|endoftext|> matched in the raw text, <|startoftext|> in
+ * the normalised text (as the transformers build declares them); post-processor <|startoftext|> X <|endoftext|>.
+ * ftfy is not run (the fast tokenizer does not).
+ *
+ * T5 (KILN_TOK_T5): transformers 5's T5Tokenizer - it rebuilds the pipeline whatever tokenizer.json says: the
+ * file's Unigram vocabulary and scores and its Precompiled charsmap (nmt-NFKC, applied per grapheme cluster as HF
+ * does) are used; the file's other normalisers (Strip, Replace) and its Metaspace(prepend first) are NOT, because
+ * transformers replaces them with WhitespaceSplit + Metaspace(U+2581, prepend always, split). Viterbi over the
+ * scores (ties to the longest piece), consecutive unknown characters fused into one <unk>; post-processor X </s>. */
 
 #endif

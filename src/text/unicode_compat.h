@@ -12,6 +12,11 @@ typedef struct kiln_cp_range {
     uint32_t lo, hi; /* inclusive */
 } kiln_cp_range;
 
+/* one code point mapped to one (lowercase_table.c) */
+typedef struct kiln_cp_map {
+    uint32_t from, to;
+} kiln_cp_map;
+
 extern const kiln_cp_range kiln_onig_white_space[];
 extern const size_t kiln_onig_white_space_count;
 extern const kiln_cp_range kiln_onig_letter_extra[];
@@ -20,6 +25,8 @@ extern const kiln_cp_range kiln_onig_number_extra[];
 extern const size_t kiln_onig_number_extra_count;
 extern const kiln_cp_range kiln_hf_nfc_boundary[];
 extern const size_t kiln_hf_nfc_boundary_count;
+extern const kiln_cp_map kiln_hf_lowercase[]; /* lowercase_table.c, sorted by from */
+extern const size_t kiln_hf_lowercase_count;
 
 /* Binary search of sorted, disjoint ranges. */
 static inline bool kiln_cp_in(const kiln_cp_range *r, size_t n, uint32_t cp) {

@@ -43,5 +43,18 @@ check invalid-utf8-msg 1 "$(grep -c 'not valid UTF-8: byte 0xff at offset 3' <<<
 check data-dir-fallback "64 2518 38835" "$(KILN_DATA_DIR=/nonexistent "$kiln" tokenize "a red fox")"
 "$kiln" tokenize --help | grep -q -- '--template' ; check help 0 $?
 
+# FLUX.1's tokenizers (ids from transformers CLIPTokenizer / T5TokenizerFast, with their special tokens)
+check clip "49406 320 1125 539 320 2368 49407" "$("$kiln" tokenize --tokenizer clip-l "a photo of a CAT")"
+check clip-pad 77 "$("$kiln" tokenize --tokenizer clip-l --pad "a cat" | wc -w)"
+check clip-pad-tail "49407" "$("$kiln" tokenize --tokenizer clip-l --pad "a cat" | awk '{print $77}')"
+check clip-truncates "49407" "$("$kiln" tokenize --tokenizer clip-l --pad "$long" | awk '{print NF == 77 ? $77 : "bad"}')"
+check t5 "3 9 1712 1" "$("$kiln" tokenize --tokenizer t5 "a cat")"
+check t5-dev 512 "$("$kiln" tokenize --tokenizer t5 --pad "a cat" | wc -w)"
+check t5-schnell 256 "$("$kiln" tokenize --tokenizer t5 --pad --max-length 256 "a cat" | wc -w)"
+check t5-folder "3 9 1712 1" "$("$kiln" tokenize --tokenizer "$KILN_SOURCE_DIR/data/tokenizer/t5" "a cat")"
+check clip-folder "49406 320 2368 49407" "$("$kiln" tokenize --tokenizer "$KILN_SOURCE_DIR/data/tokenizer/clip-l" "a cat")"
+check t5-verbose 1 "$("$kiln" tokenize --tokenizer t5 -v "a cat" | grep -c $'^2\t1712\t"\xe2\x96\x81cat"$')"
+"$kiln" tokenize --tokenizer t5 --template klein x >/dev/null 2>&1; check t5-klein-refused 7 $?
+
 [ "$fails" -eq 0 ] && echo "tokenize: all passed" || echo "tokenize: $fails failed"
 exit $((fails > 0))

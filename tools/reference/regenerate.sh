@@ -12,6 +12,10 @@ export TQDM_DISABLE=1 DIFFUSERS_VERBOSITY=error TRANSFORMERS_VERBOSITY=error PYT
 cd "$here"
 "$py" make_tiny.py
 "$py" make_goldens.py
+# FLUX.1: CLIP-L and T5 text encoders, then the DiT (dev and schnell)
+"$py" make_clip_golden.py
+"$py" make_t5_golden.py
+"$py" make_flux1_dit_golden.py
 "$py" describe_goldens.py
 "$py" make_manifests.py
 cd "$repo"

@@ -1,0 +1,34 @@
+/* dit_attention.h - the attention step the FLUX.1 and FLUX.2 DiTs share: each sample's sequence is [txt ; img]
+ * (TEXT FIRST), q and k rotated by the interleaved RoPE tables, full (non-causal) multi-head attention with
+ * scale 1/sqrt(Dh). Only the ops table is called.
+ *
+ * Double-stream blocks keep the two streams apart (img [B*N, 3D] and txt [B*L, 3D] q|k|v, stream-major, so each
+ * projection runs over the whole batch): kiln_dit_joint_attention gathers one sample's rows into cat, attends,
+ * and scatters the output back into att_t / att_i. Single-stream blocks hold [txt ; img] already
+ * (sample-major rows): kiln_dit_single_attention attends per sample in place of the views.
+ */
+#ifndef KILN_MODELS_DIT_ATTENTION_H
+#define KILN_MODELS_DIT_ATTENTION_H
+
+#include "base/status.h"
+#include "compute/ops.h"
+
+typedef struct kiln_dit_attn {
+    int64_t B, L, N;            /* samples, text tokens, image tokens per sample */
+    int64_t D;                  /* hidden = heads x head_dim */
+    int heads, head_dim;
+    const kiln_tensor *cos, *sin; /* f32 [L+N, Dh/2] */
+} kiln_dit_attn;
+
+/* qkv_t [B*L, 3D], qkv_i [B*N, 3D] (q | k | v columns, q and k already RMS-normed) -> att_t [B*L, D],
+ * att_i [B*N, D]. cat [L+N, 3D] and cato [L+N, D] are scratch. */
+kiln_status kiln_dit_joint_attention(kiln_backend *be, const kiln_dit_attn *a, const kiln_tensor *qkv_t,
+                                     const kiln_tensor *qkv_i, kiln_tensor *cat, kiln_tensor *cato, kiln_tensor *att_t,
+                                     kiln_tensor *att_i, kiln_err *err);
+
+/* qkv [B*(L+N), >= 3D] with q | k | v in its first 3D columns (RoPE applied here, in place) -> out [B*(L+N), D]
+ * (a view: e.g. the first D columns of a wider buffer). */
+kiln_status kiln_dit_single_attention(kiln_backend *be, const kiln_dit_attn *a, kiln_tensor *qkv, kiln_tensor *out,
+                                      kiln_err *err);
+
+#endif

@@ -1,0 +1,139 @@
+/* t5_encoder.c - T5 v1.1 encoder forward (see t5_encoder.h), through the ops table.
+ *
+ * The ops table has no attention with an additive bias and no elementwise product, so:
+ *   attention per (sequence, head): scores = q k^T (matmul against a contiguous copy of k; no scaling, as T5),
+ *     += the relative-position bias, row softmax, out = p v (matmul against a transposed copy of v);
+ *   gated GELU per row: z = 0, then z += gelu_new(wi_0 h)[col] * (wi_1 h) with gated_add, the row's GELU values
+ *     as the per-column gate.
+ * The bias table [H, S, S] is built on the host from layer 0's bucket embedding and uploaded once per call.
+ */
+#include "models/t5_encoder.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "models/views.h"
+
+int kiln_t5_relative_bucket(int rp, int num_buckets, int max_distance) {
+    int ret = 0, nb = num_buckets / 2;
+    if (rp > 0) ret += nb;
+    rp = abs(rp);
+    int max_exact = nb / 2;
+    if (rp < max_exact) return ret + rp;
+    /* torch: log(rp.float() / max_exact) / math.log(max_distance / max_exact) * (nb - max_exact), in float32 */
+    float t = logf((float)rp / (float)max_exact) / (float)log((double)max_distance / max_exact) * (float)(nb - max_exact);
+    int large = max_exact + (int)t;
+    if (large > nb - 1) large = nb - 1;
+    return ret + large;
+}
+
+/* bias[h*S + i][j] = rel_bias[bucket(j - i)][h] */
+static kiln_status bias_table(const kiln_t5_encoder *m, int seq, float **out, kiln_err *err) {
+    size_t H = (size_t)m->n_heads, S = (size_t)seq, nb = (size_t)m->num_buckets;
+    float *emb = kiln_malloc(nb * H * sizeof *emb), *t = kiln_malloc(H * S * S * sizeof *t);
+    int *bucket = kiln_malloc((2 * S) * sizeof *bucket);
+    if (!emb || !t || !bucket) {
+        kiln_free(emb);
+        kiln_free(t);
+        kiln_free(bucket);
+        return KILN_FAIL(err, KILN_E_NOMEM, "T5: out of memory for the %d-token position bias", seq);
+    }
+    kiln_to_f32(emb, m->rel_bias.data, m->rel_bias.dtype, nb * H);
+    for (size_t d = 0; d < 2 * S - 1; d++) bucket[d] = kiln_t5_relative_bucket((int)d - (int)(S - 1), m->num_buckets, m->max_distance);
+    for (size_t h = 0; h < H; h++)
+        for (size_t i = 0; i < S; i++)
+            for (size_t j = 0; j < S; j++) t[(h * S + i) * S + j] = emb[(size_t)bucket[j + S - 1 - i] * H + h];
+    kiln_free(emb);
+    kiln_free(bucket);
+    *out = t;
+    return KILN_OK;
+}
+
+#define CK(x)                                                                                                 \
+    do {                                                                                                      \
+        if ((s = (x)) != KILN_OK) goto done;                                                                  \
+    } while (0)
+
+kiln_status kiln_t5_encoder_encode(const kiln_t5_encoder *m, kiln_backend *be, const int32_t *ids, int batch,
+                                   int seq, float *hidden, kiln_err *err) {
+    const kiln_ops *op = be->ops;
+    if (batch <= 0 || seq <= 0 || seq > (1 << 16))
+        return KILN_FAIL(err, KILN_E_INVALID, "T5: %d x %d tokens", batch, seq);
+    const int64_t R = (int64_t)batch * seq, D = m->d_model, Dk = m->d_kv, H = m->n_heads, I = H * Dk, F = m->d_ff;
+    const int64_t S = seq;
+    for (int64_t i = 0; i < R; i++)
+        if (ids[i] < 0 || ids[i] >= m->vocab)
+            return KILN_FAIL(err, KILN_E_INVALID, "T5: token id %d outside the embedding (%lld rows)", ids[i],
+                             (long long)m->vocab);
+    kiln_status s = KILN_OK;
+    float *hb = NULL;
+    float *x = op->alloc(be, (size_t)(R * D) * 4), *h = op->alloc(be, (size_t)(R * D) * 4);
+    float *q = op->alloc(be, (size_t)(R * I) * 4), *k = op->alloc(be, (size_t)(R * I) * 4);
+    float *v = op->alloc(be, (size_t)(R * I) * 4), *att = op->alloc(be, (size_t)(R * I) * 4);
+    float *g = op->alloc(be, (size_t)(R * F) * 4), *u = op->alloc(be, (size_t)(R * F) * 4);
+    float *z = op->alloc(be, (size_t)(R * F) * 4), *bias = op->alloc(be, (size_t)(H * S * S) * 4);
+    float *sc = op->alloc(be, (size_t)(S * S) * 4), *pr = op->alloc(be, (size_t)(S * S) * 4);
+    float *kc = op->alloc(be, (size_t)(S * Dk) * 4), *vt = op->alloc(be, (size_t)(S * Dk) * 4);
+    if (!x || !h || !q || !k || !v || !att || !g || !u || !z || !bias || !sc || !pr || !kc || !vt) {
+        s = KILN_FAIL(err, KILN_E_NOMEM, "T5: out of memory for activations (%d x %d tokens)", batch, seq);
+        goto done;
+    }
+    CK(bias_table(m, seq, &hb, err));
+    CK(op->upload(be, bias, hb, (size_t)(H * S * S) * 4, err));
+    kiln_tensor X = kiln_f32_2d(x, R, D), Hn = kiln_f32_2d(h, R, D), Qt = kiln_f32_2d(q, R, I);
+    kiln_tensor Kt = kiln_f32_2d(k, R, I), Vt = kiln_f32_2d(v, R, I), A = kiln_f32_2d(att, R, I);
+    kiln_tensor G = kiln_f32_2d(g, R, F), U = kiln_f32_2d(u, R, F), Z = kiln_f32_2d(z, R, F);
+    kiln_tensor B = kiln_f32_2d(bias, H * S, S), SC = kiln_f32_2d(sc, S, S), P = kiln_f32_2d(pr, S, S);
+    kiln_tensor KC = kiln_f32_2d(kc, S, Dk), VT = kiln_f32_2d(vt, Dk, S), OUT = kiln_f32_2d(hidden, R, D);
+    kiln_epilogue add = {KILN_EPI_ADD, NULL};
+
+    for (int64_t i = 0; i < R; i++) {
+        kiln_tensor src = kiln_tensor_rows(&m->embed, ids[i], 1), dst = kiln_tensor_rows(&X, i, 1);
+        CK(op->copy(be, &dst, &src, err));
+    }
+    for (int l = 0; l < m->n_layers; l++) {
+        const kiln_t5_layer *L = &m->layers[l];
+        CK(op->rms_norm(be, &Hn, &X, &L->attn_norm, m->eps, err));
+        CK(kiln_matmul(be, &Qt, &Hn, &L->wq, NULL, err));
+        CK(kiln_matmul(be, &Kt, &Hn, &L->wk, NULL, err));
+        CK(kiln_matmul(be, &Vt, &Hn, &L->wv, NULL, err));
+        for (int b = 0; b < batch; b++)
+            for (int64_t hd = 0; hd < H; hd++) {
+                kiln_tensor qv = kiln_block(&Qt, b * S, S, hd * Dk, Dk), kv = kiln_block(&Kt, b * S, S, hd * Dk, Dk);
+                kiln_tensor vv = kiln_block(&Vt, b * S, S, hd * Dk, Dk), ov = kiln_block(&A, b * S, S, hd * Dk, Dk);
+                kiln_tensor vtr = vv; /* v^T as a strided view: [Dk, S] */
+                vtr.shape[0] = Dk;
+                vtr.shape[1] = S;
+                vtr.stride[0] = vv.stride[1];
+                vtr.stride[1] = vv.stride[0];
+                kiln_tensor bh = kiln_tensor_rows(&B, hd * S, S);
+                CK(op->copy(be, &KC, &kv, err));
+                CK(kiln_matmul(be, &SC, &qv, &KC, NULL, err)); /* q k^T, unscaled */
+                CK(op->add(be, &SC, &SC, &bh, err));
+                CK(op->softmax(be, &P, &SC, err));
+                CK(op->copy(be, &VT, &vtr, err));
+                CK(kiln_matmul(be, &ov, &P, &VT, NULL, err));
+            }
+        CK(kiln_matmul_epi(be, &X, &A, &L->wo, NULL, &add, err));
+        CK(op->rms_norm(be, &Hn, &X, &L->ffn_norm, m->eps, err));
+        CK(kiln_matmul(be, &G, &Hn, &L->wi0, NULL, err));
+        CK(kiln_matmul(be, &U, &Hn, &L->wi1, NULL, err));
+        CK(op->gelu_tanh(be, &G, &G, err));
+        CK(op->scale_shift(be, &Z, &G, 0.0f, 0.0f, err));
+        for (int64_t r = 0; r < R; r++) { /* Z[r] = G[r] * U[r], elementwise */
+            kiln_tensor zr = kiln_tensor_rows(&Z, r, 1), ur = kiln_tensor_rows(&U, r, 1);
+            kiln_tensor gr = kiln_tensor_make(g + r * F, KILN_DT_F32, 1, (int64_t[]){F});
+            CK(op->gated_add(be, &zr, &gr, &ur, err));
+        }
+        CK(kiln_matmul_epi(be, &X, &Z, &L->wo_ff, NULL, &add, err));
+    }
+    CK(op->rms_norm(be, &OUT, &X, &m->final_norm, m->eps, err));
+    CK(op->sync(be, err));
+done:
+    kiln_free(hb);
+    float *bufs[] = {x, h, q, k, v, att, g, u, z, bias, sc, pr, kc, vt};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) op->free(be, bufs[i]);
+    return s;
+}
