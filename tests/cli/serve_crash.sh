@@ -9,7 +9,7 @@ PY=${KILN_TEST_VENV:-/opt/kiln-test-venv}/bin/python
 "$PY" -c "import websocket" 2>/dev/null || { echo "FAIL: $PY lacks websocket-client: run scripts/install-test-python.sh"; exit 1; }
 make_models
 start_server
-echo "http://127.0.0.1:$PORT" >"$SCRATCH/url"
+echo "http://127.0.0.1:$PORT" >"$SCRATCH/url.tmp" && mv "$SCRATCH/url.tmp" "$SCRATCH/url" # whole, for the readers
 "$PY" "$KILN_SOURCE_DIR/tests/py/ws_events.py" "$SCRATCH/url" shell-test "$SCRATCH/events" "$SCRATCH/ws_stop" \
   2>"$SCRATCH/ws.log" &
 WS_PID=$!
@@ -49,7 +49,7 @@ assert [s[i]["state"] for i in ids] == ["succeeded", "running", "queued", "queue
 assert [s[i]["attempts"] for i in ids] == [1, 1, 0, 0, 0], s
 PY
 start_server
-echo "http://127.0.0.1:$PORT" >"$SCRATCH/url"
+echo "http://127.0.0.1:$PORT" >"$SCRATCH/url.tmp" && mv "$SCRATCH/url.tmp" "$SCRATCH/url" # whole, for the readers
 grep -q "queued again" "$SCRATCH/server.log" && ok "restart re-queued the job that was running" || fail "no recovery logged"
 for id in "${ids[@]}"; do wait_history "$id" || fail "job $id never finished after the restart"; done
 curl -s -o "$SCRATCH/body" "$(url /history)"

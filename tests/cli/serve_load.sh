@@ -10,7 +10,7 @@ CLIENTS=${KILN_LOAD_CLIENTS:-200}
 SECONDS_=${KILN_LOAD_SECONDS:-60}
 make_models
 start_server --max-queue 100000
-echo "http://127.0.0.1:$PORT" >"$SCRATCH/url"
+echo "http://127.0.0.1:$PORT" >"$SCRATCH/url.tmp" && mv "$SCRATCH/url.tmp" "$SCRATCH/url" # whole, for the readers
 KILN_SOURCE_DIR=$KILN_SOURCE_DIR "$PY" "$KILN_SOURCE_DIR/tests/py/load_serve.py" "$SCRATCH/url" "$CLIENTS" "$SECONDS_" \
   "$SCRATCH/kill" "$OUT" "$SCRATCH/at_crash.json" >"$SCRATCH/load.log" 2>&1 &
 LOAD=$!
@@ -24,7 +24,7 @@ ok "kill -9 in the middle of the load"
 # the store as the crash left it (which jobs had succeeded, which were running): load_serve.py counts claims against it
 python3 "$KILN_SOURCE_DIR/tests/py/store_jobs.py" "$OUT/kiln-jobs.sqlite" "$SCRATCH/at_crash.json"
 start_server --max-queue 100000   # same output folder, same database
-echo "http://127.0.0.1:$PORT" >"$SCRATCH/url"
+echo "http://127.0.0.1:$PORT" >"$SCRATCH/url.tmp" && mv "$SCRATCH/url.tmp" "$SCRATCH/url" # whole, for the readers
 rss() { awk '/VmRSS/ {print $2}' "/proc/$SERVER_PID/status"; }
 # baseline once the restarted server has finished a job (the engine's models are then loaded)
 hcount() { curl -s "$(url /history)" | python3 -c "import json,sys; print(len(json.load(sys.stdin)))"; }

@@ -29,7 +29,7 @@ def follow(url_file, client_id, on_line, stop):
                     base = f.read().strip()
                 ws = websocket.create_connection(f"{base.replace('http', 'ws', 1)}/ws?clientId={client_id}",
                                                  timeout=0.5)
-            except (OSError, websocket.WebSocketException):
+            except (OSError, ValueError, websocket.WebSocketException):  # ValueError: no URL in the file yet
                 refused, ws = True, None
                 time.sleep(0.02)
                 continue
