@@ -1,6 +1,6 @@
 /* test_models_qwen3.c - the Qwen3 text encoder on the tiny model (diffusers shards and the ComfyUI single
  * file) against the transformers golden (qwen3_f32): features [h9 | h18 | h27] for a batch of 3 prompts
- * with right padding, causal + padding mask. */
+ * with right padding, causal + padding mask; the default FAST precision against the bf16 run (qwen3_bf16). */
 #include <string.h>
 
 #include "golden.h"
@@ -30,6 +30,21 @@ static void run_file(const char *path, const char *config) {
     float *feat = calloc(n * 3 * (size_t)m->hidden, sizeof(float));
     CHECK_MSG(kiln_qwen3_encode(m, be, ids, mask, 3, 512, feat, &err) == KILN_OK, "%s", err.msg);
     golden_compare(&g, "features", feat, n * 3 * (size_t)m->hidden, config ? " (diffusers)" : " (comfy file)");
+    /* the default (FAST, bf16 matmul inputs) precision against the official bf16 run, with its tolerances; the
+     * same prompts, so the same ids */
+    golden gb;
+    if (golden_open(&gb, "qwen3_bf16")) {
+        size_t nb = 0;
+        int32_t *idsb = golden_i32(&gb, "input_ids", &nb), *maskb = golden_i32(&gb, "attention_mask", NULL);
+        CHECK(idsb && maskb && nb == n && !memcmp(idsb, ids, n * sizeof *ids) && !memcmp(maskb, mask32, n * sizeof *ids));
+        be->precision = KILN_PREC_FAST;
+        CHECK_MSG(kiln_qwen3_encode(m, be, ids, mask, 3, 512, feat, &err) == KILN_OK, "%s", err.msg);
+        golden_compare(&gb, "features", feat, n * 3 * (size_t)m->hidden, " (fast)");
+        be->precision = KILN_PREC_EXACT;
+        free(idsb);
+        free(maskb);
+        golden_close(&gb);
+    }
     /* an id outside the embedding is refused */
     ids[5] = (int32_t)m->vocab;
     CHECK(kiln_qwen3_encode(m, be, ids, mask, 1, 512, feat, &err) == KILN_E_INVALID);

@@ -1,5 +1,5 @@
-/* test_models_vae.c - the FLUX.2 VAE decoder on the tiny model against the diffusers golden (vae_f32), the
- * latent transforms (patchify, BN) and the pixel conversion. */
+/* test_models_vae.c - the FLUX.2 VAE decoder on the tiny model against the diffusers golden (vae_f32; the
+ * default FAST precision against vae_bf16), the latent transforms (patchify, BN) and the pixel conversion. */
 #include <string.h>
 
 #include "golden.h"
@@ -34,6 +34,27 @@ static void run_file(const char *path) {
         CHECK_MSG(kiln_flux2_vae_encode(m, be, in, 48, 80, mean, &err) == KILN_OK, "%s", err.msg);
         golden_compare(&g, "encode.mean", mean, 32 * 6 * 10, "");
         CHECK(kiln_flux2_vae_encode(m, be, in, 44, 80, mean, &err) == KILN_E_INVALID);
+    }
+    /* the default (FAST, bf16 matmul and conv inputs) precision against the official bf16 run, with its
+     * tolerances; the same inputs */
+    golden gb;
+    if (golden_open(&gb, "vae_bf16")) {
+        be->precision = KILN_PREC_FAST;
+        float *zb = golden_f32(&gb, "decode.latent", NULL), *inb = golden_f32(&gb, "encode.image", NULL);
+        CHECK(zb && z && !memcmp(zb, z, 32 * 6 * 10 * sizeof(float)));
+        CHECK(inb && in && !memcmp(inb, in, 3 * 48 * 80 * sizeof(float)));
+        if (zb) {
+            CHECK_MSG(kiln_flux2_vae_decode(m, be, zb, 6, 10, img, &err) == KILN_OK, "%s", err.msg);
+            golden_compare(&gb, "decode.image", img, 3 * 48 * 80, " (fast)");
+        }
+        if (inb && m->has_encoder) {
+            CHECK_MSG(kiln_flux2_vae_encode(m, be, inb, 48, 80, mean, &err) == KILN_OK, "%s", err.msg);
+            golden_compare(&gb, "encode.mean", mean, 32 * 6 * 10, " (fast)");
+        }
+        be->precision = KILN_PREC_EXACT;
+        free(zb);
+        free(inb);
+        golden_close(&gb);
     }
     free(in);
     free(mean);
