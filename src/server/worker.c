@@ -146,8 +146,8 @@ static void hook_executed(void *ctx, const char *node, json_t *ui) {
                                    "prompt_id", jr->job.id), false);
 }
 
-/* The engine's warnings (a prompt truncated to the template, a negative prompt the model does not use): to the
- * client and into the job's history messages, one message per line. */
+/* The engine's warnings (a prompt truncated to the template, a negative prompt the model does not use): into the
+ * job's history messages, one message per line. */
 static void hook_warning(void *ctx, const char *node, const char *text) {
     job_run *jr = ctx;
     for (const char *p = text; *p;) {
@@ -155,7 +155,8 @@ static void hook_warning(void *ctx, const char *node, const char *text) {
         size_t len = nl ? (size_t)(nl - p) : strlen(p);
         json_t *d = json_pack("{s:s, s:s, s:s%, s:I}", "prompt_id", jr->job.id, "node_id", node, "message", p, len,
                               "timestamp", (json_int_t)now_ms());
-        if (d) emit(jr, "kiln_warning", d, true); /* emit takes d */
+        /* history only: ComfyUI has no warning event, and its frontend reports an unknown ws type as an error */
+        if (d) json_array_append_new(jr->messages, json_pack("[s, o]", "kiln_warning", d));
         p += len + (nl ? 1 : 0);
     }
 }

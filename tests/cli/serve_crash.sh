@@ -41,7 +41,7 @@ wait "$SERVER_PID" 2>/dev/null || true
 SERVER_PID=""
 ok "server killed with SIGKILL"
 # the store as the crash left it: which jobs had finished, which was running, how often each was claimed
-python3 "$KILN_SOURCE_DIR/tests/py/store_jobs.py" "$OUT/kiln-jobs.sqlite" "$SCRATCH/at_crash.json"
+python3 "$KILN_SOURCE_DIR/tests/py/store_jobs.py" "$DB" "$SCRATCH/at_crash.json"
 python3 - "$SCRATCH/at_crash.json" "${ids[@]}" <<'PY' && ok "at the crash: job 1 succeeded, job 2 running, jobs 3-5 queued" || fail "store at the crash: $(cat "$SCRATCH/at_crash.json")"
 import json, sys
 s = json.load(open(sys.argv[1])); ids = sys.argv[2:]
@@ -73,7 +73,7 @@ files = open(sys.argv[1]).read().split(); n = int(sys.argv[2])
 assert len(files) == n, files
 assert sorted(int(re.match(r"crash/job(\d+)_", f).group(1)) for f in files) == list(range(1, n + 1)), files
 PY
-python3 "$KILN_SOURCE_DIR/tests/py/store_jobs.py" "$OUT/kiln-jobs.sqlite" "$SCRATCH/final.json"
+python3 "$KILN_SOURCE_DIR/tests/py/store_jobs.py" "$DB" "$SCRATCH/final.json"
 python3 - "$SCRATCH/at_crash.json" "$SCRATCH/final.json" "${ids[@]}" <<'PY' && ok "store: the running job claimed twice, every other job once, the finished one untouched" || fail "store after the restart: $(cat "$SCRATCH/final.json")"
 import json, sys
 c, f = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])); ids = sys.argv[3:]

@@ -22,7 +22,7 @@ kill -0 "$SERVER_PID" && ok "server alive under load" || fail "server died under
 kill -9 "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null || true; SERVER_PID=""
 ok "kill -9 in the middle of the load"
 # the store as the crash left it (which jobs had succeeded, which were running): load_serve.py counts claims against it
-python3 "$KILN_SOURCE_DIR/tests/py/store_jobs.py" "$OUT/kiln-jobs.sqlite" "$SCRATCH/at_crash.json"
+python3 "$KILN_SOURCE_DIR/tests/py/store_jobs.py" "$DB" "$SCRATCH/at_crash.json"
 start_server --max-queue 100000   # same output folder, same database
 echo "http://127.0.0.1:$PORT" >"$SCRATCH/url.tmp" && mv "$SCRATCH/url.tmp" "$SCRATCH/url" # whole, for the readers
 rss() { awk '/VmRSS/ {print $2}' "/proc/$SERVER_PID/status"; }

@@ -14,7 +14,7 @@ have completed exactly once, the history must hold no job nobody submitted, and 
 usage: load_serve.py URL_FILE CLIENTS SECONDS KILL_FILE OUTPUT_DIR AT_CRASH_JSON
   URL_FILE       holds the current base URL (rewritten by the driver after the restart)
   KILL_FILE      created by this script at SECONDS/2 to ask the driver for the kill -9 + restart
-  OUTPUT_DIR     the server's --output (images under load/, the job store kiln-jobs.sqlite)
+  OUTPUT_DIR     the server's --output (images under load/); the job store is $KILN_STORE, else ../user/kiln-jobs.sqlite
   AT_CRASH_JSON  store_jobs.py's snapshot of the store, written by the driver between the kill and the restart
 """
 import json
@@ -123,7 +123,7 @@ follower.join()
 
 # output files: the one each job's history names, distinct, on disk; others only from a run killed after saving
 at_crash = json.load(open(at_crash_file))
-final = store_jobs.read(os.path.join(out_dir, "kiln-jobs.sqlite"))
+final = store_jobs.read(os.environ.get("KILN_STORE") or os.path.join(os.path.dirname(out_dir), "user", "kiln-jobs.sqlite"))
 running_at_crash = [p for p, j in at_crash.items() if j["state"] == "running"]
 named = [i["subfolder"] + "/" + i["filename"] for p in accepted if p in hist
          for i in hist[p].get("outputs", {}).get("9", {}).get("images", [])]

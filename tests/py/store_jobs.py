@@ -1,4 +1,4 @@
-"""Prints the rows of kiln serve's job store (OUTPUT/kiln-jobs.sqlite, src/server/job_store.c) as JSON:
+"""Prints the rows of kiln serve's job store (--database, default <user-dir>/kiln-jobs.sqlite, src/server/job_store.c) as JSON:
 {id: {"state": name, "attempts": claims QUEUED -> RUNNING so far, "finished_ms": ...}}. Read with Python's
 sqlite3 (the real SQLite library), so a test can count the store's transitions, not only what /history shows.
 

@@ -7,6 +7,7 @@ set -euo pipefail
 SCRATCH=$(mktemp -d /tmp/kiln-serve-test.XXXXXX)
 MODELS=$SCRATCH/models
 OUT=$SCRATCH/out
+DB=$SCRATCH/user/kiln-jobs.sqlite   # the job store: --database defaults to <user-dir>/kiln-jobs.sqlite, user/ beside OUT
 SERVER_PID=""
 PORT=""
 fails=0
