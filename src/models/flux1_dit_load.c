@@ -56,7 +56,8 @@ static kiln_status load_single(kiln_wset *ws, const kiln_flux1_dit *m, int i, ki
 
 /* The config.json keys FluxTransformer2DModel reads: sizes must agree with the weights; patch_size only 1;
  * guidance_embeds must agree with the guidance_embedder weights; axes_dims_rope read. */
-static kiln_status read_config(kiln_flux1_dit *m, const char *path, kiln_err *err) {
+static kiln_status read_config_json(kiln_flux1_dit *m, const json_t *c, kiln_err *err) {
+    const char *what = "FLUX.1 DiT config";
     const struct {
         const char *key;
         int have;
@@ -65,26 +66,38 @@ static kiln_status read_config(kiln_flux1_dit *m, const char *path, kiln_err *er
                  {"attention_head_dim", m->head_dim}, {"num_attention_heads", m->heads},
                  {"joint_attention_dim", m->ctx_dim}, {"pooled_projection_dim", m->pooled_dim}};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
-        double v;
-        if (kiln_config_number(path, sizes[i].key, &v) && v != sizes[i].have)
+        double v = sizes[i].have;
+        KILN_TRY(kiln_cfg_number(c, what, sizes[i].key, &v, err));
+        if (v != sizes[i].have)
             return KILN_FAIL(err, KILN_E_FORMAT, "FLUX.1 DiT: config %s is %g, the weights' %d", sizes[i].key, v,
                              sizes[i].have);
     }
-    double v;
-    if (kiln_config_number(path, "patch_size", &v) && v != 1)
+    double v = 1;
+    KILN_TRY(kiln_cfg_number(c, what, "patch_size", &v, err));
+    if (v != 1)
         return KILN_FAIL(err, KILN_E_UNSUPPORTED, "FLUX.1 DiT: config patch_size %g (FLUX.1 packs 2x2 outside the "
                          "model; only 1 is supported)", v);
-    bool found = false, g = kiln_config_bool(path, "guidance_embeds", &found);
-    if (found && g != m->guidance)
+    bool g = m->guidance;
+    KILN_TRY(kiln_cfg_boolean(c, what, "guidance_embeds", &g, err));
+    if (g != m->guidance)
         return KILN_FAIL(err, KILN_E_FORMAT, "FLUX.1 DiT: config guidance_embeds is %s but the weights %s a "
                          "guidance_embedder", g ? "true" : "false", m->guidance ? "have" : "lack");
-    int axes[8];
-    int na = kiln_config_ints(path, "axes_dims_rope", axes, 8);
-    if (na == 0) {
-        na = 3;
-        axes[0] = 16, axes[1] = 56, axes[2] = 56;
+    int axes[3] = {16, 56, 56};
+    const json_t *ax = kiln_cfg_get(c, "axes_dims_rope");
+    if (ax) {
+        if (!json_is_array(ax))
+            return KILN_FAIL(err, KILN_E_FORMAT, "FLUX.1 DiT config: axes_dims_rope is not an array");
+        if (json_array_size(ax) != 3)
+            return KILN_FAIL(err, KILN_E_FORMAT, "FLUX.1 DiT config: axes_dims_rope has %zu axes (FLUX.1 has 3)",
+                             json_array_size(ax));
+        for (int a = 0; a < 3; a++) {
+            const json_t *e = json_array_get(ax, (size_t)a);
+            if (!json_is_integer(e) || json_integer_value(e) > 4096)
+                return KILN_FAIL(err, KILN_E_FORMAT, "FLUX.1 DiT config: axes_dims_rope[%d] is not an integer "
+                                 "up to 4096", a);
+            axes[a] = (int)json_integer_value(e);
+        }
     }
-    if (na != 3) return KILN_FAIL(err, KILN_E_FORMAT, "FLUX.1 DiT config: axes_dims_rope has %d axes (FLUX.1 has 3)", na);
     int sum = 0;
     for (int a = 0; a < 3; a++) {
         if (axes[a] <= 0 || axes[a] % 2)
@@ -96,6 +109,15 @@ static kiln_status read_config(kiln_flux1_dit *m, const char *path, kiln_err *er
     if (sum != m->head_dim)
         return KILN_FAIL(err, KILN_E_FORMAT, "FLUX.1 DiT: RoPE axes sum to %d, the head dim is %d", sum, m->head_dim);
     return KILN_OK;
+}
+
+/* Reads config.json (absent: the weights' sizes and FLUX.1's RoPE axes stand). */
+static kiln_status read_config(kiln_flux1_dit *m, const char *path, kiln_err *err) {
+    json_t *c = NULL;
+    KILN_TRY(kiln_config_open(path, &c, err));
+    kiln_status s = read_config_json(m, c, err);
+    json_decref(c);
+    return s;
 }
 
 static kiln_status load_all(kiln_flux1_dit *m, const char *config_json, kiln_err *err) {
