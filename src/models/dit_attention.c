@@ -1,7 +1,9 @@
 /* dit_attention.c - [txt ; img] RoPE attention shared by the FLUX.1 and FLUX.2 DiTs (see dit_attention.h). */
 #include <math.h>
 
+#include "base/alloc.h"
 #include "models/dit_attention.h"
+#include "models/rope_tables.h"
 #include "models/views.h"
 
 kiln_status kiln_dit_joint_attention(kiln_backend *be, const kiln_dit_attn *a, const kiln_tensor *qkv_t,
@@ -40,4 +42,21 @@ kiln_status kiln_dit_single_attention(kiln_backend *be, const kiln_dit_attn *a, 
         KILN_TRY(op->attention(be, &o, &q, &k, &v, a->heads, a->heads, scale, false, NULL, err));
     }
     return KILN_OK;
+}
+
+kiln_status kiln_dit_rope_upload(kiln_backend *be, const int32_t *ids, int64_t T, const int *axes, int n_axes,
+                                 double theta, int64_t half_dim, float *rcos, float *rsin, kiln_err *err) {
+    size_t bytes = (size_t)(T * half_dim) * sizeof(float);
+    float *hc = kiln_malloc(bytes), *hs = kiln_malloc(bytes);
+    kiln_status s = KILN_OK;
+    if (!hc || !hs) s = KILN_FAIL(err, KILN_E_NOMEM, "DiT: out of memory for the RoPE tables (%lld tokens)",
+                                  (long long)T);
+    if (s == KILN_OK) {
+        kiln_rope_flux2(ids, T, axes, n_axes, theta, hc, hs);
+        s = be->ops->upload(be, rcos, hc, bytes, err);
+        if (s == KILN_OK) s = be->ops->upload(be, rsin, hs, bytes, err);
+    }
+    kiln_free(hc);
+    kiln_free(hs);
+    return s;
 }

@@ -31,4 +31,9 @@ kiln_status kiln_dit_joint_attention(kiln_backend *be, const kiln_dit_attn *a, c
 kiln_status kiln_dit_single_attention(kiln_backend *be, const kiln_dit_attn *a, kiln_tensor *qkv, kiln_tensor *out,
                                       kiln_err *err);
 
+/* The RoPE tables of one [txt ; img] sequence: ids [T, n_axes] (text then image positions, from the model's own
+ * id rules) -> cos/sin [T, Dh/2] f32, computed on the host and uploaded to the backend buffers rcos / rsin. */
+kiln_status kiln_dit_rope_upload(kiln_backend *be, const int32_t *ids, int64_t T, const int *axes, int n_axes,
+                                 double theta, int64_t half_dim, float *rcos, float *rsin, kiln_err *err);
+
 #endif

@@ -121,19 +121,13 @@ kiln_status kiln_flux1_dit_ws_create(const kiln_flux1_dit *m, kiln_backend *be, 
     }
     /* RoPE tables for [txt ids ; img ids], built on the host and uploaded */
     int32_t *ids = kiln_malloc(T * 3 * sizeof(int32_t));
-    float *hc = kiln_malloc(T * Dh2 * sizeof(float)), *hs = kiln_malloc(T * Dh2 * sizeof(float));
-    kiln_status s = KILN_OK;
-    if (!ids || !hc || !hs) s = KILN_FAIL(err, KILN_E_NOMEM, "FLUX.1 DiT: out of memory");
+    kiln_status s = ids ? KILN_OK : KILN_FAIL(err, KILN_E_NOMEM, "FLUX.1 DiT: out of memory");
     if (s == KILN_OK) {
         kiln_flux1_text_ids((int64_t)L, ids);
         kiln_flux1_image_ids(h, w, ids + 3 * L);
-        kiln_rope_flux2(ids, (int64_t)T, m->axes, 3, m->theta, hc, hs);
-        s = be->ops->upload(be, ws->rcos, hc, T * Dh2 * sizeof(float), err);
-        if (s == KILN_OK) s = be->ops->upload(be, ws->rsin, hs, T * Dh2 * sizeof(float), err);
+        s = kiln_dit_rope_upload(be, ids, (int64_t)T, m->axes, 3, m->theta, (int64_t)Dh2, ws->rcos, ws->rsin, err);
     }
     kiln_free(ids);
-    kiln_free(hc);
-    kiln_free(hs);
     if (s != KILN_OK) {
         kiln_flux1_dit_ws_free(be, ws);
         return s;

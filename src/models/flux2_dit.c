@@ -102,19 +102,13 @@ kiln_status kiln_flux2_dit_ws_create(const kiln_flux2_dit *m, kiln_backend *be, 
     }
     /* RoPE tables for [txt ids ; img ids] (spec 1.5), built on the host and uploaded. */
     int32_t *ids = kiln_malloc(T * 4 * sizeof(int32_t));
-    float *hc = kiln_malloc(T * Dh2 * sizeof(float)), *hs = kiln_malloc(T * Dh2 * sizeof(float));
-    kiln_status s = KILN_OK;
-    if (!ids || !hc || !hs) s = KILN_FAIL(err, KILN_E_NOMEM, "DiT: out of memory");
+    kiln_status s = ids ? KILN_OK : KILN_FAIL(err, KILN_E_NOMEM, "DiT: out of memory");
     if (s == KILN_OK) {
         kiln_flux2_text_ids((int64_t)L, ids);
         kiln_flux2_image_ids(h16, w16, ids + 4 * L);
-        kiln_rope_flux2(ids, (int64_t)T, m->axes, 4, m->theta, hc, hs);
-        s = be->ops->upload(be, w->rcos, hc, T * Dh2 * sizeof(float), err);
-        if (s == KILN_OK) s = be->ops->upload(be, w->rsin, hs, T * Dh2 * sizeof(float), err);
+        s = kiln_dit_rope_upload(be, ids, (int64_t)T, m->axes, 4, m->theta, (int64_t)Dh2, w->rcos, w->rsin, err);
     }
     kiln_free(ids);
-    kiln_free(hc);
-    kiln_free(hs);
     if (s != KILN_OK) {
         kiln_flux2_dit_ws_free(be, w);
         return s;
