@@ -1,9 +1,9 @@
 # Thin wrapper over CMake for the common commands. `make help` lists them.
 JOBS ?= $(shell nproc)
 CMAKE ?= cmake
-FUZZ_SECONDS ?= 60
-MUTANTS_SAMPLE ?= 12
-MUTANTS_BUDGET ?= 300
+FUZZ_SECONDS ?= 40
+MUTANTS_SAMPLE ?= 10
+MUTANTS_BUDGET ?= 270
 
 .PHONY: all build debug asan test test-asan fuzz cuda mutants mutants-sample check demo clean help
 
