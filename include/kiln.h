@@ -127,6 +127,14 @@ typedef bool (*kiln_progress_fn)(void *ctx, const kiln_progress *p);
 
 typedef struct kiln_result kiln_result; /* below */
 
+/* Who decides whether classifier-free guidance runs (kiln_request.cfg_rule). */
+typedef enum kiln_cfg_rule {
+    KILN_CFG_OFFICIAL = 0, /* diffusers' Flux2KleinPipeline: the base variant and guidance > 1 (0 = default 4.0) */
+    KILN_CFG_COMFY,        /* ComfyUI's samplers (CFGGuider, KSampler): CFG whenever guidance is not close to 1
+                            * (math.isclose), for any variant; guidance is taken as given (0 = the unconditional
+                            * prediction alone), as cfg_function's uncond + (cond - uncond) * cfg */
+} kiln_cfg_rule;
+
 typedef struct kiln_request {
     const char *prompt;       /* UTF-8; required (may be "") */
     /* Optional: one prompt per image (batch entries), for a batch of different prompts in one forward.
@@ -146,6 +154,10 @@ typedef struct kiln_request {
      * like the prompt). NULL or "" = the empty prompt, the official pipeline's default. One for the whole batch.
      * Ignored, with a warning in the result, when CFG does not run (distilled model, guidance <= 1). */
     const char *negative_prompt;
+    kiln_cfg_rule cfg_rule;   /* KILN_CFG_OFFICIAL (the default) or KILN_CFG_COMFY (the server's graphs) */
+    /* The unconditional branch is all-zero text features (ComfyUI's ConditioningZeroOut), not an encoded text;
+     * negative_prompt must then be NULL or "". */
+    bool negative_zero;
     /* Optional injected initial noise, f32 [batch, 128, H/16, W/16] (the patchified, normalised latent
      * space the DiT works in): replaces the seeded generator, for comparisons with other implementations. */
     const float *noise;

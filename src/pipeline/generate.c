@@ -7,6 +7,7 @@
  *   Denoising           n x (DiT forward over the whole batch, CFG, Euler)
  *   Decoding            tokens -> BN de-normalise -> unpatchify -> VAE decode -> RGB8, one image at a time
  */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,7 +37,8 @@ typedef struct run {
     double t0, stage_t0, stage_cpu0;
     kiln_stage stage;
     bool base;            /* the klein base variant (50 steps by default) */
-    bool cfg;             /* classifier-free guidance: base and guidance > 1, as the official pipeline decides */
+    bool cfg;             /* classifier-free guidance (cfg_decision: the request's rule) */
+    bool neg_zero;        /* CFG's unconditional branch is all-zero features (ConditioningZeroOut) */
     int B, Bd;            /* images, and DiT batch (2B with CFG) */
     int h16, w16, N, L, steps;
     float guidance;
@@ -94,6 +96,17 @@ static kiln_status stage_begin(run *r, kiln_stage s, kiln_err *err) {
 static void stage_end(run *r) {
     r->res->stage_ms[r->stage] += (kiln_clock_s() - r->stage_t0) * 1e3;
     r->res->stage_cpu_ms[r->stage] += (cpu_s() - r->stage_cpu0) * 1e3;
+}
+
+/* The guidance scale the request runs with and whether CFG runs, by the request's rule (kiln.h kiln_cfg_rule). */
+static float cfg_guidance(const kiln_request *q) {
+    return q->cfg_rule == KILN_CFG_COMFY ? q->guidance : q->guidance > 0 ? q->guidance : 4.0f;
+}
+static bool cfg_decision(const kiln_engine *e, const kiln_request *q) {
+    double g = cfg_guidance(q);
+    if (q->cfg_rule == KILN_CFG_COMFY) /* comfy/samplers.py: math.isclose(cond_scale, 1.0) skips the uncond pass */
+        return !(fabs(g - 1.0) <= 1e-9 * fmax(fabs(g), 1.0));
+    return e->variant == KILN_VARIANT_BASE && g > 1.0; /* Flux2KleinPipeline.do_classifier_free_guidance */
 }
 
 /* Bytes the request needs if every model stays resident (*keep) and if the text encoder is released before
@@ -162,20 +175,28 @@ static kiln_status validate(run *r, kiln_err *err) {
     if (!(q->guidance >= 0.0f) || q->guidance > 1000.0f)
         return KILN_FAIL(err, KILN_E_INVALID, "guidance %g: must be 0..1000 (0 = the default 4.0; 1 or less "
                          "turns classifier-free guidance off)", q->guidance);
+    if (q->cfg_rule != KILN_CFG_OFFICIAL && q->cfg_rule != KILN_CFG_COMFY)
+        return KILN_FAIL(err, KILN_E_INVALID, "cfg_rule %d: must be KILN_CFG_OFFICIAL or KILN_CFG_COMFY",
+                         (int)q->cfg_rule);
+    if (q->negative_zero && q->negative_prompt && *q->negative_prompt)
+        return KILN_FAIL(err, KILN_E_INVALID, "a zeroed negative conditioning and a negative prompt at once");
+    bool comfy = q->cfg_rule == KILN_CFG_COMFY;
     r->base = e->variant == KILN_VARIANT_BASE;
-    r->guidance = q->guidance > 0 ? q->guidance : 4.0f;
-    r->cfg = r->base && r->guidance > 1.0f; /* Flux2KleinPipeline.do_classifier_free_guidance */
+    r->guidance = cfg_guidance(q);
+    r->cfg = cfg_decision(e, q);
+    r->neg_zero = r->cfg && q->negative_zero;
     r->B = q->batch;
     r->Bd = r->cfg ? 2 * r->B : r->B;
     r->h16 = q->height / 16;
     r->w16 = q->width / 16;
     r->N = r->h16 * r->w16;
     r->steps = q->steps ? q->steps : (r->base ? 50 : 4);
-    if (!r->base && q->guidance > 1.0f)
+    if (!comfy && !r->base && q->guidance > 1.0f)
         add_warning(r, "guidance %.2f ignored: the distilled klein runs without CFG", q->guidance);
     if (!r->cfg && q->negative_prompt && *q->negative_prompt)
-        add_warning(r, "negative prompt ignored: %s", r->base ? "guidance <= 1 turns classifier-free guidance off"
-                                                              : "the distilled klein runs without CFG");
+        add_warning(r, "negative prompt ignored: %s", comfy    ? "cfg 1 turns classifier-free guidance off"
+                                                      : r->base ? "guidance <= 1 turns classifier-free guidance off"
+                                                                : "the distilled klein runs without CFG");
     size_t need_noise = (size_t)r->B * 128 * r->N;
     if (q->noise && q->noise_count != need_noise)
         return KILN_FAIL(err, KILN_E_INVALID, "injected noise has %zu values; %d image(s) of %dx%d need %d x 128 x "
@@ -192,7 +213,7 @@ static kiln_status validate(run *r, kiln_err *err) {
         KILN_TRY(tokenize(r, what, p, &r->tok[i], err));
         r->n_seq = i + 1;
     }
-    if (r->cfg) { /* the unconditional branch: the negative prompt, "" by default (the pipeline's own) */
+    if (r->cfg && !r->neg_zero) { /* the unconditional branch: the negative prompt, "" by default (the pipeline's) */
         const char *neg = q->negative_prompt ? q->negative_prompt : "";
         KILN_TRY(tokenize(r, "negative prompt", neg, &r->tok[n_prompts], err));
         r->n_seq = n_prompts + 1;
@@ -242,7 +263,15 @@ static kiln_status encode_text(run *r, kiln_err *err) {
     if (s != KILN_OK) goto done;
     /* DiT batch order: the B images' prompt features, then (CFG) B copies of the negative prompt's. */
     kiln_tensor src = kiln_f32_2d(one, (int64_t)seqs * L, C), dst = kiln_f32_2d(r->feat, (int64_t)r->Bd * L, C);
-    for (int i = 0; i < r->Bd && s == KILN_OK; i++) {
+    if (r->neg_zero) { /* ConditioningZeroOut: zeros_like the conditioning, for the B unconditional rows */
+        size_t n = (size_t)r->B * L * (size_t)C;
+        float *zeros = kiln_calloc(n, sizeof(float));
+        s = zeros ? be->ops->upload(be, r->feat + n, zeros, n * sizeof(float), err)
+                  : KILN_FAIL(err, KILN_E_NOMEM, "text encoding: out of memory");
+        kiln_free(zeros);
+    }
+    int copies = r->neg_zero ? r->B : r->Bd;
+    for (int i = 0; i < copies && s == KILN_OK; i++) {
         int seq = i < r->B ? (per_image ? i : 0) : seqs - 1;
         kiln_tensor sv = kiln_tensor_rows(&src, (int64_t)seq * L, L);
         kiln_tensor dv = kiln_tensor_rows(&dst, (int64_t)i * L, L);
@@ -414,7 +443,7 @@ static void fill_meta(run *r) {
     res->height = q->height;
     res->steps = r->steps;
     res->batch = r->B;
-    res->guidance = r->base ? r->guidance : 1.0f;
+    res->guidance = r->cfg || r->base ? r->guidance : 1.0f;
     res->variant = r->e->variant;
     snprintf(res->prompt_used, sizeof res->prompt_used, "%s", q->prompt ? q->prompt : "");
     snprintf(res->tag, sizeof res->tag, "%s", q->tag ? q->tag : "");
@@ -498,7 +527,7 @@ kiln_status kiln_estimate_memory(kiln_engine *e, const kiln_request *req, size_t
     run r;
     memset(&r, 0, sizeof r);
     r.base = e->variant == KILN_VARIANT_BASE;
-    r.cfg = r.base && (req->guidance > 0 ? req->guidance : 4.0f) > 1.0f;
+    r.cfg = cfg_decision(e, req);
     r.B = req->batch;
     r.Bd = r.cfg ? 2 * r.B : r.B;
     r.h16 = req->height / 16;

@@ -87,7 +87,12 @@ static kiln_status generate_batch(void *self, const kiln_gen_params *ps, int n, 
         req.batch = total;
         req.seed = p->seed;
         req.guidance = p->cfg;
-        req.negative_prompt = p->negative_prompt; /* the unconditional branch with CFG (batched calls share it) */
+        /* A ComfyUI graph: CFG as ComfyUI decides it (cfg not 1, whatever the variant), against the negative
+         * CLIPTextEncode text, or zeroed features for ConditioningZeroOut (negative_prompt NULL). Batched calls
+         * share it (worker.c same_call). */
+        req.cfg_rule = KILN_CFG_COMFY;
+        req.negative_prompt = p->negative_prompt;
+        req.negative_zero = p->negative_prompt == NULL;
         req.request_id = p->request_id;
         req.progress = on_progress;
         req.progress_ctx = &sc;

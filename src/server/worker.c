@@ -266,7 +266,8 @@ static bool capture(kiln_worker *w, job_run *jr) {
     return jr->captured;
 }
 
-/* Two calls can share a forward: same models, size, steps, guidance, sampler and negative prompt. */
+/* Two calls can share a forward: same models, size, steps, guidance, sampler and negative prompt (NULL, the
+ * zeroed negative of ConditioningZeroOut, differs from every text; the engine's CFG rule is the same for all). */
 static bool same_call(const kiln_gen_params *a, const kiln_gen_params *b) {
     bool neg = (!a->negative_prompt && !b->negative_prompt) ||
                (a->negative_prompt && b->negative_prompt && !strcmp(a->negative_prompt, b->negative_prompt));
