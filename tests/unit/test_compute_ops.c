@@ -55,6 +55,19 @@ static double worst(const float *got, const double *want, const double *scale, i
 }
 
 static kiln_backend *be;
+
+/* Fills the backend's scratch with NaN bytes: a kernel that reads scratch it did not write in this call (what an
+ * earlier op or another thread's task left there) then gives NaN or a wrong value instead of passing by luck.
+ * The FAST VAE decode once differed at 3+ threads because the f32 attention's softmax read the stale score
+ * columns past a short last key block (docs/pitfalls.md O2). 16 MB covers the shapes here but the largest
+ * matmuls, whose bigger scratch is then fresh memory. */
+static void poison_scratch(void) {
+    kiln_cpu_backend *cb = cpu_be(be);
+    void *p;
+    kiln_err e = {0};
+    if (cpu_scratch(cb, (size_t)16 << 20, &p, &e) == KILN_OK) memset(cb->scratch, 0xff, cb->scratch_cap);
+}
+
 static kiln_cpu_tier tier;
 #define ERR_OK(expr)                                                                                          \
     do {                                                                                                      \
@@ -100,6 +113,7 @@ static void check_matmul(int64_t M, int64_t N, int64_t K, bool wbf, int biaskind
     kiln_tensor bt = biaskind == 2 ? t1(bb, KILN_DT_BF16, N) : t1(b, KILN_DT_F32, N), gt = t1(gate, KILN_DT_F32, N);
     kiln_epilogue e = {epi, &gt};
     be->precision = prec;
+    poison_scratch();
     ERR_OK(kiln_matmul_epi(be, &yt, &xt, &wt, biaskind ? &bt : NULL, &e, err));
     be->precision = KILN_PREC_FAST;
     for (int64_t m = 0; m < M; m++) memcpy(got + m * N, y + m * ldy, sizeof(float) * (size_t)N);
@@ -187,6 +201,7 @@ static void check_attention_ramp(int64_t sq, int64_t sk, int hq, int hkv, int64_
     kiln_tensor o = t2(out, KILN_DT_F32, sq, dq), mt = t1(mask, KILN_DT_U8, sk);
     float scale = 1.0f / sqrtf((float)dh);
     be->precision = prec;
+    poison_scratch();
     ERR_OK(be->ops->attention(be, &o, &q, &k, &v, hq, hkv, scale, causal, maskkind ? &mt : NULL, err));
     be->precision = KILN_PREC_FAST;
 
@@ -562,6 +577,7 @@ static void check_conv(int64_t N, int64_t Ci, int64_t Co, int64_t H, int64_t W, 
     kiln_tensor wt = kiln_tensor_make(wbf ? (void *)wb : (void *)wf, wbf ? KILN_DT_BF16 : KILN_DT_F32, 4,
                                       (int64_t[]){Co, Ci, k, k});
     be->precision = prec;
+    poison_scratch();
     ERR_OK(be->ops->conv2d(be, &yt, &xt, &wt, bias ? &bt : NULL, stride, pb, pe, err));
     be->precision = KILN_PREC_FAST;
     double wv = worst(y, want, scale, ny, 1e-6, 1e-5);
