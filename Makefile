@@ -18,8 +18,7 @@ debug:                 ## Debug build into build-debug/
 	$(CMAKE) --build build-debug -j$(JOBS)
 
 # -O2 (the release flags) under the sanitizers: the tests then check the code that ships, at a third of the -Og
-# run time. (An -Og build differs: test_pipeline_batch's batch-vs-single image check fails there on the AVX-512
-# bf16 dot path, KILN_GEMM=dot, open in docs/pitfalls.md.)
+# run time.
 asan:                  ## AddressSanitizer + UBSan build (release flags) into build-asan/
 	$(CMAKE) -S . -B build-asan -DCMAKE_BUILD_TYPE=Release -DKILN_SANITIZE=ON >/dev/null
 	$(CMAKE) --build build-asan -j$(JOBS)

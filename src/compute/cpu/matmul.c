@@ -90,9 +90,11 @@ kiln_status cpu_matmul(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, c
 
     g->fast = be->precision == KILN_PREC_FAST && g->w_bf16;
     g->amx = cpu_gemm_amx_ok(g);
-    /* fewer rows than one micro-kernel group (the DiT's modulation vectors, M = 1): the packed kernel would widen
-     * and transpose the whole weight for a product that is only a read of it; the dot tiles read it in place */
-    if (g->M >= cpu_gemm_packed_mr(g->tier)) cpu_gemm_select_packed(g, cb->prefer_bf16_dot);
+    /* Every M takes the same kernel, even M = 1 (the modulation vectors), where the dot tiles would read the
+     * weight in place: a row's result must not depend on how many rows share the call, or a batch of B images
+     * stops equalling B single runs (with 6 image tokens per image, a batch of 2 crossed the 12-row group: tiles
+     * for one image, packed for two, different summation orders). The packed kernel sums every row alike. */
+    cpu_gemm_select_packed(g, cb->prefer_bf16_dot);
     int64_t chunk = g->M;
     void *scratch = NULL;
     j.block_m = BLOCK_M, j.block_n = BLOCK_N;
