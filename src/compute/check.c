@@ -42,7 +42,7 @@ kiln_status kiln_check_mat(const kiln_tensor *t, kiln_backend_kind be, int dt, c
         if (t->shape[i] > 1 && t->stride[i] != t->stride[i + 1] * t->shape[i + 1])
             return KILN_FAIL(err, KILN_E_UNSUPPORTED, "%s: %s's leading dims do not collapse into rows", op, name);
     int64_t cols = t->shape[last], ld = last > 0 ? t->stride[last - 1] : cols;
-    if (rows > 1 && ld < cols)
+    if (rows > 1 && ld < cols && t->dtype != KILN_DT_QBLOCK) /* quantised rows: ld is in bytes */
         return KILN_FAIL(err, KILN_E_INVALID, "%s: %s's row stride %lld is below its width %lld", op, name,
                          (long long)ld, (long long)cols);
     *m = (kiln_mat_view){t->data, rows, cols, ld, t->dtype};

@@ -79,6 +79,11 @@ void kiln_tensor_span(const kiln_tensor *t, int64_t *lo, int64_t *hi) {
         else b += span;
     }
     int64_t es = (int64_t)kiln_dtype_size(t->dtype);
+    if (t->dtype == KILN_DT_QBLOCK && t->ndim == 2) { /* rows of blocks: stride[0] bytes apart, each that long */
+        *lo = 0;
+        *hi = t->shape[0] * t->stride[0];
+        return;
+    }
     *lo = a * es;
     *hi = (b + 1) * es;
 }

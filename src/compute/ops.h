@@ -50,7 +50,10 @@ typedef struct kiln_epilogue {
 typedef struct kiln_ops {
     const char *name; /* "cpu-avx512bf16", "cpu-avx2", "cpu-generic", "cuda" */
 
-    /* y[M,N] (op)= x[M,K] . w[N,K]^T + bias[N]. x f32; w bf16 or f32; bias f32 or NULL; y f32. */
+    /* y[M,N] (op)= x[M,K] . w[N,K]^T + bias[N]. x f32; w bf16 or f32; bias f32 or NULL; y f32.
+     * w may also be quantised (tensor/tensor.h: GGML blocks as KILN_DT_QBLOCK, fp8 with qscale): it stays
+     * quantised in memory and is widened per K slice inside the weight packing, never copied whole; such
+     * products run EXACT. CPU: implemented; CUDA: refused by name (KILN_E_UNSUPPORTED) until it has kernels. */
     kiln_status (*matmul)(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, const kiln_tensor *w,
                           const kiln_tensor *bias, const kiln_epilogue *epi, kiln_err *err);
 

@@ -21,6 +21,8 @@
 #include "base/alloc.h"
 #include "base/log.h"
 #include "base/utf8.h"
+#include "io/gguf.h"
+#include "tensor/quant.h"
 
 typedef struct st_shard {
     char *path; /* or the label of an in-memory image */
@@ -40,6 +42,7 @@ struct kiln_st_file {
     const char *prefix;
     char **meta; /* key, value, key, value, ... */
     size_t n_meta;
+    kiln_gguf_file *gguf; /* a GGUF file opened as a checkpoint: owns the mapping the tensors point into */
 };
 
 /* Prefixes that wrap a model's own names in some single-file checkpoints (ComfyUI, A1111-era files). */
@@ -376,7 +379,47 @@ static kiln_status map_shard(st_shard *sh, const char *path, kiln_err *err) {
     return KILN_OK;
 }
 
+/* A GGUF file (FLUX GGUFs keep the BFL tensor names, as ComfyUI-GGUF expects) as a checkpoint: its tensors, in
+ * PyTorch order, pointing into the GGUF mapping; quantised ones as QBLOCK entries. */
+static kiln_status open_gguf(const char *path, kiln_st_file **out, kiln_err *err) {
+    kiln_gguf_file *g;
+    KILN_TRY(kiln_gguf_open(path, &g, err));
+    kiln_st_file *f;
+    kiln_status s = new_file(path, 1, &f, err);
+    if (s != KILN_OK) {
+        kiln_gguf_close(g);
+        return s;
+    }
+    f->gguf = g;
+    f->shards[0].path = kiln_strdup(path);
+    size_t n = kiln_gguf_count(g);
+    f->tensors = kiln_calloc(n ? n : 1, sizeof *f->tensors);
+    if (!f->shards[0].path || !f->tensors) s = KILN_FAIL(err, KILN_E_NOMEM, "%s: out of memory", path);
+    for (size_t i = 0; s == KILN_OK && i < n; i++) {
+        const kiln_gguf_tensor *gt = kiln_gguf_at(g, i);
+        kiln_st_tensor t = {.ndim = gt->ndim, .data = gt->data, .nbytes = gt->nbytes};
+        for (int d = 0; d < gt->ndim; d++) t.shape[d] = gt->shape[d];
+        switch (gt->type) {
+        case KILN_QT_F32: t.dtype = KILN_DT_F32; break;
+        case KILN_QT_F16: t.dtype = KILN_DT_F16; break;
+        case KILN_QT_BF16: t.dtype = KILN_DT_BF16; break;
+        default: t.dtype = KILN_DT_QBLOCK, t.qtype = gt->type; break;
+        }
+        t.name = kiln_strdup(gt->name);
+        if (!t.name) s = KILN_FAIL(err, KILN_E_NOMEM, "%s: out of memory for tensor names", path);
+        else f->tensors[f->n++] = t;
+    }
+    if (s == KILN_OK) s = finish_open(f, err);
+    if (s != KILN_OK) {
+        kiln_st_close(f);
+        return s;
+    }
+    *out = f;
+    return KILN_OK;
+}
+
 static kiln_status open_single(const char *path, kiln_st_file **out, kiln_err *err) {
+    if (kiln_gguf_sniff(path)) return open_gguf(path, out, err);
     kiln_st_file *f;
     KILN_TRY(new_file(path, 1, &f, err));
     kiln_status s = map_shard(&f->shards[0], path, err);
@@ -569,6 +612,7 @@ void kiln_st_close(kiln_st_file *f) {
     kiln_free(f->slots);
     kiln_free(f->shards);
     kiln_free(f->label);
+    kiln_gguf_close(f->gguf);
     kiln_free(f);
 }
 
@@ -608,6 +652,7 @@ const char *kiln_st_shard_path(const kiln_st_file *f, size_t i) {
 const char *kiln_st_label(const kiln_st_file *f) { return f->label; }
 
 kiln_tensor kiln_st_view(const kiln_st_tensor *t) {
+    if (t->dtype == KILN_DT_QBLOCK && t->ndim == 2) return kiln_tensor_make_q((void *)t->data, t->qtype, t->shape[0], t->shape[1]);
     return kiln_tensor_make((void *)t->data, t->dtype, t->ndim, t->shape);
 }
 

@@ -54,9 +54,13 @@ typedef struct kiln_st_tensor {
     const void *data; /* into the mapping */
     size_t nbytes;
     int shard; /* index of the file that holds it (0 for a single file) */
+    uint32_t qtype; /* dtype KILN_DT_QBLOCK (a GGUF file): the GGML type id (tensor/quant.h) */
 } kiln_st_tensor;
 
-/* path: a .safetensors file, a .safetensors.index.json, or a folder with exactly one of those. */
+/* path: a .safetensors file, a .safetensors.index.json, or a folder with exactly one of those - or a GGUF file
+ * (detected by its magic): its tensors as entries of this kind, F32/F16/BF16 as those dtypes,
+ * block-quantised ones as KILN_DT_QBLOCK with the GGML type in qtype (PyTorch-order shapes), the GGUF file's
+ * strict validation (io/gguf.h) included; GGUF metadata is not exposed as safetensors metadata. */
 kiln_status kiln_st_open(const char *path, kiln_st_file **out, kiln_err *err);
 /* Parses a safetensors image already in memory (for the fuzzer and tests). The buffer must outlive the result. */
 kiln_status kiln_st_open_memory(const void *buf, size_t len, const char *label, kiln_st_file **out,

@@ -8,6 +8,8 @@
 
 #include "base/alloc.h"
 #include "compute/ops.h"
+#include "io/fp8_layout.h"
+#include "tensor/quant.h"
 #include "tensor/convert.h"
 
 /* Declares char name[512] holding the tensor name a kiln_w_* call spells printf-style (fmt and its arguments). */
@@ -129,12 +131,30 @@ void kiln_to_f32(float *dst, const void *src, kiln_dtype dt, size_t n) {
     }
 }
 
-/* Looks the name up and checks a float dtype and the dims (-1 = any). */
-static kiln_status lookup(kiln_wset *ws, const char *name, int ndim, const int64_t *want,
+static bool is_quant(kiln_dtype d) { return d == KILN_DT_QBLOCK || d == KILN_DT_F8_E4M3 || d == KILN_DT_F8_E5M2; }
+
+/* Looks the name up and checks a float dtype (or a quantised one, when quant_ok) and the dims (-1 = any). */
+static kiln_status lookup(kiln_wset *ws, const char *name, int ndim, const int64_t *want, bool quant_ok,
                           const kiln_st_tensor **out) {
+    if (!ws->fp8_scanned) { /* once: a layout kiln cannot read (NVFP4, ...) is refused by name before any use */
+        kiln_fp8_info info;
+        if (kiln_fp8_scan(ws->ck, &info, ws->err) != KILN_OK) return kiln_err_prefix(ws->err, "%s", ws->what);
+        ws->fp8_scanned = 1;
+    }
     const kiln_st_tensor *t = kiln_st_find(ws->ck, name);
     if (!t) return KILN_FAIL(ws->err, KILN_E_NOT_FOUND, "%s: tensor '%s' is missing", ws->what, name);
-    if (t->dtype != KILN_DT_BF16 && t->dtype != KILN_DT_F32 && t->dtype != KILN_DT_F16)
+    if (t->dtype == KILN_DT_QBLOCK) {
+        const kiln_qtype_info *q = kiln_qtype_get(t->qtype);
+        if (!q || !q->dequant)
+            return KILN_FAIL(ws->err, KILN_E_UNSUPPORTED, "%s: tensor '%s' is GGML type %s, which kiln cannot "
+                             "dequantise (it reads F32, F16, BF16, Q8_0, Q6_K, Q5_K, Q5_0, Q4_K, Q4_0, Q3_K, Q2_K)",
+                             ws->what, name, q ? q->name : "?");
+    }
+    if (is_quant(t->dtype) && !quant_ok)
+        return KILN_FAIL(ws->err, KILN_E_UNSUPPORTED, "%s: tensor '%s' is quantised (%s), which kiln reads only for "
+                         "matrix weights", ws->what, name, t->dtype == KILN_DT_QBLOCK ? kiln_qtype_get(t->qtype)->name
+                                                                                      : kiln_dtype_name(t->dtype));
+    if (t->dtype != KILN_DT_BF16 && t->dtype != KILN_DT_F32 && t->dtype != KILN_DT_F16 && !is_quant(t->dtype))
         return KILN_FAIL(ws->err, KILN_E_UNSUPPORTED, "%s: tensor '%s' has dtype %s (want bf16, f16 or f32)",
                          ws->what, name, kiln_dtype_name(t->dtype));
     bool ok = t->ndim == ndim;
@@ -157,16 +177,29 @@ kiln_status kiln_w_mat(kiln_wset *ws, kiln_tensor *out, int64_t rows, int64_t co
     FORMAT_NAME(name, fmt);
     const kiln_st_tensor *t = kiln_st_find(ws->ck, name);
     int64_t want4[4] = {rows, cols, 1, 1}, want2[2] = {rows, cols};
-    KILN_TRY(lookup(ws, name, t && t->ndim == 4 ? 4 : 2, t && t->ndim == 4 ? want4 : want2, &t));
+    const bool four = t && t->ndim == 4 && t->dtype != KILN_DT_QBLOCK;
+    KILN_TRY(lookup(ws, name, four ? 4 : 2, four ? want4 : want2, true, &t));
     KILN_TRY(note_range(ws, t->data, t->nbytes));
+    if (t->dtype == KILN_DT_QBLOCK) {
+        *out = kiln_tensor_make_q((void *)t->data, t->qtype, t->shape[0], t->shape[1]);
+        return KILN_OK;
+    }
     *out = kiln_tensor_make((void *)t->data, t->dtype, 2, (int64_t[]){t->shape[0], t->shape[1]});
+    if (t->dtype == KILN_DT_F8_E4M3 || t->dtype == KILN_DT_F8_E5M2) {
+        float sc;
+        KILN_TRY(kiln_fp8_weight_scale(ws->ck, name, &sc, ws->err));
+        if (!(sc == sc) || sc == 0.0f || sc > 3.0e38f || sc < -3.0e38f)
+            return KILN_FAIL(ws->err, KILN_E_FORMAT, "%s: the scale of fp8 weight '%s' is %g (must be finite and "
+                             "non-zero)", ws->what, name, (double)sc);
+        out->qscale = sc;
+    }
     return KILN_OK;
 }
 
 kiln_status kiln_w_conv(kiln_wset *ws, kiln_tensor *out, int64_t o, int64_t i, int64_t k, const char *fmt, ...) {
     FORMAT_NAME(name, fmt);
     const kiln_st_tensor *t;
-    KILN_TRY(lookup(ws, name, 4, (int64_t[]){o, i, k, k}, &t));
+    KILN_TRY(lookup(ws, name, 4, (int64_t[]){o, i, k, k}, false, &t));
     KILN_TRY(note_range(ws, t->data, t->nbytes));
     *out = kiln_st_view(t);
     return KILN_OK;
@@ -175,7 +208,7 @@ kiln_status kiln_w_conv(kiln_wset *ws, kiln_tensor *out, int64_t o, int64_t i, i
 kiln_status kiln_w_vec(kiln_wset *ws, kiln_tensor *out, int64_t n, const char *fmt, ...) {
     FORMAT_NAME(name, fmt);
     const kiln_st_tensor *t;
-    KILN_TRY(lookup(ws, name, 1, (int64_t[]){n}, &t));
+    KILN_TRY(lookup(ws, name, 1, (int64_t[]){n}, true, &t));
     if (ws->n_owned == ws->cap_owned) {
         size_t cap = ws->cap_owned ? 2 * ws->cap_owned : 64;
         void **p = kiln_realloc(ws->owned, cap * sizeof *p);
@@ -185,7 +218,25 @@ kiln_status kiln_w_vec(kiln_wset *ws, kiln_tensor *out, int64_t n, const char *f
     }
     float *buf = kiln_malloc((size_t)t->shape[0] * sizeof(float) + 4);
     if (!buf) return KILN_FAIL(ws->err, KILN_E_NOMEM, "%s: out of memory", ws->what);
-    kiln_to_f32(buf, t->data, t->dtype, (size_t)t->shape[0]);
+    if (t->dtype == KILN_DT_QBLOCK) { /* (lookup checked the type; GGUF rows are whole blocks) */
+        kiln_status s = kiln_dequant(buf, t->qtype, t->data, (size_t)t->shape[0], ws->err);
+        if (s != KILN_OK) {
+            kiln_free(buf);
+            return kiln_err_prefix(ws->err, "%s: tensor '%s'", ws->what, name);
+        }
+    } else if (t->dtype == KILN_DT_F8_E4M3 || t->dtype == KILN_DT_F8_E5M2) {
+        float sc = 1.0f;
+        kiln_status s = kiln_fp8_weight_scale(ws->ck, name, &sc, ws->err);
+        if (s != KILN_OK) {
+            kiln_free(buf);
+            return s;
+        }
+        if (t->dtype == KILN_DT_F8_E4M3) kiln_e4m3_to_f32_n(buf, t->data, (size_t)t->shape[0]);
+        else kiln_e5m2_to_f32_n(buf, t->data, (size_t)t->shape[0]);
+        for (int64_t e = 0; e < t->shape[0]; e++) buf[e] *= sc;
+    } else {
+        kiln_to_f32(buf, t->data, t->dtype, (size_t)t->shape[0]);
+    }
     ws->owned[ws->n_owned++] = buf;
     KILN_TRY(note_range(ws, buf, (size_t)t->shape[0] * sizeof(float)));
     *out = kiln_tensor_make(buf, KILN_DT_F32, 1, (int64_t[]){t->shape[0]});

@@ -49,6 +49,7 @@ typedef struct kiln_wset {
     kiln_wrange *ranges; /* every range handed out (before placement: to place; after: what was placed) */
     size_t n_ranges, cap_ranges;
     struct kiln_backend *be; /* where the ranges are placed; NULL before kiln_wset_place */
+    int fp8_scanned;         /* 0 not yet, 1 the checkpoint's fp8 layout (io/fp8_layout.h) was accepted */
 } kiln_wset;
 
 void kiln_wset_init(kiln_wset *ws, const kiln_st_file *ck, const char *what, kiln_err *err);
@@ -64,7 +65,14 @@ size_t kiln_wset_placed_bytes(const kiln_wset *ws);
 bool kiln_w_has(const kiln_wset *ws, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* A 2-D weight [rows, cols] (bf16/f32/f16 view). rows or cols -1: any (the tensor's own). 4-D [o,i,1,1]
- * (1x1 convs) are accepted and viewed as [o, i]. */
+ * (1x1 convs) are accepted and viewed as [o, i].
+ * Quantised weights stay quantised (views into the mapping; the matmul widens them per K slice, see
+ * compute/ops.h): GGML blocks from a GGUF file (dtype KILN_DT_QBLOCK, qtype set; 2-D only) and fp8 e4m3/e5m2
+ * with the per-tensor scale of the checkpoint's fp8 layout in qscale (BFL/ComfyUI weight_scale, ComfyUI
+ * scaled-fp8 scale_weight, or none). The layout is checked once per wset, on the first fetch (kiln_fp8_scan:
+ * NVFP4 block scales and other formats are refused by name there); a scale that is not finite and non-zero is
+ * KILN_E_FORMAT. Only kiln_w_mat hands out quantised tensors; kiln_w_vec dequantises into its f32 copy and
+ * kiln_w_conv refuses them. */
 kiln_status kiln_w_mat(kiln_wset *ws, kiln_tensor *out, int64_t rows, int64_t cols, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 /* A conv kernel [o, i, k, k] view; any dim -1 = any. */

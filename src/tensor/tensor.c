@@ -1,6 +1,8 @@
 /* tensor.c - dtype facts and tensor view helpers (see tensor.h). */
 #include "tensor/tensor.h"
 
+#include "tensor/quant.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -22,6 +24,8 @@ static const dtype_info dtypes[KILN_DT_COUNT] = {
     [KILN_DT_BOOL] = {"bool", "BOOL", 1, false},
     [KILN_DT_U8] = {"u8", "U8", 1, false},
     [KILN_DT_F64] = {"f64", "F64", 8, true},
+    /* no safetensors spelling: only GGUF files hold block-quantised rows (never matched by name below) */
+    [KILN_DT_QBLOCK] = {"ggml-q", "", 1, false},
 };
 
 size_t kiln_dtype_size(kiln_dtype dt) { return (unsigned)dt < KILN_DT_COUNT ? dtypes[dt].size : 0; }
@@ -37,7 +41,7 @@ bool kiln_dtype_is_float(kiln_dtype dt) { return (unsigned)dt < KILN_DT_COUNT &&
 bool kiln_dtype_from_safetensors(const char *s, kiln_dtype *out) {
     if (!s) return false;
     for (int i = 0; i < KILN_DT_COUNT; i++) {
-        if (strcmp(s, dtypes[i].st_name) == 0) {
+        if (*dtypes[i].st_name && strcmp(s, dtypes[i].st_name) == 0) {
             *out = (kiln_dtype)i;
             return true;
         }
@@ -69,7 +73,16 @@ int64_t kiln_tensor_numel(const kiln_tensor *t) {
     return n;
 }
 
+kiln_tensor kiln_tensor_make_q(void *data, uint32_t qtype, int64_t rows, int64_t cols) {
+    kiln_tensor t = kiln_tensor_make(data, KILN_DT_QBLOCK, 2, (int64_t[]){rows, cols});
+    const kiln_qtype_info *q = kiln_qtype_get(qtype);
+    t.qtype = qtype;
+    t.stride[0] = q ? (int64_t)kiln_qtype_nbytes(q, (size_t)cols) : 0;
+    return t;
+}
+
 size_t kiln_tensor_nbytes(const kiln_tensor *t) {
+    if (t->dtype == KILN_DT_QBLOCK) return t->ndim == 2 ? (size_t)(t->shape[0] * t->stride[0]) : 0;
     return (size_t)kiln_tensor_numel(t) * kiln_dtype_size(t->dtype);
 }
 

@@ -27,6 +27,7 @@ typedef enum kiln_dtype {
     KILN_DT_BOOL,
     KILN_DT_U8,
     KILN_DT_F64,
+    KILN_DT_QBLOCK, /* GGML block-quantised weight rows (GGUF): the GGML type id is in kiln_tensor.qtype */
     KILN_DT_COUNT
 } kiln_dtype;
 
@@ -45,6 +46,13 @@ typedef struct kiln_tensor {
     int64_t stride[KILN_MAX_DIMS]; /* elements */
     kiln_backend_kind backend;
     int device;
+    /* Quantised weights (stay quantised in memory; widened inside the matmul's weight packing):
+     * - dtype KILN_DT_QBLOCK: qtype is the GGML type id (tensor/quant.h); a 2-D [rows, cols] view of rows of
+     *   blocks whose stride[0] is in BYTES (one row = cols / block blocks), stride[1] = 1.
+     * - dtype KILN_DT_F8_E4M3 / F8_E5M2: real value = stored value x qscale (the checkpoint's per-tensor
+     *   weight_scale / scale_weight); qscale 0 means 1 (unscaled). */
+    uint32_t qtype;
+    float qscale;
 } kiln_tensor;
 
 /* Bytes per element (fp8/bool/u8: 1). */
@@ -62,6 +70,8 @@ int64_t kiln_tensor_numel(const kiln_tensor *t);
 size_t kiln_tensor_nbytes(const kiln_tensor *t); /* numel * dtype size (contiguous) */
 bool kiln_tensor_is_contiguous(const kiln_tensor *t);
 bool kiln_tensor_same_shape(const kiln_tensor *a, const kiln_tensor *b);
+/* A [rows, cols] view of GGML-quantised rows (dtype KILN_DT_QBLOCK, see above); cols a whole number of blocks. */
+kiln_tensor kiln_tensor_make_q(void *data, uint32_t qtype, int64_t rows, int64_t cols);
 /* Rows [start, start+count) of dimension 0. */
 kiln_tensor kiln_tensor_rows(const kiln_tensor *t, int64_t start, int64_t count);
 /* Reinterpret a contiguous tensor with a new shape of equal numel. */

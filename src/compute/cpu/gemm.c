@@ -48,6 +48,10 @@ void cpu_gemm_block(const cpu_gemm *g, int64_t m0, int64_t m1, int64_t n0, int64
         cpu_gemm_block_packed(g, m0, m1, n0, n1);
         return;
     }
+    if (g->wq != KILN_DT_F32) {
+        cpu_gemm_block_quant_generic(g, m0, m1, n0, n1);
+        return;
+    }
     void (*tile)(const cpu_gemm *, int64_t, int, int64_t, int, float *) =
         g->tier >= KILN_CPU_AVX512 ? cpu_gemm_tile_avx512
         : g->tier >= KILN_CPU_AVX2 ? cpu_gemm_tile_avx2

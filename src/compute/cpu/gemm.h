@@ -24,6 +24,12 @@ typedef struct cpu_gemm {
     const void *w; /* [N, K], row stride ldw */
     int64_t ldw;
     bool w_bf16;
+    /* A quantised weight (dtype QBLOCK, F8_E4M3 or F8_E5M2; ldw in bytes): widened to f32 per K slice inside
+     * the weight packing (gemm_quant.c), never as a whole copy. Runs EXACT (like f32 weights): packed kernel on
+     * the vector tiers (for any M), a slice loop on the generic tier. */
+    kiln_dtype wq; /* KILN_DT_F32 = not quantised */
+    uint32_t wq_type;  /* QBLOCK: GGML type id */
+    float wq_scale;    /* fp8: the per-tensor scale (1 if none) */
     bool fast; /* FAST: bf16 x . bf16 w with f32 accumulation (uses xb) */
     bool amx;  /* xb is AMX-packed and the AMX kernel runs (fast, w bf16, K % 32 == 0, N % 32 == 0) */
     bool packed; /* the packed-panel kernel runs (vector tiers; reads x as f32: FAST callers pass x rounded) */
@@ -96,6 +102,15 @@ size_t cpu_gemm_packed_x_floats(int64_t rows, int64_t K, kiln_cpu_tier tier);
 void cpu_gemm_pack_x(float *dst, const float *x, int64_t ldx, int64_t M, int64_t K, int64_t r0, int64_t r1,
                      bool fast, bool dot, kiln_cpu_tier tier);
 size_t cpu_gemm_packed_ws_bytes(void);
+/* Quantised weights (gemm_quant.c). Rows [n0, n1) x k [kc, ke) of the weight, widened to f32, into dst (row n at
+ * dst + (n - n0) * ld). kc a multiple of the GGML block, ke too unless it is K. */
+void cpu_gemm_wq_rows(const cpu_gemm *g, float *dst, int64_t ld, int64_t n0, int64_t n1, int64_t kc, int64_t ke);
+/* The packed kernel's panel ([group of NR][k][NR], columns n1..ncols zero) from a quantised weight; tmp holds
+ * GEMM_PACKED_BN x GEMM_PACKED_KC floats. */
+void cpu_gemm_pack_panel_quant(const cpu_gemm *g, float *panel, float *tmp, int64_t n0, int64_t n1, int64_t ncols,
+                               int64_t kc, int64_t ke, int nr);
+/* The generic tier's block loop for a quantised weight (g->ws: cpu_gemm_packed_ws_bytes()). */
+void cpu_gemm_block_quant_generic(const cpu_gemm *g, int64_t m0, int64_t m1, int64_t n0, int64_t n1);
 void cpu_gemm_block_packed(const cpu_gemm *g, int64_t m0, int64_t m1, int64_t n0, int64_t n1);
 /* acc[i * ld + j] (=, or += unless first) sum over k < kc of xp[k * MR + i] * panel[k * NR + j], i < MR,
  * j < NR. */

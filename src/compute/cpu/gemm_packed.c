@@ -47,7 +47,8 @@ void cpu_gemm_pack_x(float *dst, const float *x, int64_t ldx, int64_t M, int64_t
 }
 
 size_t cpu_gemm_packed_ws_bytes(void) {
-    return sizeof(float) * ((size_t)GEMM_PACKED_BN * GEMM_PACKED_KC + (size_t)GEMM_PACKED_BM * GEMM_PACKED_BN);
+    /* panel, accumulators, and the widened rows of a quantised weight's slice (gemm_quant.c) */
+    return sizeof(float) * (2 * (size_t)GEMM_PACKED_BN * GEMM_PACKED_KC + (size_t)GEMM_PACKED_BM * GEMM_PACKED_BN);
 }
 
 void cpu_gemm_block_packed(const cpu_gemm *g, int64_t m0, int64_t m1, int64_t n0, int64_t n1) {
@@ -63,12 +64,15 @@ void cpu_gemm_block_packed(const cpu_gemm *g, int64_t m0, int64_t m1, int64_t n0
     if (K == 0) memset(acc, 0, sizeof(float) * (size_t)((m1 - m0 + mr - 1) / mr * mr) * GEMM_PACKED_BN);
     for (int64_t kc = 0; kc < K; kc += kcs) {
         const int64_t ke = kc + kcs < K ? kc + kcs : K, kl = dot ? (ke - kc + 1) / 2 : ke - kc;
-        if (dot) cpu_gemm_pack_panel_dot_avx512(g, panel, n0, n1, ncols, kc, ke);
+        if (g->wq != KILN_DT_F32)
+            cpu_gemm_pack_panel_quant(g, panel, acc + (size_t)GEMM_PACKED_BM * GEMM_PACKED_BN, n0, n1, ncols, kc, ke, nr);
+        else if (dot) cpu_gemm_pack_panel_dot_avx512(g, panel, n0, n1, ncols, kc, ke);
         else (wide ? cpu_gemm_pack_panel_avx512 : cpu_gemm_pack_panel_avx2)(g, panel, n0, n1, ncols, kc, ke);
         /* the next slice's weight lines, prefetched into L2 a few per micro-kernel call: the pack then finds them
          * there instead of waiting on memory (a DiT step reads each weight from DRAM) */
         const int64_t ne = ke + kcs < K ? ke + kcs : K, wsz = g->w_bf16 ? 2 : 4;
-        const int64_t row_lines = ((ne - ke) * wsz + 63) / 64, pf_lines = (n1 - n0) * row_lines;
+        /* (a quantised weight's rows are not wsz-byte elements: no prefetch; its slices are smaller anyway) */
+        const int64_t row_lines = ((ne - ke) * wsz + 63) / 64, pf_lines = g->wq != KILN_DT_F32 ? 0 : (n1 - n0) * row_lines;
         const int64_t calls = (m1 - m0 + mr - 1) / mr * (ncols / nr), per = (pf_lines + calls - 1) / calls;
         const char *wnext = (const char *)g->w + ke * wsz;
         int64_t pf = 0;

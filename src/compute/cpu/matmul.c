@@ -5,6 +5,7 @@
  * in chunks so the converted activation stays under MATMUL_SCRATCH_MAX bytes; each chunk streams the weight once.
  * EXACT (or f32 weights) reads x as f32 directly. */
 #include "compute/cpu/gemm.h"
+#include "tensor/quant.h"
 
 #define MATMUL_SCRATCH_MAX ((size_t)48 << 20)
 #define BLOCK_M 256 /* rows of x per task (vector tiers) */
@@ -49,7 +50,7 @@ static void block_task(void *ctx, size_t i, int thread) {
     int64_t n0 = bn * j->block_n, n1 = n0 + j->block_n < j->g.N ? n0 + j->block_n : j->g.N;
     int64_t m0 = j->r0 + bm * j->block_m, m1 = m0 + j->block_m < j->r1 ? m0 + j->block_m : j->r1;
     cpu_gemm g = j->g; /* the chunk's rows are rows 0.. of xb and of the shifted x and y */
-    if (g.amx || g.packed) g.ws = j->ws + (size_t)thread * j->ws_bytes;
+    if (g.amx || g.packed || g.wq != KILN_DT_F32) g.ws = j->ws + (size_t)thread * j->ws_bytes;
     if (g.fast || g.packed) { /* x is the chunk's copy: rows relative to r0 */
         g.M = j->r1 - j->r0;
         g.y += j->r0 * g.ys_m;
@@ -66,8 +67,10 @@ kiln_status cpu_matmul(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, c
     KILN_TRY(cpu_as_mat(y, KILN_DT_F32, "matmul", "y", &ym, err));
     KILN_TRY(cpu_as_mat(x, KILN_DT_F32, "matmul", "x", &xm, err));
     KILN_TRY(cpu_as_mat(w, -1, "matmul", "w", &wm, err));
-    if (wm.dt != KILN_DT_BF16 && wm.dt != KILN_DT_F32)
-        return KILN_FAIL(err, KILN_E_UNSUPPORTED, "matmul: weight dtype %s (expected bf16 or f32)", kiln_dtype_name(wm.dt));
+    const bool quant = wm.dt == KILN_DT_QBLOCK || wm.dt == KILN_DT_F8_E4M3 || wm.dt == KILN_DT_F8_E5M2;
+    if (wm.dt != KILN_DT_BF16 && wm.dt != KILN_DT_F32 && !quant)
+        return KILN_FAIL(err, KILN_E_UNSUPPORTED, "matmul: weight dtype %s (expected bf16, f32, fp8 or GGML blocks)",
+                         kiln_dtype_name(wm.dt));
     if (w->ndim != 2 || xm.cols != wm.cols || ym.rows != xm.rows || ym.cols != wm.rows)
         return KILN_FAIL(err, KILN_E_INVALID,
                          "matmul: shapes do not chain: y [%lld, %lld] = x [%lld, %lld] . w [%lld, %lld]^T",
@@ -78,6 +81,17 @@ kiln_status cpu_matmul(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, c
     g->M = xm.rows, g->N = wm.rows, g->K = xm.cols;
     g->x = (const float *)xm.data, g->ldx = xm.ld;
     g->w = wm.data, g->ldw = wm.ld, g->w_bf16 = wm.dt == KILN_DT_BF16;
+    g->wq = quant ? wm.dt : KILN_DT_F32, g->wq_type = w->qtype, g->wq_scale = w->qscale != 0.0f ? w->qscale : 1.0f;
+    if (wm.dt == KILN_DT_QBLOCK) { /* whole rows of whole blocks of a type kiln dequantises */
+        const kiln_qtype_info *q = kiln_qtype_get(w->qtype);
+        if (!q || !q->dequant)
+            return KILN_FAIL(err, KILN_E_UNSUPPORTED, "matmul: weight of GGML type %s cannot be dequantised",
+                             q ? q->name : "?");
+        if (wm.cols % q->block || (wm.rows > 1 && wm.ld != (int64_t)kiln_qtype_nbytes(q, (size_t)wm.cols)))
+            return KILN_FAIL(err, KILN_E_INVALID, "matmul: %s weight [%lld, %lld] is not whole rows of %u-value blocks",
+                             q->name, (long long)wm.rows, (long long)wm.cols, q->block);
+        g->ldw = (int64_t)kiln_qtype_nbytes(q, (size_t)wm.cols);
+    }
     g->y = (float *)ym.data, g->ys_m = ym.ld, g->ys_n = 1;
     g->tier = cb->tier;
     g->epi = epi ? epi->kind : KILN_EPI_NONE;
@@ -93,7 +107,8 @@ kiln_status cpu_matmul(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, c
     /* Every M takes the same kernel, even M = 1 (the modulation vectors), where the dot tiles would read the
      * weight in place: a row's result must not depend on how many rows share the call, or a batch of B images
      * stops equalling B single runs (with 6 image tokens per image, a batch of 2 crossed the 12-row group: tiles
-     * for one image, packed for two, different summation orders). The packed kernel sums every row alike. */
+     * for one image, packed for two, different summation orders). The packed kernel sums every row alike, and
+     * it is the only one that can widen a quantised weight. */
     cpu_gemm_select_packed(g, cb->prefer_bf16_dot);
     int64_t chunk = g->M;
     void *scratch = NULL;
@@ -115,6 +130,10 @@ kiln_status cpu_matmul(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, c
         KILN_TRY(cpu_scratch(cb, xr_bytes + j.ws_bytes * (size_t)cb->n_threads, &scratch, err));
         g->x = scratch, g->ldx = g->K;
         j.ws = (char *)scratch + xr_bytes;
+    } else if (quant) { /* generic tier: x read in place, a per-thread buffer for the widened weight slices */
+        j.ws_bytes = cpu_gemm_packed_ws_bytes();
+        KILN_TRY(cpu_scratch(cb, j.ws_bytes * (size_t)cb->n_threads, &scratch, err));
+        j.ws = scratch;
     } else if (g->fast) {
         size_t row_bytes = (size_t)(g->K > 0 ? g->K : 1) * 2;
         chunk = (int64_t)(MATMUL_SCRATCH_MAX / row_bytes) & ~(int64_t)31;
