@@ -33,7 +33,20 @@ static void usage(FILE *out) {
             "--preview-method latent2rgb: a JPEG preview of the latent after each step on /ws (default none).\n"
             "Binds 127.0.0.1:8188 by default; --port 0 picks a free port (written to --port-file if given).\n"
             "--token T: every route except / and /health needs 'Authorization: Bearer T'.\n"
-            "--batch-images N: compatible queued jobs share one forward of up to N images (default 4; 1 = off).\n");
+            "--batch-images N: compatible queued jobs share one forward of up to N images (default 4; 1 = off).\n"
+            "--request-timeout S: how long an OpenAI request waits for its image (default 600; then 504, retry\n"
+            "with the same Idempotency-Key). --default-size WxH: the OpenAI size \"auto\" (default 1024x1024).\n");
+}
+
+/* "WxH", each side 64..2048 and a multiple of 16. */
+static bool size_arg(const char *v, int *w, int *h) {
+    int a = 0, b = 0, used = 0;
+    if (sscanf(v, "%4dx%4d%n", &a, &b, &used) != 2 || v[used] || a < 64 || b < 64 || a > 2048 || b > 2048 || a % 16 ||
+        b % 16)
+        return false;
+    *w = a;
+    *h = b;
+    return true;
 }
 
 /* Asks python for the installed frontend's static folder and the workflow templates' folders, found the way
@@ -143,6 +156,8 @@ int kiln_cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--max-steps") && int_arg(v, 1, 4096, &n)) cfg.limits.max_steps = (int)n;
         else if (!strcmp(a, "--timeout") && int_arg(v, 1, 86400, &n)) cfg.conn_timeout_s = (int)n;
         else if (!strcmp(a, "--batch-images") && int_arg(v, 1, 16, &n)) cfg.batch_images = (int)n;
+        else if (!strcmp(a, "--request-timeout") && int_arg(v, 1, 86400, &n)) cfg.request_timeout_s = (int)n;
+        else if (!strcmp(a, "--default-size") && size_arg(v, &cfg.default_width, &cfg.default_height)) continue;
         else {
             fprintf(stderr, "kiln serve: bad option or value: %s %s\n", a, v);
             usage(stderr);

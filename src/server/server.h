@@ -42,6 +42,7 @@ typedef struct kiln_server_config {
     int request_timeout_s;   /* how long an OpenAI request waits for its job; default 600 */
     int batch_images;        /* compatible queued jobs share one forward of at most this many images; default 4,
                               * 1 = one job at a time (worker.c) */
+    int default_width, default_height; /* OpenAI size "auto" and no size; 0 = 1024x1024 */
     int preview_method;      /* KILN_PREVIEW_NONE (default) | KILN_PREVIEW_LATENT2RGB: JPEG previews on /ws */
     kiln_graph_limits limits;
     kiln_gen_engine *engine;

@@ -22,6 +22,7 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "base/log.h"
+#include "server/openai.h"
 #include "server/server_internal.h"
 
 #define MAX_BATCH_JOBS 16
@@ -44,6 +45,7 @@ typedef struct job_run {
     json_t *batched_with;  /* the other jobs of that forward */
     json_t *nodes_state;   /* progress_state's nodes */
     kiln_gen_engine eng;   /* what the job's graph calls: hands out pre, else the server's engine */
+    bool partials;         /* an OpenAI stream on this node asked for partial images (openai.h) */
 } job_run;
 
 struct kiln_worker {
@@ -134,7 +136,8 @@ static void hook_latent_preview(void *ctx, const char *node, const float *latent
     int w, h;
     uint8_t *rgb = kiln_preview_latent2rgb(latent, h16, w16, &w, &h), *jpg = NULL;
     size_t len = 0;
-    if (rgb && kiln_jpeg_encode(rgb, w, h, 90, &jpg, &len))
+    if (rgb && jr->partials) kiln_partials_step(jr->w->srv->partials, jr->job.id, rgb, w, h);
+    if (rgb && jr->w->srv->cfg.preview_method == KILN_PREVIEW_LATENT2RGB && kiln_jpeg_encode(rgb, w, h, 90, &jpg, &len))
         kiln_ws_send_binary(jr->w->srv->hub, jr->job.client_id, KILN_WS_PREVIEW_IMAGE, KILN_WS_FORMAT_JPEG, jpg, len);
     kiln_free(rgb);
     kiln_free(jpg);
@@ -376,6 +379,7 @@ static void run_job(kiln_worker *w, job_run *jr) {
     json_t *req = json_loads(job->request, 0, &je);
     json_t *graph_json = json_object_get(req, "prompt");
     if (!jr->started) emit_start(jr);
+    jr->partials = kiln_partials_wanted(srv->partials, job->id);
 
     kiln_graph *g = NULL;
     json_t *errors = NULL, *outputs = NULL;
@@ -401,7 +405,7 @@ static void run_job(kiln_worker *w, job_run *jr) {
                                  .executed = hook_executed, .should_stop = hook_should_stop,
                                  .warning = hook_warning,
                                  .image_frame = hook_image_frame,
-                                 .latent_preview = srv->cfg.preview_method == KILN_PREVIEW_LATENT2RGB
+                                 .latent_preview = srv->cfg.preview_method == KILN_PREVIEW_LATENT2RGB || jr->partials
                                                        ? hook_latent_preview : NULL};
         s = kiln_graph_execute(g, &env, &hooks, &outputs, failed, &err);
     }
@@ -434,9 +438,11 @@ static void run_job(kiln_worker *w, job_run *jr) {
                  true);
         } else {
             final = KILN_JOB_FAILED;
+            char clean_msg[sizeof err.msg];
+            kiln_scrub_paths(err.msg, clean_msg, sizeof clean_msg); /* history is served: no server paths */
             error = json_pack("{s:s, s:s, s:s, s:s, s:O, s:s, s:[], s:{}, s:{}, s:I}", "prompt_id", job->id,
                               "node_id", failed, "node_type", g ? class_of(g, failed) : "", "exception_message",
-                              err.msg, "executed", jr->executed, "exception_type", kiln_status_name(s), "traceback",
+                              clean_msg, "executed", jr->executed, "exception_type", kiln_status_name(s), "traceback",
                               "current_inputs", "current_outputs", "timestamp", (json_int_t)t);
             emit(jr, "execution_error", json_incref(error), true);
         }
@@ -565,6 +571,8 @@ void kiln_worker_free(kiln_worker *w) {
     pthread_cond_destroy(&w->done);
     kiln_free(w);
 }
+
+bool kiln_worker_stopping(kiln_worker *w) { return atomic_load(&w->stopping); }
 
 void kiln_worker_wake(kiln_worker *w) {
     pthread_mutex_lock(&w->mu);
