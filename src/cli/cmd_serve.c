@@ -24,7 +24,9 @@ static void usage(FILE *out) {
             "                  [--timeout S] [--port-file FILE] [--device cpu|cuda|cuda:N] [--batch-images N]\n\n"
             "Serves the ComfyUI API (/prompt, /history, /view, /ws, ... also under /api) and the OpenAI images API\n"
             "(/v1/images/generations, /v1/models) from one durable job queue (SQLite; --database, default\n"
-            "<user-dir>/kiln-jobs.sqlite, outside the output folder). --user-dir (default user/ beside the output\n"
+            "<user-dir>/kiln-jobs.sqlite, outside the output folder; --queue postgresql://USER@HOST:PORT/DB: one\n"
+            "queue shared by many kiln serve processes, --lease S a dead node's job is taken over after, default 30).\n"
+            "--user-dir (default user/ beside the output\n"
             "folder) holds the web frontend's settings and saved workflows (user/default/).\n"
             "The web frontend: --front-end-root DIR serves ComfyUI's frontend from DIR; by default the `static`\n"
             "folder of the comfyui-frontend-package that PY (--python, default python3) imports, and the templates of\n"
@@ -134,7 +136,8 @@ int kiln_cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--models")) cfg.models_dir = v;
         else if (!strcmp(a, "--output")) cfg.output_dir = v;
         else if (!strcmp(a, "--input")) cfg.input_dir = v;
-        else if (!strcmp(a, "--db") || !strcmp(a, "--database")) cfg.db_path = v;
+        else if (!strcmp(a, "--db") || !strcmp(a, "--database") || !strcmp(a, "--queue")) cfg.db_path = v;
+        else if (!strcmp(a, "--lease") && int_arg(v, 1, 3600, &n)) cfg.lease_s = (double)n;
         else if (!strcmp(a, "--user-dir")) cfg.user_dir = v;
         else if (!strcmp(a, "--front-end-root")) {
             cfg.front_end_root = strcmp(v, "none") ? v : NULL;

@@ -374,6 +374,10 @@ kiln_status kiln_server_start(const kiln_server_config *cfg, kiln_server **out, 
         return s;
     }
     if (recovered) log_warn("serve: %d job(s) were running when the last server died; queued again", recovered);
+    if (kiln_store_shared(srv->store)) {
+        kiln_store_set_lease(srv->store, cfg->lease_s > 0 ? cfg->lease_s : 30);
+        kiln_store_on_event(srv->store, kiln_events_deliver, srv);
+    }
     if (!(srv->hub = kiln_ws_hub_new()) || !(srv->partials = kiln_partials_new())) {
         kiln_server_stop(srv);
         return KILN_FAIL(err, KILN_E_NOMEM, "out of memory");
@@ -423,6 +427,7 @@ void kiln_server_stop(kiln_server *srv) {
      * handler waiting for a job sees the worker stopping and answers); only then go the worker and the store. */
     if (srv->daemon) MHD_quiesce_daemon(srv->daemon);
     if (srv->worker) kiln_worker_stop(srv->worker);
+    kiln_store_on_event(srv->store, NULL, NULL); /* no listener callback touches the hub after this */
     kiln_ws_hub_free(srv->hub);
     srv->hub = NULL;
     if (srv->daemon) MHD_stop_daemon(srv->daemon);

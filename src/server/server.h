@@ -31,7 +31,9 @@ typedef struct kiln_server_config {
     const char *output_dir;  /* SaveImage output; input/ and temp/ live beside it unless set */
     const char *input_dir;   /* uploads; default <output_dir>/../input... NULL = <output_dir>/input */
     const char *user_dir;    /* settings and userdata (user/default/...); NULL = <parent of output_dir>/user */
-    const char *db_path;     /* job store; NULL = <user_dir>/kiln-jobs.sqlite (outside every /view folder) */
+    const char *db_path;     /* job store; NULL = <user_dir>/kiln-jobs.sqlite (outside every /view folder); a
+                              * postgresql:// URI: the queue shared by many servers (job_store_pg.h) */
+    double lease_s;          /* shared store: a claim without heartbeat expires after this; 0 = 30 s */
     const char *front_end_root; /* the web frontend's static folder (ComfyUI's); NULL: kiln's own page at / */
     const char *templates_dirs[8]; /* folders /templates/NAME is served from, first hit wins; NULL-terminated */
     const char *token;       /* NULL: no auth; else every route but /health and / needs "Bearer <token>" */

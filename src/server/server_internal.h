@@ -160,6 +160,11 @@ bool kiln_submit_job(kiln_req *r, kiln_submit *s, bool openai, enum MHD_Result *
 
 /* A new random lowercase UUID v4. */
 void kiln_uuid4(char out[37]);
+/* A websocket event for client_id's sockets (NULL: all): through the shared store to every node when there is
+ * one, else to this node's hub (events.c). Steals data. */
+void kiln_events_send(struct kiln_server *srv, const char *client_id, const char *type, json_t *data);
+/* The shared store's listener callback (kiln_store_on_event): events to the hub, job adds wake the worker. */
+void kiln_events_deliver(void *ctx, const char *channel, const char *payload);
 /* The queue-status message {status:{exec_info:{queue_remaining}}} broadcast on queue changes. */
 void kiln_broadcast_status(struct kiln_server *srv, const char *sid);
 /* The embedded web page (served at /kiln/, and at / when no frontend is installed). */

@@ -72,14 +72,18 @@ static int64_t now_ms(void) { return (int64_t)(kiln_clock_wall_s() * 1000.0); }
 /* Sends a message to the job's client and, for the prompt-level events, records it in the history. */
 static void emit(job_run *jr, const char *type, json_t *data, bool record) {
     if (record) json_array_append_new(jr->messages, json_pack("[s, O]", type, data));
-    kiln_ws_send(jr->w->srv->hub, jr->job.client_id, type, data);
+    kiln_events_send(jr->w->srv, jr->job.client_id, type, data);
 }
 
 void kiln_broadcast_status(kiln_server *srv, const char *sid) {
     int pending = kiln_store_count(srv->store, KILN_JOB_QUEUED) + kiln_store_count(srv->store, KILN_JOB_RUNNING);
     json_t *d = json_pack("{s:{s:{s:i}}}", "status", "exec_info", "queue_remaining", pending);
-    if (sid) json_object_set_new(d, "sid", json_string(sid));
-    kiln_ws_send(srv->hub, NULL, "status", d);
+    if (sid) { /* the hello of one new socket: local */
+        json_object_set_new(d, "sid", json_string(sid));
+        kiln_ws_send(srv->hub, NULL, "status", d);
+    } else {
+        kiln_events_send(srv, NULL, "status", d);
+    }
 }
 
 static const char *class_of(const kiln_graph *g, const char *node) {
