@@ -11,7 +11,9 @@ packages=(
   libpcre2-dev libutf8proc-dev             # tokenizer: pre-tokenizer regex, NFC
   libpng-dev libspng-dev                   # PNG output
   libjpeg-dev                              # JPEG live previews on the websocket (libjpeg-turbo)
+  libwebp-dev                              # OpenAI output_format webp (tests/cli/serve_openai.sh)
   libsqlite3-dev                           # durable job queue
+  libpq-dev postgresql                     # the shared job queue (kiln serve --queue postgresql://), its cluster test
   libmicrohttpd-dev                        # HTTP server
   libcurl4-openssl-dev                     # HTTP client (kiln bench against a ComfyUI-API server)
   libopenblas-dev                          # comparison baseline for the CPU matmul

@@ -24,7 +24,9 @@ static void usage(FILE *out) {
             "                  [--timeout S] [--port-file FILE] [--device cpu|cuda|cuda:N] [--batch-images N]\n\n"
             "Serves the ComfyUI API (/prompt, /history, /view, /ws, ... also under /api) and the OpenAI images API\n"
             "(/v1/images/generations, /v1/models) from one durable job queue (SQLite; --database, default\n"
-            "<user-dir>/kiln-jobs.sqlite, outside the output folder). --user-dir (default user/ beside the output\n"
+            "<user-dir>/kiln-jobs.sqlite, outside the output folder; --queue postgresql://USER@HOST:PORT/DB: one\n"
+            "queue shared by many kiln serve processes, --lease S a dead node's job is taken over after, default 30).\n"
+            "--user-dir (default user/ beside the output\n"
             "folder) holds the web frontend's settings and saved workflows (user/default/).\n"
             "The web frontend: --front-end-root DIR serves ComfyUI's frontend from DIR; by default the `static`\n"
             "folder of the comfyui-frontend-package that PY (--python, default python3) imports, and the templates of\n"
@@ -33,7 +35,20 @@ static void usage(FILE *out) {
             "--preview-method latent2rgb: a JPEG preview of the latent after each step on /ws (default none).\n"
             "Binds 127.0.0.1:8188 by default; --port 0 picks a free port (written to --port-file if given).\n"
             "--token T: every route except / and /health needs 'Authorization: Bearer T'.\n"
-            "--batch-images N: compatible queued jobs share one forward of up to N images (default 4; 1 = off).\n");
+            "--batch-images N: compatible queued jobs share one forward of up to N images (default 4; 1 = off).\n"
+            "--request-timeout S: how long an OpenAI request waits for its image (default 600; then 504, retry\n"
+            "with the same Idempotency-Key). --default-size WxH: the OpenAI size \"auto\" (default 1024x1024).\n");
+}
+
+/* "WxH", each side 64..2048 and a multiple of 16. */
+static bool size_arg(const char *v, int *w, int *h) {
+    int a = 0, b = 0, used = 0;
+    if (sscanf(v, "%4dx%4d%n", &a, &b, &used) != 2 || v[used] || a < 64 || b < 64 || a > 2048 || b > 2048 || a % 16 ||
+        b % 16)
+        return false;
+    *w = a;
+    *h = b;
+    return true;
 }
 
 /* Asks python for the installed frontend's static folder and the workflow templates' folders, found the way
@@ -121,7 +136,8 @@ int kiln_cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--models")) cfg.models_dir = v;
         else if (!strcmp(a, "--output")) cfg.output_dir = v;
         else if (!strcmp(a, "--input")) cfg.input_dir = v;
-        else if (!strcmp(a, "--db") || !strcmp(a, "--database")) cfg.db_path = v;
+        else if (!strcmp(a, "--db") || !strcmp(a, "--database") || !strcmp(a, "--queue")) cfg.db_path = v;
+        else if (!strcmp(a, "--lease") && int_arg(v, 1, 3600, &n)) cfg.lease_s = (double)n;
         else if (!strcmp(a, "--user-dir")) cfg.user_dir = v;
         else if (!strcmp(a, "--front-end-root")) {
             cfg.front_end_root = strcmp(v, "none") ? v : NULL;
@@ -143,6 +159,8 @@ int kiln_cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--max-steps") && int_arg(v, 1, 4096, &n)) cfg.limits.max_steps = (int)n;
         else if (!strcmp(a, "--timeout") && int_arg(v, 1, 86400, &n)) cfg.conn_timeout_s = (int)n;
         else if (!strcmp(a, "--batch-images") && int_arg(v, 1, 16, &n)) cfg.batch_images = (int)n;
+        else if (!strcmp(a, "--request-timeout") && int_arg(v, 1, 86400, &n)) cfg.request_timeout_s = (int)n;
+        else if (!strcmp(a, "--default-size") && size_arg(v, &cfg.default_width, &cfg.default_height)) continue;
         else {
             fprintf(stderr, "kiln serve: bad option or value: %s %s\n", a, v);
             usage(stderr);

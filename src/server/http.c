@@ -14,6 +14,7 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "base/log.h"
+#include "server/openai.h"
 #include "server/server_internal.h"
 
 kiln_server_config kiln_server_config_default(void) {
@@ -36,7 +37,8 @@ void kiln_uuid4(char out[37]) {
 
 /* ---- replies ------------------------------------------------------------------------------------------------ */
 
-static enum MHD_Result reply_buffer(kiln_req *r, unsigned status, const char *type, char *buf, size_t len) {
+static enum MHD_Result reply_buffer_h(kiln_req *r, unsigned status, const char *type, char *buf, size_t len,
+                                      const char *const *headers) {
     struct MHD_Response *resp = MHD_create_response_from_buffer(len, buf, MHD_RESPMEM_MUST_FREE);
     if (!resp) {
         free(buf);
@@ -44,13 +46,22 @@ static enum MHD_Result reply_buffer(kiln_req *r, unsigned status, const char *ty
     }
     MHD_add_response_header(resp, "Content-Type", type);
     MHD_add_response_header(resp, "Cache-Control", "no-store");
+    for (int i = 0; headers && headers[i] && headers[i + 1]; i += 2) MHD_add_response_header(resp, headers[i], headers[i + 1]);
     enum MHD_Result res = MHD_queue_response(r->conn, status, resp);
     MHD_destroy_response(resp);
     r->replied = true;
     return res;
 }
 
+static enum MHD_Result reply_buffer(kiln_req *r, unsigned status, const char *type, char *buf, size_t len) {
+    return reply_buffer_h(r, status, type, buf, len, NULL);
+}
+
 enum MHD_Result kiln_reply_json(kiln_req *r, unsigned status, json_t *body) {
+    return kiln_reply_json_headers(r, status, body, NULL);
+}
+
+enum MHD_Result kiln_reply_json_headers(kiln_req *r, unsigned status, json_t *body, const char *const *headers) {
     char *txt = body ? json_dumps(body, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
     json_decref(body);
     if (!txt) {
@@ -58,7 +69,7 @@ enum MHD_Result kiln_reply_json(kiln_req *r, unsigned status, json_t *body) {
         status = 500;
         if (!txt) return MHD_NO;
     }
-    return reply_buffer(r, status, "application/json", txt, strlen(txt));
+    return reply_buffer_h(r, status, "application/json", txt, strlen(txt), headers);
 }
 
 enum MHD_Result kiln_reply_text(kiln_req *r, unsigned status, const char *content_type, const char *text) {
@@ -69,16 +80,23 @@ enum MHD_Result kiln_reply_text(kiln_req *r, unsigned status, const char *conten
 
 enum MHD_Result kiln_reply_comfy_error(kiln_req *r, unsigned status, const char *type, const char *message,
                                        const char *details) {
+    char msg[1200], det[1200];
+    kiln_scrub_paths(message, msg, sizeof msg);
+    kiln_scrub_paths(details ? details : "", det, sizeof det);
     return kiln_reply_json(r, status,
-                           json_pack("{s:{s:s, s:s, s:s, s:{}}, s:{}}", "error", "type", type, "message", message,
-                                     "details", details ? details : "", "extra_info", "node_errors"));
+                           json_pack("{s:{s:s, s:s, s:s, s:{}}, s:{}}", "error", "type", type, "message", msg,
+                                     "details", det, "extra_info", "node_errors"));
 }
 
 enum MHD_Result kiln_reply_openai_error(kiln_req *r, unsigned status, const char *message, const char *type,
                                         const char *param, const char *code) {
-    json_t *e = json_pack("{s:s, s:s, s:o, s:o}", "message", message, "type", type, "param",
+    char msg[1200];
+    kiln_scrub_paths(message, msg, sizeof msg);
+    json_t *e = json_pack("{s:s, s:s, s:o, s:o}", "message", msg, "type", type, "param",
                           param ? json_string(param) : json_null(), "code", code ? json_string(code) : json_null());
-    return kiln_reply_json(r, status, json_pack("{s:o}", "error", e));
+    bool retry = status >= 500 || status == 408 || status == 409 || status == 429;
+    const char *hdr[] = {"x-should-retry", retry ? "true" : "false", NULL};
+    return kiln_reply_json_headers(r, status, json_pack("{s:o}", "error", e), hdr);
 }
 
 json_t *kiln_req_json(kiln_req *r, bool openai_shape, enum MHD_Result *replied) {
@@ -140,7 +158,8 @@ static enum MHD_Result dispatch(kiln_req *r) {
     enum MHD_Result res = MHD_NO;
     if (!strcmp(r->url, "/health") && !strcmp(r->method, "GET"))
         return kiln_reply_json(r, 200, json_pack("{s:s}", "status", "ok"));
-    bool authed = token_ok(r);
+    /* a signed /view link (an OpenAI url response) stands in for the token, for that one file until it expires */
+    bool authed = token_ok(r) || kiln_url_signed_ok(r);
     if (authed && (kiln_routes_ws(r, &res) || kiln_routes_openai(r, &res) || kiln_routes_comfy(r, &res) ||
                    kiln_routes_files(r, &res) || kiln_routes_user(r, &res) || kiln_routes_jobs(r, &res) ||
                    kiln_routes_info(r, &res)))
@@ -355,7 +374,11 @@ kiln_status kiln_server_start(const kiln_server_config *cfg, kiln_server **out, 
         return s;
     }
     if (recovered) log_warn("serve: %d job(s) were running when the last server died; queued again", recovered);
-    if (!(srv->hub = kiln_ws_hub_new())) {
+    if (kiln_store_shared(srv->store)) {
+        kiln_store_set_lease(srv->store, cfg->lease_s > 0 ? cfg->lease_s : 30);
+        kiln_store_on_event(srv->store, kiln_events_deliver, srv);
+    }
+    if (!(srv->hub = kiln_ws_hub_new()) || !(srv->partials = kiln_partials_new())) {
         kiln_server_stop(srv);
         return KILN_FAIL(err, KILN_E_NOMEM, "out of memory");
     }
@@ -404,10 +427,12 @@ void kiln_server_stop(kiln_server *srv) {
      * handler waiting for a job sees the worker stopping and answers); only then go the worker and the store. */
     if (srv->daemon) MHD_quiesce_daemon(srv->daemon);
     if (srv->worker) kiln_worker_stop(srv->worker);
+    kiln_store_on_event(srv->store, NULL, NULL); /* no listener callback touches the hub after this */
     kiln_ws_hub_free(srv->hub);
     srv->hub = NULL;
     if (srv->daemon) MHD_stop_daemon(srv->daemon);
     kiln_worker_free(srv->worker);
+    kiln_partials_free(srv->partials);
     kiln_store_close(srv->store);
     pthread_mutex_destroy(&srv->user_mu);
     kiln_free(srv);

@@ -10,11 +10,28 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "base/log.h"
+#include "server/job_store_pg.h"
 
 struct kiln_store {
     sqlite3 *db;
     pthread_mutex_t mu;
+    kiln_pg *pg; /* set: every call goes to the PostgreSQL store instead (job_store_pg.c) */
 };
+
+static bool is_pg_uri(const char *path) {
+    return !strncmp(path, "postgresql://", 13) || !strncmp(path, "postgres://", 11);
+}
+
+bool kiln_store_shared(const kiln_store *st) { return st && st->pg; }
+bool kiln_store_publish(kiln_store *st, const char *channel, const char *payload) {
+    return st && st->pg && kiln_pg_publish(st->pg, channel, payload);
+}
+void kiln_store_on_event(kiln_store *st, kiln_store_event_fn fn, void *ctx) {
+    if (st && st->pg) kiln_pg_on_event(st->pg, fn, ctx);
+}
+void kiln_store_set_lease(kiln_store *st, double lease_s) {
+    if (st && st->pg) kiln_pg_set_lease(st->pg, lease_s);
+}
 
 static const char *const state_names[KILN_JOB_STATE_COUNT] = {
     "queued", "running", "succeeded", "failed", "cancelled", "interrupted",
@@ -85,6 +102,15 @@ kiln_status kiln_store_open(const char *path, kiln_store **out, int *recovered, 
     kiln_store *st = kiln_calloc(1, sizeof *st);
     if (!st) return KILN_FAIL(err, KILN_E_NOMEM, "job store: out of memory");
     pthread_mutex_init(&st->mu, NULL);
+    if (is_pg_uri(path)) {
+        kiln_status ps = kiln_pg_open(path, &st->pg, err);
+        if (ps != KILN_OK) {
+            kiln_store_close(st);
+            return ps;
+        }
+        *out = st;
+        return KILN_OK;
+    }
     int rc = sqlite3_open_v2(path, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
                              NULL);
     if (rc != SQLITE_OK) {
@@ -117,6 +143,7 @@ kiln_status kiln_store_open(const char *path, kiln_store **out, int *recovered, 
 void kiln_store_close(kiln_store *st) {
     if (!st) return;
     if (st->db) sqlite3_close(st->db);
+    kiln_pg_close(st->pg);
     pthread_mutex_destroy(&st->mu);
     kiln_free(st);
 }
@@ -144,6 +171,7 @@ static int count_locked(kiln_store *st, kiln_job_state s) {
 }
 
 int kiln_store_count(kiln_store *st, kiln_job_state s) {
+    if (st->pg) return kiln_pg_count(st->pg, s);
     pthread_mutex_lock(&st->mu);
     int n = count_locked(st, s);
     pthread_mutex_unlock(&st->mu);
@@ -157,6 +185,7 @@ kiln_status kiln_store_add(kiln_store *st, const char *id, const char *kind, con
         return KILN_FAIL(err, KILN_E_INVALID, "job id must be 1..63 characters");
     if (!kind || strlen(kind) >= sizeof((kiln_job *)0)->kind || !request_json)
         return KILN_FAIL(err, KILN_E_INVALID, "job kind and request are required");
+    if (st->pg) return kiln_pg_add(st->pg, id, kind, client_id, request_json, front, max_pending, number, err);
     pthread_mutex_lock(&st->mu);
     kiln_status s = KILN_OK;
     sqlite3_stmt *stmt = NULL;
@@ -238,6 +267,7 @@ static kiln_status load_row(sqlite3_stmt *stmt, kiln_job *j, kiln_err *err) {
 
 /* QUEUED -> RUNNING for the next job (id NULL) or for job id, in one transaction. */
 static kiln_status claim(kiln_store *st, const char *id, kiln_job *out, kiln_err *err) {
+    if (st->pg) return kiln_pg_claim(st->pg, id, out, err);
     memset(out, 0, sizeof *out);
     pthread_mutex_lock(&st->mu);
     sqlite3_stmt *stmt = NULL;
@@ -304,6 +334,7 @@ static kiln_status transition(kiln_store *st, const char *id, kiln_job_state fro
     if (!kiln_job_transition_ok(from, to))
         return KILN_FAIL(err, KILN_E_INVALID, "illegal job transition %s -> %s", kiln_job_state_name(from),
                          kiln_job_state_name(to));
+    if (st->pg) return kiln_pg_transition(st->pg, id, from, to, result, messages, error, err);
     pthread_mutex_lock(&st->mu);
     sqlite3_stmt *stmt = NULL;
     kiln_status s = prepare(st,
@@ -341,6 +372,7 @@ kiln_status kiln_store_cancel(kiln_store *st, const char *id, kiln_err *err) {
 }
 
 kiln_status kiln_store_cancel_all(kiln_store *st, int *n, kiln_err *err) {
+    if (st->pg) return kiln_pg_cancel_all(st->pg, n, err);
     pthread_mutex_lock(&st->mu);
     char sql[160];
     snprintf(sql, sizeof sql, "UPDATE jobs SET state=%d, finished_ms=%lld WHERE state=%d;", KILN_JOB_CANCELLED,
@@ -353,6 +385,7 @@ kiln_status kiln_store_cancel_all(kiln_store *st, int *n, kiln_err *err) {
 
 kiln_status kiln_store_get(kiln_store *st, const char *id, kiln_job *out, kiln_err *err) {
     memset(out, 0, sizeof *out);
+    if (st->pg) return kiln_pg_get(st->pg, id, out, err);
     pthread_mutex_lock(&st->mu);
     sqlite3_stmt *stmt = NULL;
     kiln_status s = prepare(st, "SELECT " JOB_COLUMNS " FROM jobs WHERE id=?", &stmt, err);
@@ -373,6 +406,7 @@ kiln_status kiln_store_get(kiln_store *st, const char *id, kiln_job *out, kiln_e
 
 kiln_status kiln_store_list(kiln_store *st, unsigned state_mask, bool newest_first, int max,
                             kiln_store_visit_fn fn, void *ctx, kiln_err *err) {
+    if (st->pg) return kiln_pg_list(st->pg, state_mask, newest_first, max, fn, ctx, err);
     pthread_mutex_lock(&st->mu);
     sqlite3_stmt *stmt = NULL;
     char sql[256];
@@ -399,6 +433,7 @@ kiln_status kiln_store_list(kiln_store *st, unsigned state_mask, bool newest_fir
 }
 
 kiln_status kiln_store_delete(kiln_store *st, const char *id, kiln_err *err) {
+    if (st->pg) return kiln_pg_delete(st->pg, id, false, err);
     pthread_mutex_lock(&st->mu);
     sqlite3_stmt *stmt = NULL;
     kiln_status s = prepare(st, "DELETE FROM jobs WHERE id=? AND state IN (?,?,?,?)", &stmt, err);
@@ -419,6 +454,7 @@ kiln_status kiln_store_delete(kiln_store *st, const char *id, kiln_err *err) {
 }
 
 kiln_status kiln_store_delete_finished(kiln_store *st, kiln_err *err) {
+    if (st->pg) return kiln_pg_delete(st->pg, NULL, true, err);
     pthread_mutex_lock(&st->mu);
     char sql[128];
     snprintf(sql, sizeof sql, "DELETE FROM jobs WHERE state IN (%d,%d,%d,%d);", KILN_JOB_SUCCEEDED,

@@ -20,6 +20,7 @@
  *   RUNNING   -> FAILED       the executor reported an error (validation at run time, engine, disk)
  *   RUNNING   -> INTERRUPTED  POST /interrupt (or a cancel of the running job) stopped it
  *   RUNNING   -> QUEUED       only during kiln_store_open: the previous process died while it ran
+ *                             (PostgreSQL: when the claim's lease expired, or its node closed the store)
  * SUCCEEDED, FAILED, CANCELLED and INTERRUPTED are final. Final jobs may be deleted (history delete/clear).
  *
  * Threads: a store may be used from any thread; calls are serialised by the store's own mutex.
@@ -68,7 +69,8 @@ void kiln_job_clear(kiln_job *job); /* frees the strings; the struct itself is t
 
 typedef struct kiln_store kiln_store;
 
-/* Opens (creating if needed) the database at path; ":memory:" works for tests. Recovers crashed jobs:
+/* Opens (creating if needed) the database at path; ":memory:" works for tests; a "postgresql://" or
+ * "postgres://" URI opens the shared PostgreSQL store (job_store_pg.h). Recovers crashed jobs (SQLite):
  * *recovered (may be NULL) receives how many RUNNING jobs went back to QUEUED. */
 kiln_status kiln_store_open(const char *path, kiln_store **out, int *recovered, kiln_err *err);
 void kiln_store_close(kiln_store *st); /* NULL allowed */
@@ -112,6 +114,20 @@ int kiln_store_count(kiln_store *st, kiln_job_state s);
 kiln_status kiln_store_delete(kiln_store *st, const char *id, kiln_err *err);
 /* Deletes every final job (history clear). */
 kiln_status kiln_store_delete_finished(kiln_store *st, kiln_err *err);
+
+/* ---- many nodes (PostgreSQL: job_store_pg.h) -------------------------------------------------------------- */
+
+/* true when the store is shared by several processes (PostgreSQL): the server then sends its websocket events
+ * through kiln_store_publish so every node's clients get them. */
+bool kiln_store_shared(const kiln_store *st);
+/* Sends payload on channel ("kiln_events" | "kiln_jobs") to every node's listener, this one included. false
+ * when the store is not shared or the payload is too long (NOTIFY's 8000 bytes): deliver it locally then. */
+bool kiln_store_publish(kiln_store *st, const char *channel, const char *payload);
+/* Called from the store's listener thread for each notification (shared stores only). */
+typedef void (*kiln_store_event_fn)(void *ctx, const char *channel, const char *payload);
+void kiln_store_on_event(kiln_store *st, kiln_store_event_fn fn, void *ctx);
+/* How long a claim holds without a heartbeat (default 30 s; shared stores only). */
+void kiln_store_set_lease(kiln_store *st, double lease_s);
 
 #define KILN_JOB_MASK(s) (1u << (s))
 #define KILN_JOB_MASK_FINAL                                                                                   \

@@ -81,3 +81,41 @@ bool kiln_mkdirs(const char *path) {
     }
     return mkdir(tmp, 0755) == 0 || errno == EEXIST;
 }
+
+/* A token is an absolute path when it starts with '/' after a non-path character and its first component is a
+ * folder at the root of this machine (so "/v1/images" in a route message stays as it is). */
+static bool path_char(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '/' || c == '.' ||
+           c == '_' || c == '-' || c == '+' || c == '@' || c == '~' || c == '%' || c == ',';
+}
+
+void kiln_scrub_paths(const char *in, char *out, size_t cap) {
+    size_t o = 0;
+    if (!cap) return;
+    for (size_t i = 0; in[i] && o + 1 < cap;) {
+        bool start = in[i] == '/' && (i == 0 || !path_char(in[i - 1])) && in[i + 1] != '/';
+        if (start) {
+            size_t end = i + 1, first = 0;
+            while (in[end] && path_char(in[end])) end++;
+            while (i + 1 + first < end && in[i + 1 + first] != '/') first++;
+            char root[300];
+            struct stat sb;
+            bool abs_path = first > 0 && first < sizeof root - 2 && i + 1 + first < end;
+            if (abs_path) {
+                snprintf(root, sizeof root, "/%.*s", (int)first, in + i + 1);
+                abs_path = stat(root, &sb) == 0 && S_ISDIR(sb.st_mode);
+            }
+            if (abs_path) {
+                size_t last = end;
+                while (last > i && in[last - 1] == '/') last--;
+                size_t b = last;
+                while (b > i && in[b - 1] != '/') b--;
+                for (size_t k = b; k < last && o + 1 < cap; k++) out[o++] = in[k];
+                i = end;
+                continue;
+            }
+        }
+        out[o++] = in[i++];
+    }
+    out[o] = 0;
+}

@@ -34,10 +34,21 @@ bool kiln_submit_job(kiln_req *r, kiln_submit *s, bool openai, enum MHD_Result *
     kiln_status st = kiln_graph_parse(s->graph, &srv->cfg.limits, srv->cfg.models_dir, &g, &errors);
     if (st != KILN_OK) {
         if (openai) {
-            char *txt = json_dumps(errors, JSON_COMPACT);
-            *res = kiln_reply_openai_error(r, 400, txt ? txt : "invalid request", "invalid_request_error", NULL,
-                                           "validation_failed");
-            free(txt);
+            /* the first error in words, without ComfyUI's node ids (the client never saw the graph) */
+            char msg[1000];
+            const char *m = json_string_value(json_object_get(json_object_get(errors, "error"), "message"));
+            const char *d = NULL, *key;
+            json_t *ne;
+            json_object_foreach(json_object_get(errors, "node_errors"), key, ne) {
+                json_t *e0 = json_array_get(json_object_get(ne, "errors"), 0);
+                if (e0) {
+                    m = json_string_value(json_object_get(e0, "message"));
+                    d = json_string_value(json_object_get(e0, "details"));
+                    break;
+                }
+            }
+            snprintf(msg, sizeof msg, "%s%s%s", m ? m : "the request is not valid", d && *d ? ": " : "", d && *d ? d : "");
+            *res = kiln_reply_openai_error(r, 400, msg, "invalid_request_error", NULL, "validation_failed");
             json_decref(errors);
         } else {
             *res = kiln_reply_json(r, 400, errors);
@@ -60,6 +71,16 @@ bool kiln_submit_job(kiln_req *r, kiln_submit *s, bool openai, enum MHD_Result *
                               &s->number, &err)
              : KILN_FAIL(&err, KILN_E_NOMEM, "out of memory");
     free(txt);
+    if (st == KILN_E_INVALID && s->reuse_existing) {
+        kiln_job j;
+        if (kiln_store_get(srv->store, s->id, &j, NULL) == KILN_OK) { /* taken by a twin request meanwhile */
+            kiln_job_clear(&j);
+            s->existed = true;
+            json_decref(s->node_errors);
+            s->node_errors = NULL;
+            return true;
+        }
+    }
     if (st != KILN_OK) {
         unsigned code = st == KILN_E_LIMIT ? 429 : st == KILN_E_INVALID ? 400 : 500;
         *res = openai ? kiln_reply_openai_error(r, code, err.msg, code == 429 ? "rate_limit_error" : "invalid_request_error",

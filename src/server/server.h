@@ -31,7 +31,9 @@ typedef struct kiln_server_config {
     const char *output_dir;  /* SaveImage output; input/ and temp/ live beside it unless set */
     const char *input_dir;   /* uploads; default <output_dir>/../input... NULL = <output_dir>/input */
     const char *user_dir;    /* settings and userdata (user/default/...); NULL = <parent of output_dir>/user */
-    const char *db_path;     /* job store; NULL = <user_dir>/kiln-jobs.sqlite (outside every /view folder) */
+    const char *db_path;     /* job store; NULL = <user_dir>/kiln-jobs.sqlite (outside every /view folder); a
+                              * postgresql:// URI: the queue shared by many servers (job_store_pg.h) */
+    double lease_s;          /* shared store: a claim without heartbeat expires after this; 0 = 30 s */
     const char *front_end_root; /* the web frontend's static folder (ComfyUI's); NULL: kiln's own page at / */
     const char *templates_dirs[8]; /* folders /templates/NAME is served from, first hit wins; NULL-terminated */
     const char *token;       /* NULL: no auth; else every route but /health and / needs "Bearer <token>" */
@@ -42,6 +44,7 @@ typedef struct kiln_server_config {
     int request_timeout_s;   /* how long an OpenAI request waits for its job; default 600 */
     int batch_images;        /* compatible queued jobs share one forward of at most this many images; default 4,
                               * 1 = one job at a time (worker.c) */
+    int default_width, default_height; /* OpenAI size "auto" and no size; 0 = 1024x1024 */
     int preview_method;      /* KILN_PREVIEW_NONE (default) | KILN_PREVIEW_LATENT2RGB: JPEG previews on /ws */
     kiln_graph_limits limits;
     kiln_gen_engine *engine;

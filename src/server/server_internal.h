@@ -38,12 +38,15 @@ kiln_status kiln_worker_start(struct kiln_server *srv, kiln_worker **out, kiln_e
 void kiln_worker_stop(kiln_worker *w);
 void kiln_worker_free(kiln_worker *w);
 void kiln_worker_wake(kiln_worker *w);           /* a job was queued */
+bool kiln_worker_stopping(kiln_worker *w);       /* the server is shutting down */
 /* Interrupts the running job (only if its id matches, when id is not NULL). true if one was running. */
 bool kiln_worker_interrupt(kiln_worker *w, const char *id);
 /* Copies the running job's id into id (cap 64); false when idle. */
 bool kiln_worker_current(kiln_worker *w, char *id);
 /* Waits until job id is final or timeout_s passes; returns true when final. */
 bool kiln_worker_wait(kiln_worker *w, const char *id, double timeout_s);
+
+typedef struct kiln_partials kiln_partials; /* openai.h */
 
 /* ---- the server --------------------------------------------------------------------------------------------- */
 
@@ -62,6 +65,7 @@ struct kiln_server {
     kiln_store *store;
     kiln_worker *worker;
     kiln_ws_hub *hub;
+    kiln_partials *partials; /* partial images for OpenAI streams (partials.c) */
     atomic_int counter; /* ids for sockets */
     double started_s;
 };
@@ -85,11 +89,14 @@ typedef struct kiln_req {
 
 /* Replies (each returns the MHD result to hand back). Steal body. */
 enum MHD_Result kiln_reply_json(kiln_req *r, unsigned status, json_t *body);
+/* The same with extra headers: NULL-terminated name, value, name, value, ... */
+enum MHD_Result kiln_reply_json_headers(kiln_req *r, unsigned status, json_t *body, const char *const *headers);
 enum MHD_Result kiln_reply_text(kiln_req *r, unsigned status, const char *content_type, const char *text);
 /* ComfyUI-style plain error {error:{type,message,details,extra_info}, node_errors:{}} */
 enum MHD_Result kiln_reply_comfy_error(kiln_req *r, unsigned status, const char *type, const char *message,
                                        const char *details);
-/* OpenAI's error shape {error:{message, type, param, code}} */
+/* OpenAI's error shape {error:{message, type, param, code}}, with `x-should-retry` false for a 4xx other than
+ * 408/409/429 and true otherwise (the openai SDK's retry rule, made explicit) */
 enum MHD_Result kiln_reply_openai_error(kiln_req *r, unsigned status, const char *message, const char *type,
                                         const char *param, const char *code);
 
@@ -125,6 +132,9 @@ bool kiln_pct_decode(const char *s, size_t n, char *out, size_t cap);
  * folder must resolve inside base. */
 bool kiln_path_inside(const char *base, const char *path, bool may_not_exist);
 bool kiln_mkdirs(const char *path);
+/* Copies in to out replacing each absolute path of this machine (a token starting with '/' whose first
+ * component exists at /) by its last component: errors never show where the server keeps its files. */
+void kiln_scrub_paths(const char *in, char *out, size_t cap);
 /* Replies with a file's bytes (fd is consumed); the content type from the name. */
 enum MHD_Result kiln_reply_file(kiln_req *r, int fd, const char *name, const char *cache_control);
 const char *kiln_content_type(const char *name);
@@ -143,11 +153,18 @@ typedef struct kiln_submit {
     char id[64];         /* in: requested id ("" = new uuid); out: the id */
     int64_t number;
     json_t *node_errors; /* out: owned by the caller when set */
+    bool reuse_existing; /* in: an id that is already taken is not an error: existed is set, nothing queued */
+    bool existed;        /* out */
 } kiln_submit;
 bool kiln_submit_job(kiln_req *r, kiln_submit *s, bool openai, enum MHD_Result *res);
 
 /* A new random lowercase UUID v4. */
 void kiln_uuid4(char out[37]);
+/* A websocket event for client_id's sockets (NULL: all): through the shared store to every node when there is
+ * one, else to this node's hub (events.c). Steals data. */
+void kiln_events_send(struct kiln_server *srv, const char *client_id, const char *type, json_t *data);
+/* The shared store's listener callback (kiln_store_on_event): events to the hub, job adds wake the worker. */
+void kiln_events_deliver(void *ctx, const char *channel, const char *payload);
 /* The queue-status message {status:{exec_info:{queue_remaining}}} broadcast on queue changes. */
 void kiln_broadcast_status(struct kiln_server *srv, const char *sid);
 /* The embedded web page (served at /kiln/, and at / when no frontend is installed). */

@@ -22,6 +22,7 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "base/log.h"
+#include "server/openai.h"
 #include "server/server_internal.h"
 
 #define MAX_BATCH_JOBS 16
@@ -44,6 +45,7 @@ typedef struct job_run {
     json_t *batched_with;  /* the other jobs of that forward */
     json_t *nodes_state;   /* progress_state's nodes */
     kiln_gen_engine eng;   /* what the job's graph calls: hands out pre, else the server's engine */
+    bool partials;         /* an OpenAI stream on this node asked for partial images (openai.h) */
 } job_run;
 
 struct kiln_worker {
@@ -70,14 +72,18 @@ static int64_t now_ms(void) { return (int64_t)(kiln_clock_wall_s() * 1000.0); }
 /* Sends a message to the job's client and, for the prompt-level events, records it in the history. */
 static void emit(job_run *jr, const char *type, json_t *data, bool record) {
     if (record) json_array_append_new(jr->messages, json_pack("[s, O]", type, data));
-    kiln_ws_send(jr->w->srv->hub, jr->job.client_id, type, data);
+    kiln_events_send(jr->w->srv, jr->job.client_id, type, data);
 }
 
 void kiln_broadcast_status(kiln_server *srv, const char *sid) {
     int pending = kiln_store_count(srv->store, KILN_JOB_QUEUED) + kiln_store_count(srv->store, KILN_JOB_RUNNING);
     json_t *d = json_pack("{s:{s:{s:i}}}", "status", "exec_info", "queue_remaining", pending);
-    if (sid) json_object_set_new(d, "sid", json_string(sid));
-    kiln_ws_send(srv->hub, NULL, "status", d);
+    if (sid) { /* the hello of one new socket: local */
+        json_object_set_new(d, "sid", json_string(sid));
+        kiln_ws_send(srv->hub, NULL, "status", d);
+    } else {
+        kiln_events_send(srv, NULL, "status", d);
+    }
 }
 
 static const char *class_of(const kiln_graph *g, const char *node) {
@@ -134,7 +140,8 @@ static void hook_latent_preview(void *ctx, const char *node, const float *latent
     int w, h;
     uint8_t *rgb = kiln_preview_latent2rgb(latent, h16, w16, &w, &h), *jpg = NULL;
     size_t len = 0;
-    if (rgb && kiln_jpeg_encode(rgb, w, h, 90, &jpg, &len))
+    if (rgb && jr->partials) kiln_partials_step(jr->w->srv->partials, jr->job.id, rgb, w, h);
+    if (rgb && jr->w->srv->cfg.preview_method == KILN_PREVIEW_LATENT2RGB && kiln_jpeg_encode(rgb, w, h, 90, &jpg, &len))
         kiln_ws_send_binary(jr->w->srv->hub, jr->job.client_id, KILN_WS_PREVIEW_IMAGE, KILN_WS_FORMAT_JPEG, jpg, len);
     kiln_free(rgb);
     kiln_free(jpg);
@@ -376,6 +383,7 @@ static void run_job(kiln_worker *w, job_run *jr) {
     json_t *req = json_loads(job->request, 0, &je);
     json_t *graph_json = json_object_get(req, "prompt");
     if (!jr->started) emit_start(jr);
+    jr->partials = kiln_partials_wanted(srv->partials, job->id);
 
     kiln_graph *g = NULL;
     json_t *errors = NULL, *outputs = NULL;
@@ -401,7 +409,7 @@ static void run_job(kiln_worker *w, job_run *jr) {
                                  .executed = hook_executed, .should_stop = hook_should_stop,
                                  .warning = hook_warning,
                                  .image_frame = hook_image_frame,
-                                 .latent_preview = srv->cfg.preview_method == KILN_PREVIEW_LATENT2RGB
+                                 .latent_preview = srv->cfg.preview_method == KILN_PREVIEW_LATENT2RGB || jr->partials
                                                        ? hook_latent_preview : NULL};
         s = kiln_graph_execute(g, &env, &hooks, &outputs, failed, &err);
     }
@@ -434,9 +442,11 @@ static void run_job(kiln_worker *w, job_run *jr) {
                  true);
         } else {
             final = KILN_JOB_FAILED;
+            char clean_msg[sizeof err.msg];
+            kiln_scrub_paths(err.msg, clean_msg, sizeof clean_msg); /* history is served: no server paths */
             error = json_pack("{s:s, s:s, s:s, s:s, s:O, s:s, s:[], s:{}, s:{}, s:I}", "prompt_id", job->id,
                               "node_id", failed, "node_type", g ? class_of(g, failed) : "", "exception_message",
-                              err.msg, "executed", jr->executed, "exception_type", kiln_status_name(s), "traceback",
+                              clean_msg, "executed", jr->executed, "exception_type", kiln_status_name(s), "traceback",
                               "current_inputs", "current_outputs", "timestamp", (json_int_t)t);
             emit(jr, "execution_error", json_incref(error), true);
         }
@@ -565,6 +575,8 @@ void kiln_worker_free(kiln_worker *w) {
     pthread_cond_destroy(&w->done);
     kiln_free(w);
 }
+
+bool kiln_worker_stopping(kiln_worker *w) { return atomic_load(&w->stopping); }
 
 void kiln_worker_wake(kiln_worker *w) {
     pthread_mutex_lock(&w->mu);
