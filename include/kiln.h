@@ -80,6 +80,10 @@ typedef struct kiln_engine_config {
     bool exact;               /* f32 matmuls (match fp32 references) instead of bf16 (fast) */
     size_t memory_limit;      /* bytes a request may use; 0 = available physical memory */
     kiln_te_policy te_policy;
+    /* VAE decode in tiles (models/vae_tiled.h): 0 = automatic (tiled, 128-latent-pixel tiles or smaller, only
+     * when the untiled decode would not fit memory_limit), -1 = never, N > 0 = always, N x N latent tiles
+     * (a multiple of 4, >= 8). Tiles differ from the untiled image: docs/parallel.md states by how much. */
+    int vae_tile;
     const char *commit;       /* recorded in perf dumps; NULL = KILN_COMMIT from the environment or "unknown" */
 } kiln_engine_config;
 

@@ -51,6 +51,8 @@ static void usage(FILE *out) {
             "  --threads N           CPU threads (default KILN_THREADS or all cores)\n"
             "  --exact               f32 matmuls (matches fp32 references; slower)\n"
             "  --memory-limit GB     refuse requests that need more (default: available memory)\n"
+            "  --vae-tile N|off      VAE decode in N x N latent tiles (N multiple of 4, >= 8; default: tiled\n"
+            "                        only when the untiled decode would not fit memory)\n"
             "  --keep-text-encoder   keep Qwen3 mapped while the DiT runs (default: release it; one request\n"
             "                        per process, so releasing only lowers the peak)\n"
             "  --tag TEXT            recorded in the perf dump\n"
@@ -209,6 +211,14 @@ int kiln_cmd_generate(int argc, char **argv) {
                 return 2;
             }
             cfg.memory_limit = (size_t)(gb * 1e9);
+        } else if (!strcmp(a, "--vae-tile")) {
+            TAKES_VALUE;
+            if (!strcmp(val, "off")) cfg.vae_tile = -1;
+            else if (!parse_int(a, val, 8, 4096, &v)) return 2;
+            else if (v % 4) {
+                fprintf(stderr, "kiln generate: --vae-tile %ld is not a multiple of 4\n", v);
+                return 2;
+            } else cfg.vae_tile = (int)v;
         } else if (!strcmp(a, "--keep-text-encoder")) {
             cfg.te_policy = KILN_TE_AUTO;
             keep_te = true;

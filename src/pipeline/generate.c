@@ -25,6 +25,7 @@
 #include "pipeline/noise.h"
 #include "pipeline/schedule.h"
 #include "pipeline/trace.h"
+#include "pipeline/vae_plan.h"
 
 #define MAX_SIDE 2048
 #define MAX_BATCH 16
@@ -50,6 +51,7 @@ typedef struct run {
     float *dt;            /* backend [128]: the step's Euler dt (denoise_step.h) */
     float *sigmas;
     kiln_flux2_dit_ws *ws;
+    int vae_tile;         /* 0: untiled decode; else the latent tile side (pipeline/vae_plan.h) */
     kiln_trace_fn trace;  /* tests only (trace.h); host pointers, CPU backend */
     void *trace_ctx;
 } run;
@@ -118,7 +120,7 @@ static void estimate(const kiln_engine *e, const run *r, size_t *keep, size_t *r
     size_t lat = (size_t)(r->B * 2 + r->Bd * 2) * r->N * e->dit->in_ch * sizeof(float);
     size_t dit_act = kiln_flux2_dit_workspace(e->dit, r->Bd, r->L, r->N) + lat + feats;
     size_t px = (size_t)r->h16 * 16 * r->w16 * 16;
-    size_t vae_act = kiln_flux2_vae_workspace(e->vae, 2 * r->h16, 2 * r->w16) + px * 3 * (sizeof(float) + r->B) + lat;
+    size_t vae_act = kiln_vae_plan_bytes(e->vae, 2 * r->h16, 2 * r->w16, r->vae_tile) + px * 3 * (sizeof(float) + r->B) + lat;
     size_t act = te_act > dit_act ? te_act : dit_act;
     if (vae_act > act) act = vae_act;
     *keep = e->te_bytes + e->dit_bytes + e->vae_bytes + act;
@@ -167,6 +169,8 @@ static kiln_status validate(run *r, kiln_err *err) {
     if (q->width > MAX_SIDE || q->height > MAX_SIDE)
         return KILN_FAIL(err, KILN_E_LIMIT, "image size %dx%d: the largest side kiln accepts is %d", q->width,
                          q->height, MAX_SIDE);
+    if (e->cfg.vae_tile > 0 && (e->cfg.vae_tile < 8 || e->cfg.vae_tile % 4))
+        return KILN_FAIL(err, KILN_E_INVALID, "VAE tile %d: must be a multiple of 4, >= 8", e->cfg.vae_tile);
     if (q->steps < 0 || q->steps > MAX_STEPS)
         return KILN_FAIL(err, KILN_E_INVALID, "steps %d: must be 1..%d (0 = the model's default)", q->steps,
                          MAX_STEPS);
@@ -221,7 +225,15 @@ static kiln_status validate(run *r, kiln_err *err) {
     r->L = (int)r->tok[0].n;
 
     size_t keep, release;
+    r->vae_tile = e->cfg.vae_tile > 0 ? e->cfg.vae_tile : 0;
     estimate(e, r, &keep, &release);
+    size_t lim = e->cfg.memory_limit ? e->cfg.memory_limit : kiln_mem_usable();
+    /* automatic tiling: the largest tile (128 latent pixels down to 32) that brings the request within the limit */
+    for (int t = 128; e->cfg.vae_tile == 0 && lim && release > lim && t >= 32; t /= 2) {
+        r->vae_tile = t;
+        estimate(e, r, &keep, &release);
+    }
+    if (r->vae_tile) log_info("VAE decode in %dx%d-latent tiles", r->vae_tile, r->vae_tile);
     size_t limit = e->cfg.memory_limit ? e->cfg.memory_limit : kiln_mem_usable();
     bool rel = e->cfg.te_policy == KILN_TE_RELEASE;
     if (limit && (rel ? release : keep) > limit) {
@@ -376,9 +388,10 @@ static kiln_status decode(run *r, kiln_err *err) {
     size_t per = (size_t)128 * r->N;
     float *tok = kiln_malloc(per * sizeof(float)), *grid = kiln_malloc(per * sizeof(float));
     float *z = kiln_malloc(per * sizeof(float)), *pix = kiln_malloc((size_t)3 * H * W * sizeof(float));
-    float *zd = be->ops->alloc(be, per * sizeof(float)), *pd = be->ops->alloc(be, (size_t)3 * H * W * sizeof(float));
+    float *zd = be->ops->alloc(be, per * sizeof(float));
+    float *pd = r->vae_tile ? NULL : be->ops->alloc(be, (size_t)3 * H * W * sizeof(float));
     kiln_status s = KILN_OK;
-    if (!tok || !grid || !z || !pix || !zd || !pd) {
+    if (!tok || !grid || !z || !pix || !zd || (!pd && !r->vae_tile)) {
         s = KILN_FAIL(err, KILN_E_NOMEM, "decoding: out of memory");
         goto done;
     }
@@ -389,8 +402,12 @@ static kiln_status decode(run *r, kiln_err *err) {
         kiln_latent_unpatchify(grid, zc, r->h16, r->w16, z);
         if (r->trace) trace(r, "latent.image", z, per);
         if ((s = be->ops->upload(be, zd, z, per * sizeof(float), err))) break;
-        if ((s = kiln_flux2_vae_decode(vae, be, zd, 2 * r->h16, 2 * r->w16, pd, err))) break;
-        if ((s = be->ops->download(be, pix, pd, (size_t)3 * H * W * sizeof(float), err))) break;
+        if (r->vae_tile) {
+            if ((s = kiln_vae_plan_decode_tiled(vae, be, zd, 2 * r->h16, 2 * r->w16, r->vae_tile, pix, err))) break;
+        } else {
+            if ((s = kiln_flux2_vae_decode(vae, be, zd, 2 * r->h16, 2 * r->w16, pd, err))) break;
+            if ((s = be->ops->download(be, pix, pd, (size_t)3 * H * W * sizeof(float), err))) break;
+        }
         kiln_image *im = &r->res->images[i];
         im->width = W;
         im->height = H;

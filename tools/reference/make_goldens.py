@@ -4,7 +4,7 @@ Every golden is run three times: fp64 (only to measure error), fp32 and bf16 (st
 tolerances come from the fp32-vs-fp64 spread, the bf16 file's from the bf16-vs-fp32 spread (rules in tol32 /
 tol16, written into each file's metadata and into tests/data/golden/README.md).
 
-Usage: make_goldens.py [section ...]   sections: tokens noise qwen3 dit vae schedule pipeline cfg variants (default: all)
+Usage: make_goldens.py [section ...]   sections: tokens noise qwen3 dit vae vae_tiled schedule pipeline cfg variants (default: all)
 """
 import json
 import sys
@@ -233,6 +233,24 @@ def sec_vae():
               inputs=("decode.latent", "encode.image"))
 
 
+def sec_vae_tiled():
+    """AutoencoderKLFlux2.tiled_decode with 8-latent (64-pixel) tiles on a 19x26 latent: 4x5 tiles, the last row
+    one latent pixel high (8 px, less than the 16-px blend) and the last column two wide."""
+    g = torch.Generator().manual_seed(203)
+    z = bf16_exact(torch.randn(1, 32, 19, 26, generator=g))
+    res = {}
+    for dt in ORDER:
+        m = runs.vae(dt)
+        m.enable_tiling()
+        m.tile_latent_min_size = 8
+        m.tile_sample_min_size = 64
+        with torch.no_grad():
+            out = m.decode(z.to(runs.DTYPES[dt]), return_dict=False)[0]
+        res[dt] = {"decode.latent": z, "decode.image": out}
+    save_pair("vae_tiled", "AutoencoderKLFlux2.decode(z) with enable_tiling(), tile_latent_min_size 8, "
+              "tile_sample_min_size 64 (overlap 0.25): the official tiled decode", res, inputs=("decode.latent",))
+
+
 SCHEDULES = [(64, 64, 2), (256, 256, 4), (512, 512, 4), (1024, 1024, 4), (768, 1360, 4), (1024, 1024, 50),
              (48, 80, 4), (64, 64, 4), (2048, 2048, 4), (1024, 1024, 1)]
 
@@ -358,7 +376,7 @@ def sec_noise():
     print("golden: noise")
 
 
-SECTIONS = {"tokens": sec_tokens, "noise": sec_noise, "qwen3": sec_qwen3, "dit": sec_dit, "vae": sec_vae, "schedule": sec_schedule,
+SECTIONS = {"tokens": sec_tokens, "noise": sec_noise, "qwen3": sec_qwen3, "dit": sec_dit, "vae": sec_vae, "vae_tiled": sec_vae_tiled, "schedule": sec_schedule,
             "pipeline": sec_pipeline, "cfg": sec_cfg, "variants": variants.make_goldens}
 
 if __name__ == "__main__":
