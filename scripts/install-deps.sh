@@ -9,8 +9,9 @@ packages=(
   libjansson-dev                           # JSON (safetensors headers, graphs, reports)
   libssl-dev                               # SHA-256 via libcrypto
   libpcre2-dev libutf8proc-dev             # tokenizer: pre-tokenizer regex, NFC
-  libpng-dev libspng-dev                   # PNG output
-  libjpeg-dev                              # JPEG live previews on the websocket (libjpeg-turbo)
+  libpng-dev libspng-dev                   # PNG output; PNG input images (src/io/image_load.c, test_io_image_load)
+  libwebp-dev                              # WebP input images (src/io/image_load.c, test_io_image_load, fuzz_image_load)
+  libjpeg-dev                              # JPEG live previews on the websocket; JPEG input images (libjpeg-turbo)
   libsqlite3-dev                           # durable job queue
   libmicrohttpd-dev                        # HTTP server
   libcurl4-openssl-dev                     # HTTP client (kiln bench against a ComfyUI-API server)
