@@ -57,7 +57,10 @@ static kiln_status decode_png(const uint8_t *data, size_t len, const kiln_image_
     int e = spng_set_png_buffer(ctx, data, len);
     if (!e) e = spng_get_ihdr(ctx, &ihdr);
     if (e == SPNG_EWIDTH || e == SPNG_EHEIGHT || e == SPNG_EUSER_WIDTH || e == SPNG_EUSER_HEIGHT) {
-        s = KILN_FAIL(err, KILN_E_LIMIT, "png: image size over the limit (%d pixels a side): %s", lim->max_side, spng_strerror(e));
+        /* the IHDR's own numbers for the message (libspng does not hand them out past its limit) */
+        uint32_t hw = len >= 24 ? (uint32_t)data[16] << 24 | (uint32_t)data[17] << 16 | (uint32_t)data[18] << 8 | data[19] : 0;
+        uint32_t hh = len >= 24 ? (uint32_t)data[20] << 24 | (uint32_t)data[21] << 16 | (uint32_t)data[22] << 8 | data[23] : 0;
+        s = KILN_FAIL(err, KILN_E_LIMIT, "png: image of %ux%u is over the limit (%d pixels a side)", hw, hh, lim->max_side);
         goto out;
     }
     if (e) {
