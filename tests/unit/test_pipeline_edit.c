@@ -83,17 +83,24 @@ static bool load_image(loaded *l, const char *name) {
     return true;
 }
 
+/* The tiny klein 4B (size "4b") or the 9B-shaped one ("9b"), as a diffusers folder or ComfyUI single files. */
+static const char *g_size = "4b";
+
 static kiln_engine *open_engine(bool comfy, bool exact) {
+    const bool b9 = !strcmp(g_size, "9b");
     kiln_err err = {0};
     kiln_engine_config cfg = kiln_engine_config_default();
     static char md[1024], u[1024], c[1024], v[1024];
     if (!comfy) {
-        snprintf(md, sizeof md, "%s", test_src_path("tests/data/tiny/diffusers"));
+        snprintf(md, sizeof md, "%s", test_src_path(b9 ? "tests/data/tiny/diffusers-9b" : "tests/data/tiny/diffusers"));
         cfg.model_dir = md;
     } else {
-        snprintf(u, sizeof u, "%s", test_src_path("tests/data/tiny/comfy/flux-2-klein-4b.safetensors"));
-        snprintf(c, sizeof c, "%s", test_src_path("tests/data/tiny/comfy/qwen_3_4b.safetensors"));
-        snprintf(v, sizeof v, "%s", test_src_path("tests/data/tiny/comfy/flux2-vae.safetensors"));
+        snprintf(u, sizeof u, "%s", test_src_path(b9 ? "tests/data/tiny/comfy-9b/flux-2-klein-9b.safetensors"
+                                                     : "tests/data/tiny/comfy/flux-2-klein-4b.safetensors"));
+        snprintf(c, sizeof c, "%s", test_src_path(b9 ? "tests/data/tiny/comfy-9b/qwen_3_8b.safetensors"
+                                                     : "tests/data/tiny/comfy/qwen_3_4b.safetensors"));
+        snprintf(v, sizeof v, "%s", test_src_path(b9 ? "tests/data/tiny/comfy-9b/flux2-vae.safetensors"
+                                                     : "tests/data/tiny/comfy/flux2-vae.safetensors"));
         cfg.unet_path = u;
         cfg.clip_path = c;
         cfg.vae_path = v;
@@ -118,9 +125,12 @@ static void run_case(const char *name, bool comfy, bool exact) {
         return;
     }
     int W = atoi(golden_meta(&g, "width")), H = atoi(golden_meta(&g, "height"));
-    int steps = atoi(golden_meta(&g, "steps")), n_run = atoi(golden_meta(&g, "steps_run"));
+    const char *sr = golden_meta(&g, "steps_run"), *rw = golden_meta(&g, "request_width");
+    int steps = atoi(golden_meta(&g, "steps")), n_run = sr ? atoi(sr) : steps;
     json_error_t je;
-    json_t *prompts = json_loads(golden_meta(&g, "prompts"), 0, &je), *refs = json_loads(golden_meta(&g, "refs"), 0, &je);
+    const char *refs_meta = golden_meta(&g, "refs");
+    json_t *prompts = json_loads(golden_meta(&g, "prompts"), 0, &je);
+    json_t *refs = refs_meta ? json_loads(refs_meta, 0, &je) : NULL;
     loaded l = {0};
     for (size_t i = 0; refs && i < json_array_size(refs); i++) load_image(&l, json_string_value(json_array_get(refs, i)));
     int n_refs = l.n;
@@ -134,8 +144,8 @@ static void run_case(const char *name, bool comfy, bool exact) {
     if (!eng || !noise || !prompts) goto out;
     kiln_request req = kiln_request_default();
     req.prompt = json_string_value(json_array_get(prompts, 0));
-    req.width = atoi(golden_meta(&g, "request_width")); /* 0: the size comes from the first reference */
-    req.height = atoi(golden_meta(&g, "request_height"));
+    req.width = rw ? atoi(rw) : W; /* 0: the size comes from the first reference */
+    req.height = rw ? atoi(golden_meta(&g, "request_height")) : H;
     req.steps = steps;
     req.noise = noise;
     req.noise_count = n_noise;
@@ -313,11 +323,22 @@ static void test_refusals(void) {
     kiln_free(px);
 }
 
+/* klein 9B-shaped text-to-image (make_tiny9b.py: untied lm_head ignored, q_proj out = hidden), both layouts. */
+static void test_klein9b(void) {
+    g_size = "9b";
+    run_case("pipeline_9b", false, true);
+    run_case("pipeline_9b", true, true);
+    run_case("pipeline_9b", false, false);
+    run_case("pipeline_9b", true, false);
+    g_size = "4b";
+}
+
 int main(void) {
     RUN(test_resize_lanczos);
     RUN(test_refusals);
     RUN(test_edit_r1);
     RUN(test_edit_r3);
     RUN(test_img2img);
+    RUN(test_klein9b);
     return test_summary();
 }

@@ -19,8 +19,10 @@ cd "$here"
 # editing (reference images) and image-to-image; the decoder test images
 "$py" make_image_inputs.py
 "$py" make_edit_goldens.py
+"$py" make_tiny9b.py
 "$py" describe_goldens.py
 "$py" make_manifests.py
+"$py" make_manifests_9b.py
 cd "$repo"
 # Regular files by content; symlinks (tiny tokenizer, diffusers-base subfolders) by their target. Hand-written
 # READMEs are left out so that editing prose never breaks --check (the generated golden table is derived
