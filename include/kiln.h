@@ -139,6 +139,15 @@ typedef enum kiln_cfg_rule {
                             * prediction alone), as cfg_function's uncond + (cond - uncond) * cfg */
 } kiln_cfg_rule;
 
+/* An input image (a reference or an init image): 8-bit RGB, row-major, width*height*3 bytes, read only during
+ * kiln_generate. Decode files with io/image_load.h (kiln_image_load). */
+typedef struct kiln_image_in {
+    const uint8_t *pixels;
+    int width, height;
+} kiln_image_in;
+
+#define KILN_MAX_REFS 10 /* reference images per request */
+
 typedef struct kiln_request {
     const char *prompt;       /* UTF-8; required (may be "") */
     /* Optional: one prompt per image (batch entries), for a batch of different prompts in one forward.
@@ -171,6 +180,19 @@ typedef struct kiln_request {
     kiln_progress_fn progress;
     void *progress_ctx;
     bool latent_preview;      /* hand the progress callback image 0's latent after each step (one download) */
+    /* Optional: reference images for editing, as Flux2KleinPipeline(image=[...]) takes them: each one checked
+     * (sides >= 64, aspect <= 8), over 1024x1024 pixels resized to about that area (LANCZOS), center-cropped to
+     * multiples of 16, VAE-encoded and appended after the noisy tokens with time id 10 + 10 k. With width and
+     * height 0 the output takes the first reference's prepared size (the pipeline's default). */
+    const kiln_image_in *refs;
+    int n_refs;               /* 0..KILN_MAX_REFS */
+    /* Optional: image-to-image. The init image is center-cropped to multiples of 16 (width/height 0: that size;
+     * else it must be that size), encoded, and noised to the sigma that strength selects as diffusers'
+     * img2img pipelines do (get_timesteps, scale_noise): of the `steps` schedule, steps from
+     * s = int(steps - steps * strength) on run (refused when none would), starting from
+     * sigma_s * noise + (1 - sigma_s) * latent. strength in (0, 1]; 1 = from pure noise. */
+    const kiln_image_in *init_image;
+    double strength;          /* double: get_timesteps' int(steps - steps * strength) is Python float maths */
 } kiln_request;
 
 kiln_request kiln_request_default(void);

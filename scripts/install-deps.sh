@@ -9,9 +9,9 @@ packages=(
   libjansson-dev                           # JSON (safetensors headers, graphs, reports)
   libssl-dev                               # SHA-256 via libcrypto
   libpcre2-dev libutf8proc-dev             # tokenizer: pre-tokenizer regex, NFC
-  libpng-dev libspng-dev                   # PNG output
-  libjpeg-dev                              # JPEG live previews on the websocket (libjpeg-turbo)
-  libwebp-dev                              # OpenAI output_format webp (tests/cli/serve_openai.sh)
+  libpng-dev libspng-dev                   # PNG output; PNG input images (src/io/image_load.c, test_io_image_load)
+  libwebp-dev                              # WebP input images (image_load.c, fuzz_image_load); OpenAI output_format webp
+  libjpeg-dev                              # JPEG live previews on the websocket; JPEG input images (libjpeg-turbo)
   libsqlite3-dev                           # durable job queue
   libpq-dev postgresql                     # the shared job queue (kiln serve --queue postgresql://), its cluster test
   libmicrohttpd-dev                        # HTTP server

@@ -2,7 +2,7 @@
  *
  *   kiln generate -p PROMPT (--model DIR | --unet F --clip F --vae F) [-W 512] [-H 512] [--steps N] [--seed S]
  *                 [-n N] [-o out.png] [--perf-dump F] [--noise F] [--guidance G] [--negative-prompt TEXT]
- *                 [--base] [--exact]
+ *                 [--base] [--exact] [--ref A.png [--ref B.png ...]] [--init X.png [--strength S]]
  *
  * n > 1 writes out.png, out-1.png, out-2.png ... (or fills a %d in the name with 0, 1, 2 ...). Every PNG
  * carries its parameters in text chunks. Exit codes: kiln_status_exit_code (2 bad input, 3 missing file,
@@ -20,6 +20,7 @@
 #include "base/clock.h"
 #include "cli/commands.h"
 #include "compute/cuda/cuda_device.h"
+#include "io/image_load.h"
 #include "io/image_png.h"
 #include "kiln.h"
 #include "pipeline/noise.h"
@@ -55,8 +56,12 @@ static void usage(FILE *out) {
             "                        only when the untiled decode would not fit memory)\n"
             "  --keep-text-encoder   keep Qwen3 mapped while the DiT runs (default: release it; one request\n"
             "                        per process, so releasing only lowers the peak)\n"
+            "  --ref F               a reference image to edit from (PNG, JPEG or WebP; repeat for up to %d);\n"
+            "                        without -W/-H the output takes the first reference's size (as diffusers)\n"
+            "  --init F              image-to-image from this picture (its size, cropped to multiples of 16)\n"
+            "  --strength S          with --init: 0 < S <= 1, how much is redrawn (default 0.8)\n"
             "  --tag TEXT            recorded in the perf dump\n"
-            "  -q, --quiet           no progress output\n");
+            "  -q, --quiet           no progress output\n", KILN_MAX_REFS);
 }
 
 static int parse_int(const char *flag, const char *v, long lo, long hi, long *out) {
@@ -98,7 +103,39 @@ static uint64_t random_seed(void) {
     return s % 4294967296ull; /* 32-bit seeds are easier to type back */
 }
 
+typedef struct cli_images {
+    const char *ref_path[KILN_MAX_REFS], *init_path;
+    int n_refs;
+    kiln_image_in refs[KILN_MAX_REFS], init;
+    uint8_t *px[KILN_MAX_REFS + 1];
+} cli_images;
+
+static void images_free(cli_images *im) {
+    for (int i = 0; i <= KILN_MAX_REFS; i++) kiln_free(im->px[i]);
+}
+
+/* Decodes --ref and --init files (strictly: io/image_load.h) into the request. */
+static kiln_status images_load(cli_images *im, kiln_request *req, kiln_err *err) {
+    for (int k = 0; k < im->n_refs; k++) {
+        kiln_image_in *r = &im->refs[k];
+        KILN_TRY(kiln_image_load(im->ref_path[k], NULL, &im->px[k], &r->width, &r->height, err));
+        r->pixels = im->px[k];
+    }
+    if (im->n_refs) {
+        req->refs = im->refs;
+        req->n_refs = im->n_refs;
+    }
+    if (im->init_path) {
+        KILN_TRY(kiln_image_load(im->init_path, NULL, &im->px[KILN_MAX_REFS], &im->init.width, &im->init.height, err));
+        im->init.pixels = im->px[KILN_MAX_REFS];
+        req->init_image = &im->init;
+    }
+    return KILN_OK;
+}
+
 int kiln_cmd_generate(int argc, char **argv) {
+    cli_images images = {0};
+    bool have_w = false, have_h = false, have_strength = false;
     kiln_engine_config cfg = kiln_engine_config_default();
     kiln_request req = kiln_request_default();
     const char *prompt = NULL, *output = "out.png", *perf = NULL, *noise_path = NULL;
@@ -140,10 +177,12 @@ int kiln_cmd_generate(int argc, char **argv) {
             TAKES_VALUE;
             if (!parse_int(a, val, 1, 1 << 20, &v)) return 2;
             req.width = (int)v;
+            have_w = true;
         } else if (!strcmp(a, "-H") || !strcmp(a, "--height")) {
             TAKES_VALUE;
             if (!parse_int(a, val, 1, 1 << 20, &v)) return 2;
             req.height = (int)v;
+            have_h = true;
         } else if (!strcmp(a, "--steps")) {
             TAKES_VALUE;
             if (!parse_int(a, val, 1, 1000, &v)) return 2;
@@ -222,6 +261,25 @@ int kiln_cmd_generate(int argc, char **argv) {
         } else if (!strcmp(a, "--keep-text-encoder")) {
             cfg.te_policy = KILN_TE_AUTO;
             keep_te = true;
+        } else if (!strcmp(a, "--ref")) {
+            TAKES_VALUE;
+            if (images.n_refs == KILN_MAX_REFS) {
+                fprintf(stderr, "kiln generate: at most %d --ref images\n", KILN_MAX_REFS);
+                return 2;
+            }
+            images.ref_path[images.n_refs++] = val;
+        } else if (!strcmp(a, "--init")) {
+            TAKES_VALUE;
+            images.init_path = val;
+        } else if (!strcmp(a, "--strength")) {
+            TAKES_VALUE;
+            char *end;
+            req.strength = strtod(val, &end);
+            if (!*val || *end || !(req.strength > 0 && req.strength <= 1)) {
+                fprintf(stderr, "kiln generate: --strength %s: must be a number in (0, 1]\n", val);
+                return 2;
+            }
+            have_strength = true;
         } else if (!strcmp(a, "--tag")) {
             TAKES_VALUE;
             req.tag = val;
@@ -245,6 +303,21 @@ int kiln_cmd_generate(int argc, char **argv) {
         fprintf(stderr, "kiln generate: give either --model or the three single files, not both\n");
         return 2;
     }
+    if (have_strength && !images.init_path) {
+        fprintf(stderr, "kiln generate: --strength needs --init IMAGE\n");
+        return 2;
+    }
+    if (images.init_path && !have_strength) req.strength = 0.8; /* diffusers' img2img default */
+    if ((images.n_refs || images.init_path) && !have_w && !have_h) {
+        if (noise_path) {
+            fprintf(stderr, "kiln generate: --noise with --ref/--init needs -W and -H\n");
+            return 2;
+        }
+        req.width = req.height = 0; /* the size comes from the first reference (or the init image) */
+    } else if (have_w != have_h && (images.n_refs || images.init_path)) {
+        fprintf(stderr, "kiln generate: give both -W and -H, or neither (the image's size)\n");
+        return 2;
+    }
     if (!have_seed) req.seed = random_seed();
     if (!keep_te) cfg.te_policy = KILN_TE_RELEASE;
     req.prompt = prompt;
@@ -266,11 +339,18 @@ int kiln_cmd_generate(int argc, char **argv) {
         req.noise_count = count;
     }
 
+    if (images_load(&images, &req, &err) != KILN_OK) {
+        fprintf(stderr, "kiln generate: %s\n", err.msg);
+        images_free(&images);
+        kiln_free(noise);
+        return kiln_status_exit_code(err.code);
+    }
     kiln_engine *eng = NULL;
     double t_open = kiln_clock_s();
     if (kiln_engine_open(&cfg, &eng, &err) != KILN_OK) {
         fprintf(stderr, "kiln generate: %s\n", err.msg);
         kiln_free(noise);
+        images_free(&images);
         return kiln_status_exit_code(err.code);
     }
     if (!quiet) fprintf(stderr, "kiln: %s (opened in %.2fs)\n", kiln_engine_describe(eng), kiln_clock_s() - t_open);
@@ -294,6 +374,7 @@ int kiln_cmd_generate(int argc, char **argv) {
         fprintf(stderr, "kiln generate: %s\n", err.msg);
         kiln_engine_close(eng);
         kiln_free(noise);
+        images_free(&images);
         return kiln_status_exit_code(s);
     }
 
@@ -344,5 +425,6 @@ int kiln_cmd_generate(int argc, char **argv) {
     kiln_result_free(res);
     kiln_engine_close(eng);
     kiln_free(noise);
+    images_free(&images);
     return rc;
 }

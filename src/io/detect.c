@@ -48,9 +48,11 @@ static void detect_flux2(const names *f, kiln_detect_result *r, bool bfl) {
     r->n_single = count_blocks(f, bfl ? "single_blocks.%d.linear1.weight"
                                       : "single_transformer_blocks.%d.attn.to_qkv_mlp_proj.weight");
     bool klein4b = r->hidden == 3072 && r->context == 7680 && r->n_double == 5 && r->n_single == 20;
-    snprintf(r->id, sizeof r->id, "%s", klein4b ? "flux2-klein-4b" : "flux2-dit");
+    bool klein9b = r->hidden == 4096 && r->context == 12288 && r->n_double == 8 && r->n_single == 24;
+    snprintf(r->id, sizeof r->id, "%s", klein4b ? "flux2-klein-4b" : klein9b ? "flux2-klein-9b" : "flux2-dit");
     snprintf(r->desc, sizeof r->desc, "FLUX.2%s DiT, hidden %lld, %d double + %d single blocks, text width %lld",
-             klein4b ? " [klein] 4B" : "", (long long)r->hidden, r->n_double, r->n_single, (long long)r->context);
+             klein4b ? " [klein] 4B" : klein9b ? " [klein] 9B" : "", (long long)r->hidden, r->n_double, r->n_single,
+             (long long)r->context);
 }
 
 static void detect_flux1(const names *f, kiln_detect_result *r, bool bfl) {
@@ -75,10 +77,10 @@ static void detect_qwen3(const names *f, kiln_detect_result *r, const found *emb
     r->layout = KILN_LAYOUT_HF;
     r->hidden = dim(emb, 1);
     r->n_layers = count_blocks(f, layer_fmt);
-    bool is4b = r->hidden == 2560 && r->n_layers == 36;
-    snprintf(r->id, sizeof r->id, "%s", is4b ? "qwen3-4b" : "qwen3");
+    bool is4b = r->hidden == 2560 && r->n_layers == 36, is8b = r->hidden == 4096 && r->n_layers == 36;
+    snprintf(r->id, sizeof r->id, "%s", is4b ? "qwen3-4b" : is8b ? "qwen3-8b" : "qwen3");
     snprintf(r->desc, sizeof r->desc, "Qwen3%s text encoder, hidden %lld, %d layers, vocabulary %lld%s",
-             is4b ? "-4B" : "", (long long)r->hidden, r->n_layers, (long long)dim(emb, 0),
+             is4b ? "-4B" : is8b ? "-8B (klein 9B)" : "", (long long)r->hidden, r->n_layers, (long long)dim(emb, 0),
              has(f, "lm_head.weight") ? ", with lm_head" : "");
 }
 

@@ -67,9 +67,18 @@ static void *zalloc(kiln_backend *be, size_t floats, bool *ok) {
 
 kiln_status kiln_flux2_dit_ws_create(const kiln_flux2_dit *m, kiln_backend *be, int batch, int n_txt, int h16,
                                      int w16, kiln_flux2_dit_ws **out, kiln_err *err) {
+    return kiln_flux2_dit_ws_create_refs(m, be, batch, n_txt, h16, w16, 0, NULL, NULL, out, err);
+}
+
+kiln_status kiln_flux2_dit_ws_create_refs(const kiln_flux2_dit *m, kiln_backend *be, int batch, int n_txt, int h16,
+                                          int w16, int n_refs, const int *ref_h16, const int *ref_w16,
+                                          kiln_flux2_dit_ws **out, kiln_err *err) {
+    size_t n_ref_tok = 0;
+    for (int k = 0; k < n_refs; k++) n_ref_tok += (size_t)ref_h16[k] * ref_w16[k];
     kiln_flux2_dit_ws *w = kiln_calloc(1, sizeof *w);
     if (!w) return KILN_FAIL(err, KILN_E_NOMEM, "DiT: out of memory");
-    size_t D = m->hidden, F = m->mlp_hidden, B = batch, L = n_txt, N = (size_t)h16 * w16, T = L + N;
+    /* N: every image-stream token of a sample, the noisy ones first, then the references' */
+    size_t D = m->hidden, F = m->mlp_hidden, B = batch, L = n_txt, N = (size_t)h16 * w16 + n_ref_tok, T = L + N;
     size_t rmax = B * (N > L ? N : L), Dh2 = m->head_dim / 2;
     w->B = batch;
     w->L = n_txt;
@@ -106,6 +115,12 @@ kiln_status kiln_flux2_dit_ws_create(const kiln_flux2_dit *m, kiln_backend *be, 
     if (s == KILN_OK) {
         kiln_flux2_text_ids((int64_t)L, ids);
         kiln_flux2_image_ids(h16, w16, ids + 4 * L);
+        int32_t *p = ids + 4 * (L + (size_t)h16 * w16);
+        for (int k = 0; k < n_refs; k++) { /* Flux2KleinPipeline._prepare_image_ids: t = 10 + 10 k (spec 1.5) */
+            kiln_flux2_image_ids(ref_h16[k], ref_w16[k], p);
+            for (int64_t i = 0; i < (int64_t)ref_h16[k] * ref_w16[k]; i++) p[4 * i] = 10 + 10 * k;
+            p += 4 * (size_t)ref_h16[k] * ref_w16[k];
+        }
         s = kiln_dit_rope_upload(be, ids, (int64_t)T, m->axes, 4, m->theta, (int64_t)Dh2, w->rcos, w->rsin, err);
     }
     kiln_free(ids);

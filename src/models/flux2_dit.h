@@ -96,6 +96,12 @@ typedef struct kiln_flux2_dit_ws kiln_flux2_dit_ws;
  * kiln_flux2_dit_ws_new_text. */
 kiln_status kiln_flux2_dit_ws_create(const kiln_flux2_dit *m, kiln_backend *be, int batch, int n_txt, int h16,
                                      int w16, kiln_flux2_dit_ws **out, kiln_err *err);
+/* The same with reference images (editing, Flux2KleinPipeline image=): each sample's image stream is its h16*w16
+ * noisy tokens followed by the n_refs references' ref_h16[k]*ref_w16[k] tokens, with position ids (10 + 10 k,
+ * y, x, 0). run's x and v are then [batch * (h16*w16 + reference tokens), in_ch]; the caller slices v. */
+kiln_status kiln_flux2_dit_ws_create_refs(const kiln_flux2_dit *m, kiln_backend *be, int batch, int n_txt, int h16,
+                                          int w16, int n_refs, const int *ref_h16, const int *ref_w16,
+                                          kiln_flux2_dit_ws **out, kiln_err *err);
 void kiln_flux2_dit_ws_free(kiln_backend *be, kiln_flux2_dit_ws *ws);
 void kiln_flux2_dit_ws_new_text(kiln_flux2_dit_ws *ws);
 /* Bytes kiln_flux2_dit_ws_create allocates. */

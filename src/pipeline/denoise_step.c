@@ -12,7 +12,26 @@ kiln_status kiln_denoise_step_set(kiln_denoise_step *s, kiln_backend *be, float 
     return be->ops->upload(be, s->dt, lanes, sizeof lanes, err);
 }
 
+/* Editing: each DiT sample is [its noisy tokens ; the reference tokens]; only the first N output rows are the
+ * image's velocity. */
+static kiln_status forward_refs(kiln_denoise_step *s, kiln_backend *be, kiln_err *err) {
+    const int64_t N = s->N, T = N + s->n_ref, Bd = s->cfg ? 2 * s->B : s->B;
+    kiln_tensor X = kiln_f32_2d(s->x, (int64_t)s->B * N, 128), XIN = kiln_f32_2d(s->xin, Bd * T, 128);
+    kiln_tensor VF = kiln_f32_2d(s->vfull, Bd * T, 128), V = kiln_f32_2d(s->v, Bd * N, 128);
+    for (int64_t j = 0; j < Bd; j++) { /* CFG: the unconditional half sees the same latents */
+        kiln_tensor src = kiln_tensor_rows(&X, (j % s->B) * N, N), dst = kiln_tensor_rows(&XIN, j * T, N);
+        KILN_TRY(be->ops->copy(be, &dst, &src, err));
+    }
+    KILN_TRY(kiln_flux2_dit_run(s->dit, be, s->ws, s->xin, s->vfull, err));
+    for (int64_t j = 0; j < Bd; j++) {
+        kiln_tensor src = kiln_tensor_rows(&VF, j * T, N), dst = kiln_tensor_rows(&V, j * N, N);
+        KILN_TRY(be->ops->copy(be, &dst, &src, err));
+    }
+    return KILN_OK;
+}
+
 kiln_status kiln_denoise_step_forward(kiln_denoise_step *s, kiln_backend *be, kiln_err *err) {
+    if (s->n_ref > 0) return forward_refs(s, be, err);
     int64_t BN = (int64_t)s->B * s->N;
     const float *xin = s->x;
     if (s->cfg) { /* the conditional and the unconditional half of the DiT batch see the same latents */
@@ -59,8 +78,9 @@ kiln_status kiln_denoise_step_run(kiln_denoise_step *s, kiln_backend *be, kiln_e
 uint64_t kiln_denoise_step_key(const kiln_denoise_step *s) {
     uint32_t g = 0;
     if (s->cfg) memcpy(&g, &s->guidance, sizeof g);
-    const void *ptrs[] = {s->dit, s->x, s->xin, s->v, s->tmp, s->dt};
+    const void *ptrs[] = {s->dit, s->x, s->xin, s->v, s->tmp, s->dt, s->vfull};
     uint64_t key = kiln_graph_key(kiln_graph_key(kiln_graph_key(kiln_graph_key(0, s->cfg), s->B), s->N), g);
+    key = kiln_graph_key(key, s->n_ref);
     for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) key = kiln_graph_key(key, (int64_t)(uintptr_t)ptrs[i]);
     return kiln_flux2_dit_ws_key(s->ws, key);
 }

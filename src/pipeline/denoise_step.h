@@ -30,6 +30,11 @@ typedef struct kiln_denoise_step {
     float *v;              /* backend [Bd*N, 128] velocity (cfg: conditional, then unconditional) */
     float *tmp;            /* backend [B*N, 128] scratch */
     float *dt;             /* backend [128]: this step's sigma_next - sigma in every lane (the Euler gate) */
+    /* Editing: reference tokens per sample (0: none). xin is then [Bd*(N+n_ref), 128] with each sample's
+     * reference rows already filled, the DiT writes vfull [Bd*(N+n_ref), 128] and the first N rows of each
+     * sample are copied to v (the pipeline's noise_pred[:, :N]). */
+    int n_ref;
+    float *vfull;
 } kiln_denoise_step;
 
 /* This step's inputs into backend memory: the DiT timestep embedding of t (kiln_flux2_timestep_value) and dt.

@@ -20,9 +20,11 @@
 #include "models/latent.h"
 #include "models/views.h"
 #include "pipeline/denoise_step.h"
+#include "pipeline/edit_inputs.h"
 #include "pipeline/engine_internal.h"
 #include "pipeline/memory.h"
 #include "pipeline/noise.h"
+#include "pipeline/ref_image.h"
 #include "pipeline/schedule.h"
 #include "pipeline/trace.h"
 #include "pipeline/vae_plan.h"
@@ -52,6 +54,15 @@ typedef struct run {
     float *sigmas;
     kiln_flux2_dit_ws *ws;
     int vae_tile;         /* 0: untiled decode; else the latent tile side (pipeline/vae_plan.h) */
+    int W, H;             /* output size: the request's, or from the first reference / the init image */
+    /* editing (Flux2KleinPipeline image=): the prepared references (ref_image.h), their token grids, and the
+     * backend buffer of the DiT's full output [Bd * (N + n_ref_tok), 128] */
+    int n_refs, n_ref_tok;
+    uint8_t *ref_rgb[KILN_MAX_REFS];
+    int ref_w[KILN_MAX_REFS], ref_h[KILN_MAX_REFS], ref_h16[KILN_MAX_REFS], ref_w16[KILN_MAX_REFS];
+    float *vfull;
+    uint8_t *init_rgb;    /* img2img: the prepared init image (W x H) */
+    int k0;               /* img2img: the first step that runs (kiln_img2img_start); 0 otherwise */
     kiln_trace_fn trace;  /* tests only (trace.h); host pointers, CPU backend */
     void *trace_ctx;
 } run;
@@ -90,7 +101,7 @@ static kiln_status stage_begin(run *r, kiln_stage s, kiln_err *err) {
     r->stage = s;
     r->stage_t0 = kiln_clock_s();
     r->stage_cpu0 = cpu_s();
-    if (!report(r, 0, s == KILN_STAGE_DENOISING ? r->steps : 0, -1.0))
+    if (!report(r, 0, s == KILN_STAGE_DENOISING ? r->steps - r->k0 : 0, -1.0))
         return KILN_FAIL(err, KILN_E_CANCELLED, "cancelled during %s", kiln_stage_name(s));
     return KILN_OK;
 }
@@ -118,9 +129,15 @@ static void estimate(const kiln_engine *e, const run *r, size_t *keep, size_t *r
     size_t feats = (size_t)r->Bd * r->L * e->dit->ctx_dim * sizeof(float);
     size_t te_act = seqs * e->te_ws_seq + feats;
     size_t lat = (size_t)(r->B * 2 + r->Bd * 2) * r->N * e->dit->in_ch * sizeof(float);
-    size_t dit_act = kiln_flux2_dit_workspace(e->dit, r->Bd, r->L, r->N) + lat + feats;
+    size_t dit_act = kiln_flux2_dit_workspace(e->dit, r->Bd, r->L, r->N + r->n_ref_tok) + lat + feats +
+                     (size_t)r->Bd * 2 * r->n_ref_tok * e->dit->in_ch * sizeof(float);
     size_t px = (size_t)r->h16 * 16 * r->w16 * 16;
     size_t vae_act = kiln_vae_plan_bytes(e->vae, 2 * r->h16, 2 * r->w16, r->vae_tile) + px * 3 * (sizeof(float) + r->B) + lat;
+    for (int k = 0; k < r->n_refs; k++) { /* encoding a reference: about a decode's activations at its size */
+        size_t enc = kiln_flux2_vae_workspace(e->vae, 2 * r->ref_h16[k], 2 * r->ref_w16[k]) +
+                     (size_t)r->ref_h16[k] * r->ref_w16[k] * 256 * 3 * 4 * sizeof(float);
+        if (enc > vae_act) vae_act = enc;
+    }
     size_t act = te_act > dit_act ? te_act : dit_act;
     if (vae_act > act) act = vae_act;
     *keep = e->te_bytes + e->dit_bytes + e->vae_bytes + act;
@@ -159,16 +176,65 @@ static kiln_status tokenize(run *r, const char *what, const char *p, kiln_tokens
     return KILN_OK;
 }
 
+/* Reference and init images: checked and prepared as the official pipeline prepares them (ref_image.h); the
+ * output size defaults to the first reference's prepared size (Flux2KleinPipeline: height = height or
+ * image_height), or the init image's. */
+static kiln_status prepare_images(run *r, kiln_err *err) {
+    const kiln_request *q = r->req;
+    r->W = q->width;
+    r->H = q->height;
+    if (q->n_refs < 0 || q->n_refs > KILN_MAX_REFS || (q->n_refs > 0 && !q->refs))
+        return KILN_FAIL(err, KILN_E_INVALID, "%d reference images: 0..%d are accepted", q->n_refs, KILN_MAX_REFS);
+    for (int k = 0; k < q->n_refs; k++) {
+        const kiln_image_in *im = &q->refs[k];
+        kiln_status s = kiln_ref_prepare(im->pixels, im->width, im->height, &r->ref_rgb[k], &r->ref_w[k],
+                                         &r->ref_h[k], err);
+        if (s != KILN_OK) return kiln_err_prefix(err, "reference image %d", k + 1);
+        r->ref_h16[k] = r->ref_h[k] / 16;
+        r->ref_w16[k] = r->ref_w[k] / 16;
+        r->n_ref_tok += r->ref_h16[k] * r->ref_w16[k];
+        r->n_refs = k + 1;
+        if (r->W == 0 && r->H == 0) {
+            r->W = r->ref_w[k];
+            r->H = r->ref_h[k];
+        }
+    }
+    if (q->init_image) {
+        const kiln_image_in *im = q->init_image;
+        if (!(q->strength > 0.0f && q->strength <= 1.0f))
+            return KILN_FAIL(err, KILN_E_INVALID, "strength %g: image-to-image needs 0 < strength <= 1", q->strength);
+        if (!im->pixels || im->width < 16 || im->height < 16 || im->width > MAX_SIDE || im->height > MAX_SIDE)
+            return KILN_FAIL(err, KILN_E_INVALID, "init image %dx%d: sides must be 16..%d", im->width, im->height,
+                             MAX_SIDE);
+        int cw = im->width / 16 * 16, ch = im->height / 16 * 16, left = (im->width - cw) / 2, top = (im->height - ch) / 2;
+        if (r->W == 0 && r->H == 0) {
+            r->W = cw;
+            r->H = ch;
+        }
+        if (r->W != cw || r->H != ch)
+            return KILN_FAIL(err, KILN_E_INVALID, "init image %dx%d (%dx%d in multiples of 16) and output %dx%d differ: "
+                             "resize the init image first", im->width, im->height, cw, ch, r->W, r->H);
+        r->init_rgb = kiln_malloc((size_t)cw * ch * 3);
+        if (!r->init_rgb) return KILN_FAIL(err, KILN_E_NOMEM, "init image: out of memory");
+        for (int y = 0; y < ch; y++)
+            memcpy(r->init_rgb + (size_t)y * cw * 3, im->pixels + ((size_t)(y + top) * im->width + left) * 3, (size_t)cw * 3);
+    } else if (q->strength != 0.0f) {
+        return KILN_FAIL(err, KILN_E_INVALID, "strength %g without an init image", q->strength);
+    }
+    return KILN_OK;
+}
+
 static kiln_status validate(run *r, kiln_err *err) {
     const kiln_request *q = r->req;
     kiln_engine *e = r->e;
     if (!q->prompt) return KILN_FAIL(err, KILN_E_INVALID, "no prompt (use \"\" for an empty one)");
-    if (q->width <= 0 || q->height <= 0 || q->width % 16 || q->height % 16)
+    KILN_TRY(prepare_images(r, err));
+    if (r->W <= 0 || r->H <= 0 || r->W % 16 || r->H % 16)
         return KILN_FAIL(err, KILN_E_INVALID, "image size %dx%d: width and height must be positive multiples of 16",
-                         q->width, q->height);
-    if (q->width > MAX_SIDE || q->height > MAX_SIDE)
-        return KILN_FAIL(err, KILN_E_LIMIT, "image size %dx%d: the largest side kiln accepts is %d", q->width,
-                         q->height, MAX_SIDE);
+                         r->W, r->H);
+    if (r->W > MAX_SIDE || r->H > MAX_SIDE)
+        return KILN_FAIL(err, KILN_E_LIMIT, "image size %dx%d: the largest side kiln accepts is %d", r->W,
+                         r->H, MAX_SIDE);
     if (e->cfg.vae_tile > 0 && (e->cfg.vae_tile < 8 || e->cfg.vae_tile % 4))
         return KILN_FAIL(err, KILN_E_INVALID, "VAE tile %d: must be a multiple of 4, >= 8", e->cfg.vae_tile);
     if (q->steps < 0 || q->steps > MAX_STEPS)
@@ -191,10 +257,15 @@ static kiln_status validate(run *r, kiln_err *err) {
     r->neg_zero = r->cfg && q->negative_zero;
     r->B = q->batch;
     r->Bd = r->cfg ? 2 * r->B : r->B;
-    r->h16 = q->height / 16;
-    r->w16 = q->width / 16;
+    r->h16 = r->H / 16;
+    r->w16 = r->W / 16;
     r->N = r->h16 * r->w16;
     r->steps = q->steps ? q->steps : (r->base ? 50 : 4);
+    if (r->init_rgb) {
+        r->k0 = kiln_img2img_start(r->steps, q->strength);
+        if (r->k0 >= r->steps)
+            return KILN_FAIL(err, KILN_E_INVALID, "strength %g with %d steps leaves no step to run", q->strength, r->steps);
+    }
     if (!comfy && !r->base && q->guidance > 1.0f)
         add_warning(r, "guidance %.2f ignored: the distilled klein runs without CFG", q->guidance);
     if (!r->cfg && q->negative_prompt && *q->negative_prompt)
@@ -204,7 +275,7 @@ static kiln_status validate(run *r, kiln_err *err) {
     size_t need_noise = (size_t)r->B * 128 * r->N;
     if (q->noise && q->noise_count != need_noise)
         return KILN_FAIL(err, KILN_E_INVALID, "injected noise has %zu values; %d image(s) of %dx%d need %d x 128 x "
-                         "%d x %d = %zu", q->noise_count, r->B, q->width, q->height, r->B, r->h16, r->w16,
+                         "%d x %d = %zu", q->noise_count, r->B, r->W, r->H, r->B, r->h16, r->w16,
                          need_noise);
 
     int n_prompts = q->prompts ? r->B : 1;
@@ -240,7 +311,7 @@ static kiln_status validate(run *r, kiln_err *err) {
         if (release > limit || e->cfg.te_policy == KILN_TE_KEEP)
             return KILN_FAIL(err, KILN_E_LIMIT, "not enough memory: %dx%d x %d image(s) needs about %.2f GB (%.2f GB "
                              "with the text encoder released before the DiT), %.2f GB is available; try a smaller "
-                             "size or batch", q->width, q->height, r->B, keep / 1e9, release / 1e9, limit / 1e9);
+                             "size or batch", r->W, r->H, r->B, keep / 1e9, release / 1e9, limit / 1e9);
         rel = true;
         log_info("memory is tight (%.2f GB needed, %.2f GB usable): releasing the text encoder after encoding",
                  keep / 1e9, limit / 1e9);
@@ -311,23 +382,53 @@ static kiln_status prepare_latents(run *r, kiln_err *err) {
     r->x = be->ops->alloc(be, nb);
     r->tmp = be->ops->alloc(be, nb);
     r->v = be->ops->alloc(be, (size_t)r->Bd * per * sizeof(float));
-    r->xin = r->cfg ? be->ops->alloc(be, (size_t)r->Bd * per * sizeof(float)) : NULL;
+    /* with references every DiT sample is [noisy ; references]: xin always, and the full output apart */
+    const size_t T = (size_t)r->N + r->n_ref_tok;
+    bool need_xin = r->cfg || r->n_refs;
+    r->xin = need_xin ? be->ops->alloc(be, (size_t)r->Bd * T * 128 * sizeof(float)) : NULL;
+    r->vfull = r->n_refs ? be->ops->alloc(be, (size_t)r->Bd * T * 128 * sizeof(float)) : NULL;
     float *grid = kiln_malloc(per * sizeof(float)), *host = kiln_malloc(nb);
+    float *x0 = r->init_rgb ? kiln_malloc(per * sizeof(float)) : NULL;
+    float *reft = r->n_refs ? kiln_malloc((size_t)r->n_ref_tok * 128 * sizeof(float)) : NULL;
     kiln_status s = KILN_OK;
-    if (!r->x || !r->tmp || !r->v || (r->cfg && !r->xin) || !grid || !host) {
+    if (!r->x || !r->tmp || !r->v || (need_xin && !r->xin) || (r->n_refs && (!r->vfull || !reft)) || !grid ||
+        !host || (r->init_rgb && !x0)) {
         s = KILN_FAIL(err, KILN_E_NOMEM, "latents: out of memory");
         goto done;
+    }
+    float sigma0 = 1.0f;
+    if (r->init_rgb) { /* img2img: the encoded image, and the sigma the strength selects (diffusers scale_noise) */
+        if ((s = kiln_edit_encode_tokens(r->e->vae, be, r->init_rgb, r->W, r->H, x0, err)) != KILN_OK) goto done;
+        kiln_flux2_schedule_cfg_f32(&r->e->sched, r->steps, r->N, r->sigmas);
+        sigma0 = r->sigmas[r->k0];
+        if (r->trace) trace(r, "init_latent", x0, per);
     }
     for (int i = 0; i < r->B; i++) {
         const float *g = grid;
         if (r->req->noise) g = r->req->noise + (size_t)i * per;
         else kiln_noise_fill(grid, per, image_seed(r->req, i));
-        kiln_grid_to_tokens(g, 128, r->h16, r->w16, host + (size_t)i * per);
+        float *t = host + (size_t)i * per;
+        kiln_grid_to_tokens(g, 128, r->h16, r->w16, t);
+        if (x0) /* sigma * noise + (1 - sigma) * sample, in f32 as torch */
+            for (size_t j = 0; j < per; j++) t[j] = sigma0 * t[j] + (1.0f - sigma0) * x0[j];
     }
-    s = be->ops->upload(be, r->x, host, nb, err);
+    if ((s = be->ops->upload(be, r->x, host, nb, err)) != KILN_OK) goto done;
+    if (r->n_refs) { /* the reference tokens, encoded once, into every DiT sample's tail (they never change) */
+        float *p = reft;
+        for (int k = 0; k < r->n_refs && s == KILN_OK; k++) {
+            s = kiln_edit_encode_tokens(r->e->vae, be, r->ref_rgb[k], r->ref_w[k], r->ref_h[k], p, err);
+            p += (size_t)r->ref_h16[k] * r->ref_w16[k] * 128;
+        }
+        if (s != KILN_OK) goto done;
+        if (r->trace) trace(r, "ref_tokens", reft, (size_t)r->n_ref_tok * 128);
+        for (int j = 0; j < r->Bd && s == KILN_OK; j++)
+            s = be->ops->upload(be, r->xin + ((size_t)j * T + r->N) * 128, reft, (size_t)r->n_ref_tok * 128 * sizeof(float), err);
+    }
 done:
     kiln_free(grid);
     kiln_free(host);
+    kiln_free(x0);
+    kiln_free(reft);
     return s;
 }
 
@@ -337,13 +438,17 @@ static kiln_status denoise(run *r, kiln_err *err) {
     kiln_engine *e = r->e;
     kiln_backend *be = e->be;
     int64_t BN = (int64_t)r->B * r->N;
-    KILN_TRY(kiln_flux2_dit_ws_create(e->dit, be, r->Bd, r->L, r->h16, r->w16, &r->ws, err));
+    KILN_TRY(kiln_flux2_dit_ws_create_refs(e->dit, be, r->Bd, r->L, r->h16, r->w16, r->n_refs, r->ref_h16, r->ref_w16,
+                                           &r->ws, err));
     r->dt = be->ops->alloc(be, 128 * sizeof(float));
     if (!r->dt) return KILN_FAIL(err, KILN_E_NOMEM, "denoising: out of memory");
     KILN_TRY(kiln_flux2_dit_set_text(e->dit, be, r->ws, r->feat, err)); /* the same for every step */
-    kiln_denoise_step st = {e->dit, r->ws, r->B, r->N, r->cfg, r->guidance, r->x, r->xin, r->v, r->tmp, r->dt};
+    kiln_denoise_step st = {e->dit, r->ws, r->B, r->N, r->cfg, r->guidance, r->x, r->xin, r->v, r->tmp, r->dt,
+                            r->n_ref_tok, r->vfull};
     double loop_t0 = kiln_clock_s();
-    for (int k = 0; k < r->steps; k++) {
+    const int n_run = r->steps - r->k0; /* img2img runs the schedule's tail */
+    for (int ks = 0; ks < n_run; ks++) {
+        const int k = r->k0 + ks;
         double st0 = kiln_clock_s();
         float t = kiln_flux2_timestep_value(r->sigmas[k]);
         /* Euler: x += (sigma_next - sigma) * v, with f32 sigmas */
@@ -352,12 +457,12 @@ static kiln_status denoise(run *r, kiln_err *err) {
         if (r->trace) { /* the halves of the body, eagerly, with a look at the velocity in between */
             KILN_TRY(kiln_denoise_step_forward(&st, be, err));
             float ts = t / 1000.0f;
-            snprintf(name, sizeof name, "step%d.timestep", k);
+            snprintf(name, sizeof name, "step%d.timestep", ks);
             trace(r, name, &ts, 1);
-            snprintf(name, sizeof name, "step%d.velocity", k);
+            snprintf(name, sizeof name, "step%d.velocity", ks);
             trace(r, name, r->v, (size_t)BN * 128);
             if (r->cfg) {
-                snprintf(name, sizeof name, "step%d.velocity_uncond", k);
+                snprintf(name, sizeof name, "step%d.velocity_uncond", ks);
                 trace(r, name, r->v + BN * 128, (size_t)BN * 128);
             }
             KILN_TRY(kiln_denoise_step_update(&st, be, err));
@@ -366,16 +471,16 @@ static kiln_status denoise(run *r, kiln_err *err) {
         }
         KILN_TRY(be->ops->sync(be, err));
         if (r->trace) {
-            snprintf(name, sizeof name, "step%d.latents", k);
+            snprintf(name, sizeof name, "step%d.latents", ks);
             trace(r, name, r->x, (size_t)BN * 128);
         }
         double now = kiln_clock_s();
-        r->res->step_ms[k] = (now - st0) * 1e3;
-        double eta = (now - loop_t0) / (k + 1) * (r->steps - k - 1);
+        r->res->step_ms[ks] = (now - st0) * 1e3;
+        double eta = (now - loop_t0) / (ks + 1) * (n_run - ks - 1);
         bool go_on = true;
-        if (r->req->latent_preview && r->req->progress) KILN_TRY(report_latent(r, k + 1, eta, &go_on, err));
-        else go_on = report(r, k + 1, r->steps, eta);
-        if (!go_on) return KILN_FAIL(err, KILN_E_CANCELLED, "cancelled after denoising step %d/%d", k + 1, r->steps);
+        if (r->req->latent_preview && r->req->progress) KILN_TRY(report_latent(r, ks + 1, eta, &go_on, err));
+        else go_on = report(r, ks + 1, n_run, eta);
+        if (!go_on) return KILN_FAIL(err, KILN_E_CANCELLED, "cancelled after denoising step %d/%d", ks + 1, n_run);
     }
     return KILN_OK;
 }
@@ -446,19 +551,21 @@ done:
 static void run_free(run *r) {
     kiln_backend *be = r->e->be;
     for (int i = 0; i <= MAX_BATCH; i++) kiln_tokens_free(&r->tok[i]);
-    float *bufs[] = {r->feat, r->x, r->xin, r->v, r->tmp, r->dt};
+    float *bufs[] = {r->feat, r->x, r->xin, r->v, r->tmp, r->dt, r->vfull};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]) be->ops->free(be, bufs[i]);
     kiln_free(r->sigmas);
     kiln_flux2_dit_ws_free(be, r->ws);
+    for (int k = 0; k < KILN_MAX_REFS; k++) kiln_free(r->ref_rgb[k]);
+    kiln_free(r->init_rgb);
 }
 
 static void fill_meta(run *r) {
     kiln_result *res = r->res;
     const kiln_request *q = r->req;
-    res->width = q->width;
-    res->height = q->height;
-    res->steps = r->steps;
+    res->width = r->W;
+    res->height = r->H;
+    res->steps = r->steps - r->k0;
     res->batch = r->B;
     res->guidance = r->cfg || r->base ? r->guidance : 1.0f;
     res->variant = r->e->variant;
@@ -513,12 +620,12 @@ kiln_status kiln_generate_traced(kiln_engine *e, const kiln_request *req, kiln_t
         s = KILN_FAIL(err, KILN_E_NOMEM, "out of memory");
         goto done;
     }
-    r.res->n_steps = r.steps;
+    r.res->n_steps = r.steps - r.k0;
     STAGE(KILN_STAGE_TEXT_ENCODING, encode_text(&r, err));
     STAGE(KILN_STAGE_LATENT_PREPARATION, prepare_latents(&r, err));
     STAGE(KILN_STAGE_TIMESTEP_PREPARATION, (kiln_flux2_schedule_cfg_f32(&e->sched, r.steps, r.N, r.sigmas), KILN_OK));
-    trace(&r, "sigmas", r.sigmas, (size_t)r.steps + 1);
-    r.res->sigmas_first = r.sigmas[0];
+    trace(&r, "sigmas", r.sigmas + r.k0, (size_t)(r.steps - r.k0) + 1); /* img2img: the schedule's tail */
+    r.res->sigmas_first = r.sigmas[r.k0];
     r.res->sigmas_last_nonzero = r.sigmas[r.steps - 1];
     STAGE(KILN_STAGE_DENOISING, denoise(&r, err));
     STAGE(KILN_STAGE_DECODING, decode(&r, err));

@@ -20,13 +20,18 @@ cd "$here"
 # GGUF / fp8 reader data (the gguf package), then the quantised tiny DiTs and their pipeline goldens
 "$py" make_gguf.py
 "$py" make_quant_goldens.py
+# editing (reference images) and image-to-image; the decoder test images
+"$py" make_image_inputs.py
+"$py" make_edit_goldens.py
+"$py" make_tiny9b.py
 "$py" describe_goldens.py
 "$py" make_manifests.py
+"$py" make_manifests_9b.py
 cd "$repo"
 # Regular files by content; symlinks (tiny tokenizer, diffusers-base subfolders) by their target. Hand-written
 # READMEs are left out so that editing prose never breaks --check (the generated golden table is derived
 # from the golden files, which are checked).
-sums=$( (find tests/data/tiny tests/data/golden tests/data/manifests tests/data/gguf tests/data/quant -type f ! -name '*.md' | LC_ALL=C sort | xargs sha256sum
+sums=$( (find tests/data/tiny tests/data/golden tests/data/manifests tests/data/gguf tests/data/quant tests/data/images -type f ! -name '*.md' | LC_ALL=C sort | xargs sha256sum
          find tests/data/tiny -type l | LC_ALL=C sort | while read -r l; do echo "link  $l -> $(readlink "$l")"; done) )
 if [ "${1:-}" = "--check" ]; then
   if printf '%s\n' "$sums" | diff -u "$here/SHA256SUMS" -; then echo "regenerate: bit-for-bit identical"; else
