@@ -16,6 +16,7 @@ cd "$here"
 "$py" make_clip_golden.py
 "$py" make_t5_golden.py
 "$py" make_flux1_dit_golden.py
+"$py" make_flux1_vae_golden.py
 "$py" describe_goldens.py
 "$py" make_manifests.py
 cd "$repo"
