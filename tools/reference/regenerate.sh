@@ -17,6 +17,7 @@ cd "$here"
 "$py" make_t5_golden.py
 "$py" make_flux1_dit_golden.py
 "$py" make_flux1_vae_golden.py
+"$py" make_flux1_schedule_golden.py
 "$py" describe_goldens.py
 "$py" make_manifests.py
 cd "$repo"
