@@ -2,6 +2,7 @@
  * N = 1; every op is one line. */
 #include <math.h>
 
+#include "models/flux1_vae.h"
 #include "models/flux2_vae.h"
 #include "models/views.h"
 
@@ -124,8 +125,12 @@ kiln_status kiln_flux2_vae_decode(const kiln_flux2_vae *m, kiln_backend *be, con
         kiln_tensor Z = kiln_f32_4d((float *)z, 1, m->z_ch, h, w), PQ = kiln_f32_4d(t1, 1, m->z_ch, h, w);
         kiln_tensor pqw = kiln_tensor_make(m->pq_w.data, m->pq_w.dtype, 4, (int64_t[]){m->z_ch, m->z_ch, 1, 1});
         kiln_tensor X = kiln_f32_4d(x, 1, (int64_t)cmid, h, w);
-        if ((s = op->conv2d(be, &PQ, &Z, &pqw, &m->pq_b, 1, 0, 0, err))) goto done;
-        if ((s = op->conv2d(be, &X, &PQ, &m->conv_in_w, &m->conv_in_b, 1, 1, 1, err))) goto done;
+        if (m->pq_w.data) { /* FLUX.1's AutoencoderKL has none (use_post_quant_conv false) */
+            if ((s = op->conv2d(be, &PQ, &Z, &pqw, &m->pq_b, 1, 0, 0, err))) goto done;
+            if ((s = op->conv2d(be, &X, &PQ, &m->conv_in_w, &m->conv_in_b, 1, 1, 1, err))) goto done;
+        } else if ((s = op->conv2d(be, &X, &Z, &m->conv_in_w, &m->conv_in_b, 1, 1, 1, err))) {
+            goto done;
+        }
         /* mid: ResNet, attention, ResNet */
         if ((s = resnet(m, be, &m->mid_res[0], x, t1, t2, h, w, err))) goto done;
         if ((s = attn(m, be, &m->mid_attn, x, t1, abuf, h, w, err))) goto done;
@@ -215,7 +220,11 @@ kiln_status kiln_flux2_vae_encode(const kiln_flux2_vae *m, kiln_backend *be, con
         if ((s = op->group_norm(be, &Nf, &Xf, m->groups, &m->enc_norm_g, &m->enc_norm_b, m->gn_eps, true, err)))
             goto done;
         if ((s = op->conv2d(be, &O, &Nf, &m->enc_out_w, &m->enc_out_b, 1, 1, 1, err))) goto done;
-        if ((s = op->conv2d(be, &Q, &O, &qcw, &m->qc_b, 1, 0, 0, err))) goto done;
+        if (m->qc_w.data) { /* FLUX.1: use_quant_conv false */
+            if ((s = op->conv2d(be, &Q, &O, &qcw, &m->qc_b, 1, 0, 0, err))) goto done;
+        } else if ((s = op->copy(be, &Q, &O, err))) {
+            goto done;
+        }
         /* the posterior mean is the first z channels (NCHW: a contiguous prefix) */
         kiln_tensor MEAN = kiln_f32_2d(mean, 1, (int64_t)m->z_ch * h * w), QM = kiln_f32_2d(x, 1, (int64_t)m->z_ch * h * w);
         if ((s = op->copy(be, &MEAN, &QM, err))) goto done;
@@ -224,4 +233,13 @@ kiln_status kiln_flux2_vae_encode(const kiln_flux2_vae *m, kiln_backend *be, con
 done:
     free_work(be, x, t1, t2, abuf);
     return s;
+}
+
+void kiln_flux1_vae_unscale(const kiln_flux2_vae *m, float *z, size_t n) {
+    /* torch: latents / float + float on an f32 tensor: the python scalars become f32, each op rounds */
+    float sc = (float)m->scaling_factor, sh = (float)m->shift_factor;
+    for (size_t i = 0; i < n; i++) {
+        volatile float q = z[i] / sc;
+        z[i] = q + sh;
+    }
 }

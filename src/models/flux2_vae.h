@@ -52,11 +52,14 @@ typedef struct kiln_vae_up_level {
 
 typedef struct kiln_flux2_vae {
     bool bfl_names;
+    bool flux1;               /* FLUX.1's AutoencoderKL: no batch norm, (post_)quant_conv optional (absent in
+                                 FLUX.1's file), latents scaled and shifted instead (flux1_vae.h) */
+    double scaling_factor, shift_factor; /* FLUX.1: 0.3611, 0.1159 (vae/config.json); FLUX.2: unused */
     int z_ch;                 /* 32 */
     int groups;               /* 32 */
     float gn_eps, bn_eps;     /* 1e-6, 1e-4 */
     int n_levels;             /* decoder up levels, coarsest first (diffusers up_blocks order) */
-    kiln_tensor pq_w, pq_b;   /* post_quant_conv [z, z] (1x1), f32 [z] */
+    kiln_tensor pq_w, pq_b;   /* post_quant_conv [z, z] (1x1), f32 [z]; FLUX.1: data NULL when absent */
     kiln_tensor conv_in_w;    /* [Cmid, z, 3, 3] */
     kiln_tensor conv_in_b;
     kiln_vae_resnet mid_res[2];
@@ -78,7 +81,7 @@ typedef struct kiln_flux2_vae {
     kiln_tensor enc_norm_g, enc_norm_b; /* f32 [Cmid] */
     kiln_tensor enc_out_w;       /* [2 z, Cmid, 3, 3] (mean | logvar) */
     kiln_tensor enc_out_b;
-    kiln_tensor qc_w, qc_b;      /* quant_conv [2z, 2z] (1x1), f32 [2z] */
+    kiln_tensor qc_w, qc_b;      /* quant_conv [2z, 2z] (1x1), f32 [2z]; FLUX.1: data NULL when absent */
     kiln_wset ws;
 } kiln_flux2_vae;
 

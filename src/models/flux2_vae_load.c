@@ -1,9 +1,11 @@
-/* flux2_vae_load.c - FLUX.2 VAE decoder weights under diffusers or BFL/ldm names (see flux2_vae.h, spec 3.5). */
+/* flux2_vae_load.c - FLUX.2 (and FLUX.1, flux1_vae.h) VAE weights under diffusers or BFL/ldm names (see flux2_vae.h, spec 3.5). */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "base/alloc.h"
 #include "models/config.h"
+#include "models/flux1_vae.h"
 #include "models/flux2_vae.h"
 
 static kiln_status load_resnet(kiln_wset *ws, const char *pre, bool bfl, int cin, int cout, kiln_vae_resnet *r) {
@@ -59,11 +61,18 @@ static kiln_status load_all(kiln_flux2_vae *m, kiln_err *err) {
     m->groups = 32;
     m->gn_eps = 1e-6f;
     m->bn_eps = 1e-4f;
-    KILN_TRY(kiln_w_mat(ws, &m->pq_w, -1, -1, "%s", bfl ? "decoder.post_quant_conv.weight" : "post_quant_conv.weight"));
-    m->z_ch = (int)m->pq_w.shape[0];
-    if (m->pq_w.shape[1] != m->z_ch) return KILN_FAIL(err, KILN_E_FORMAT, "VAE: post_quant_conv is not square");
-    KILN_TRY(kiln_w_vec(ws, &m->pq_b, m->z_ch, "%s", bfl ? "decoder.post_quant_conv.bias" : "post_quant_conv.bias"));
-    KILN_TRY(kiln_w_conv(ws, &m->conv_in_w, -1, m->z_ch, 3, "decoder.conv_in.weight"));
+    const char *pq = bfl ? "decoder.post_quant_conv" : "post_quant_conv";
+    if (m->flux1 && kiln_w_has(ws, "bn.running_mean"))
+        return KILN_FAIL(err, KILN_E_FORMAT, "VAE: this file has bn.running_mean: a FLUX.2 VAE, not FLUX.1's");
+    /* FLUX.1's AutoencoderKL config turns post_quant_conv off; FLUX.2 always has it */
+    if (!m->flux1 || kiln_w_has(ws, "%s.weight", pq)) {
+        KILN_TRY(kiln_w_mat(ws, &m->pq_w, -1, -1, "%s.weight", pq));
+        m->z_ch = (int)m->pq_w.shape[0];
+        if (m->pq_w.shape[1] != m->z_ch) return KILN_FAIL(err, KILN_E_FORMAT, "VAE: post_quant_conv is not square");
+        KILN_TRY(kiln_w_vec(ws, &m->pq_b, m->z_ch, "%s.bias", pq));
+    }
+    KILN_TRY(kiln_w_conv(ws, &m->conv_in_w, -1, m->pq_w.data ? m->z_ch : -1, 3, "decoder.conv_in.weight"));
+    m->z_ch = (int)m->conv_in_w.shape[1];
     int cmid = (int)m->conv_in_w.shape[0];
     KILN_TRY(kiln_w_vec(ws, &m->conv_in_b, cmid, "decoder.conv_in.bias"));
     for (int i = 0; i < 2; i++) {
@@ -108,6 +117,7 @@ static kiln_status load_all(kiln_flux2_vae *m, kiln_err *err) {
     KILN_TRY(kiln_w_vec(ws, &m->norm_out_b, c, "%s.bias", no));
     KILN_TRY(kiln_w_conv(ws, &m->conv_out_w, 3, c, 3, "decoder.conv_out.weight"));
     KILN_TRY(kiln_w_vec(ws, &m->conv_out_b, 3, "decoder.conv_out.bias"));
+    if (m->flux1) return KILN_OK; /* AutoencoderKL has no latent batch norm */
     KILN_TRY(kiln_w_vec(ws, &m->bn_mean, 4 * m->z_ch, "bn.running_mean"));
     KILN_TRY(kiln_w_vec(ws, &m->bn_var, 4 * m->z_ch, "bn.running_var"));
     return KILN_OK;
@@ -163,6 +173,7 @@ static kiln_status load_encoder(kiln_flux2_vae *m, kiln_err *err) {
     KILN_TRY(kiln_w_conv(ws, &m->enc_out_w, 2 * m->z_ch, c, 3, "encoder.conv_out.weight"));
     KILN_TRY(kiln_w_vec(ws, &m->enc_out_b, 2 * m->z_ch, "encoder.conv_out.bias"));
     const char *qc = bfl ? "encoder.quant_conv" : "quant_conv";
+    if (m->flux1 && !kiln_w_has(ws, "%s.weight", qc)) return KILN_OK; /* use_quant_conv false */
     KILN_TRY(kiln_w_mat(ws, &m->qc_w, 2 * m->z_ch, 2 * m->z_ch, "%s.weight", qc));
     KILN_TRY(kiln_w_vec(ws, &m->qc_b, 2 * m->z_ch, "%s.bias", qc));
     return KILN_OK;
@@ -197,27 +208,57 @@ static kiln_status check_groups(const kiln_flux2_vae *m, int c, const char *wher
     return KILN_OK;
 }
 
+/* FLUX.1 (AutoencoderKL): the latent scale and shift FluxPipeline applies, and the optional 1x1 convs, whose
+ * config flags (default true) must agree with the weights. */
+static kiln_status read_config_flux1(kiln_flux2_vae *m, const json_t *c, const char *w, kiln_err *err) {
+    m->scaling_factor = 0.18215; /* AutoencoderKL's default */
+    KILN_TRY(kiln_cfg_number(c, w, "scaling_factor", &m->scaling_factor, err));
+    const json_t *sh = kiln_cfg_get(c, "shift_factor");
+    if (!sh || json_is_null(sh))
+        return KILN_FAIL(err, KILN_E_UNSUPPORTED, "%s: shift_factor is null or missing (FluxPipeline adds it to the "
+                         "latents: FLUX.1's is 0.1159)", w);
+    KILN_TRY(kiln_cfg_number(c, w, "shift_factor", &m->shift_factor, err));
+    if (!(fabs(m->scaling_factor) > 1e-12 && isfinite(m->scaling_factor)) || !isfinite(m->shift_factor))
+        return KILN_FAIL(err, KILN_E_FORMAT, "%s: scaling_factor %g / shift_factor %g must be finite, scaling non-zero",
+                         w, m->scaling_factor, m->shift_factor);
+    const char *keys[2] = {"use_post_quant_conv", "use_quant_conv"};
+    bool have[2] = {m->pq_w.data != NULL, !m->has_encoder || m->qc_w.data != NULL};
+    for (int i = 0; i < 2; i++) {
+        bool on = true;
+        KILN_TRY(kiln_cfg_boolean(c, w, keys[i], &on, err));
+        if (on != have[i])
+            return KILN_FAIL(err, KILN_E_FORMAT, "%s: %s is %s but the weights %s it", w, keys[i], on ? "true" : "false",
+                             have[i] ? "have" : "lack");
+    }
+    return KILN_OK;
+}
+
 static kiln_status read_config(kiln_flux2_vae *m, const json_t *c, kiln_err *err) {
     const char *w = "vae/config.json";
-    double bn_eps = m->bn_eps;
     KILN_TRY(kiln_cfg_int(c, w, "norm_num_groups", &m->groups, err));
-    KILN_TRY(kiln_cfg_number(c, w, "batch_norm_eps", &bn_eps, err));
     if (m->groups < 1) return KILN_FAIL(err, KILN_E_FORMAT, "%s: norm_num_groups %d must be positive", w, m->groups);
-    if (!(bn_eps > 0)) return KILN_FAIL(err, KILN_E_FORMAT, "%s: batch_norm_eps %g must be positive", w, bn_eps);
-    m->bn_eps = (float)bn_eps;
+    if (m->flux1) {
+        KILN_TRY(read_config_flux1(m, c, w, err));
+    } else {
+        double bn_eps = m->bn_eps;
+        KILN_TRY(kiln_cfg_number(c, w, "batch_norm_eps", &bn_eps, err));
+        if (!(bn_eps > 0)) return KILN_FAIL(err, KILN_E_FORMAT, "%s: batch_norm_eps %g must be positive", w, bn_eps);
+        m->bn_eps = (float)bn_eps;
+    }
     KILN_TRY(kiln_cfg_expect_str(c, w, "act_fn", "silu", err));
     KILN_TRY(expect_blocks(c, w, "up_block_types", "UpDecoderBlock2D", err));
     KILN_TRY(expect_blocks(c, w, "down_block_types", "DownEncoderBlock2D", err));
     KILN_TRY(expect_int(c, w, "in_channels", 3, err));
     KILN_TRY(expect_int(c, w, "out_channels", 3, err));
     KILN_TRY(expect_int(c, w, "latent_channels", m->z_ch, err));
-    static const char *const must_be_true[] = {"use_post_quant_conv", "use_quant_conv", "mid_block_add_attention"};
-    for (size_t i = 0; i < sizeof must_be_true / sizeof must_be_true[0]; i++) {
+    static const char *const must_be_true[] = {"mid_block_add_attention", "use_post_quant_conv", "use_quant_conv"};
+    size_t n_true = m->flux1 ? 1 : sizeof must_be_true / sizeof must_be_true[0]; /* FLUX.1: read_config_flux1 */
+    for (size_t i = 0; i < n_true; i++) {
         bool on = true;
         KILN_TRY(kiln_cfg_boolean(c, w, must_be_true[i], &on, err));
         if (!on) return KILN_FAIL(err, KILN_E_UNSUPPORTED, "%s: %s false is not supported", w, must_be_true[i]);
     }
-    const json_t *ps = kiln_cfg_get(c, "patch_size");
+    const json_t *ps = m->flux1 ? NULL : kiln_cfg_get(c, "patch_size"); /* AutoencoderKL has no patch_size */
     if (ps && !(json_is_array(ps) && json_array_size(ps) == 2 && json_integer_value(json_array_get(ps, 0)) == 2 &&
                 json_integer_value(json_array_get(ps, 1)) == 2))
         return KILN_FAIL(err, KILN_E_UNSUPPORTED, "%s: patch_size is not supported (FLUX.2 latents are [2, 2] "
@@ -259,8 +300,21 @@ kiln_status kiln_flux2_vae_load(const kiln_st_file *ck, kiln_flux2_vae **out, ki
     return kiln_flux2_vae_load_config(ck, NULL, out, err);
 }
 
+static kiln_status load_family(const kiln_st_file *ck, const char *config_json, bool flux1, kiln_flux2_vae **out,
+                               kiln_err *err);
+
 kiln_status kiln_flux2_vae_load_config(const kiln_st_file *ck, const char *config_json, kiln_flux2_vae **out,
                                        kiln_err *err) {
+    return load_family(ck, config_json, false, out, err);
+}
+
+kiln_status kiln_flux1_vae_load_config(const kiln_st_file *ck, const char *config_json, kiln_flux2_vae **out,
+                                       kiln_err *err) {
+    return load_family(ck, config_json, true, out, err);
+}
+
+static kiln_status load_family(const kiln_st_file *ck, const char *config_json, bool flux1, kiln_flux2_vae **out,
+                               kiln_err *err) {
     *out = NULL;
     json_t *c;
     KILN_TRY(kiln_config_open(config_json, &c, err));
@@ -269,6 +323,9 @@ kiln_status kiln_flux2_vae_load_config(const kiln_st_file *ck, const char *confi
         json_decref(c);
         return KILN_FAIL(err, KILN_E_NOMEM, "VAE: out of memory");
     }
+    m->flux1 = flux1;
+    m->scaling_factor = KILN_FLUX1_VAE_SCALING;
+    m->shift_factor = KILN_FLUX1_VAE_SHIFT;
     kiln_wset_init(&m->ws, ck, "VAE", err);
     kiln_status s = load_all(m, err);
     if (s == KILN_OK) s = load_encoder(m, err);

@@ -34,10 +34,55 @@ void kiln_flux2_schedule(int n_steps, long n_tokens, double *sigmas) {
     sigmas[n_steps] = 0.0;
 }
 
-kiln_sched_config kiln_sched_config_klein(void) { return (kiln_sched_config){KILN_SHIFT_EXPONENTIAL, 3.0}; }
+kiln_sched_config kiln_sched_config_klein(void) {
+    return (kiln_sched_config){KILN_SHIFT_EXPONENTIAL, 3.0, false, 256, 4096, 0.5, 1.15};
+}
+
+kiln_sched_config kiln_sched_config_flux1(bool dev) {
+    kiln_sched_config c = {dev ? KILN_SHIFT_EXPONENTIAL : KILN_SHIFT_STATIC, dev ? 3.0 : 1.0, true, 256, 4096, 0.5, 1.15};
+    return c;
+}
+
+double kiln_sched_mu(const kiln_sched_config *c, int n_steps, long n_tokens) {
+    if (!c->flux1_mu) return kiln_flux2_empirical_mu(n_steps, n_tokens);
+    /* FluxPipeline calculate_shift: m = (max_shift - base_shift) / (max_seq - base_seq); b = base_shift - m base_seq */
+    double m = (c->max_shift - c->base_shift) / (c->max_seq - c->base_seq);
+    double b = c->base_shift - m * c->base_seq;
+    return (double)n_tokens * m + b;
+}
+
+static kiln_status read_common(const char *path, kiln_sched_config *out, kiln_err *err);
 
 kiln_status kiln_sched_config_read(const char *path, kiln_sched_config *out, kiln_err *err) {
     *out = kiln_sched_config_klein();
+    return read_common(path, out, err);
+}
+
+kiln_status kiln_sched_config_read_flux1(const char *path, bool dev, kiln_sched_config *out, kiln_err *err) {
+    *out = kiln_sched_config_flux1(dev);
+    json_t *c;
+    KILN_TRY(kiln_config_open(path, &c, err));
+    if (!c) return KILN_OK;
+    /* absent keys: the pipeline's .get() defaults, not the model's */
+    *out = (kiln_sched_config){KILN_SHIFT_STATIC, 1.0, true, 256, 4096, 0.5, 1.15};
+    const char *w = "scheduler/scheduler_config.json";
+    kiln_status s = kiln_cfg_number(c, w, "base_image_seq_len", &out->base_seq, err);
+    if (s == KILN_OK) s = kiln_cfg_number(c, w, "max_image_seq_len", &out->max_seq, err);
+    if (s == KILN_OK) s = kiln_cfg_number(c, w, "base_shift", &out->base_shift, err);
+    if (s == KILN_OK) s = kiln_cfg_number(c, w, "max_shift", &out->max_shift, err);
+    if (s == KILN_OK && !(out->max_seq != out->base_seq))
+        s = KILN_FAIL(err, KILN_E_FORMAT, "%s: max_image_seq_len equals base_image_seq_len (%g): calculate_shift "
+                      "divides by their difference", w, out->base_seq);
+    if (s == KILN_OK && !(isfinite(out->base_seq) && isfinite(out->max_seq) && isfinite(out->base_shift) &&
+                          isfinite(out->max_shift) && fabs(out->max_shift) < 1e3 && fabs(out->base_shift) < 1e3))
+        s = KILN_FAIL(err, KILN_E_FORMAT, "%s: base_shift / max_shift / *_image_seq_len must be finite (shifts below "
+                      "1000)", w);
+    json_decref(c);
+    if (s != KILN_OK) return s;
+    return read_common(path, out, err);
+}
+
+static kiln_status read_common(const char *path, kiln_sched_config *out, kiln_err *err) {
     json_t *c;
     KILN_TRY(kiln_config_open(path, &c, err));
     if (!c) return KILN_OK;
@@ -88,7 +133,7 @@ void kiln_flux2_schedule_f32(int n_steps, long n_tokens, float *sigmas) {
 }
 
 void kiln_flux2_schedule_cfg_f32(const kiln_sched_config *c, int n_steps, long n_tokens, float *sigmas) {
-    double mu = kiln_flux2_empirical_mu(n_steps, n_tokens);
+    double mu = kiln_sched_mu(c, n_steps, n_tokens);
     float em = (float)exp(mu), muf = (float)mu;
     float sh = (float)c->shift, sh1 = (float)(c->shift - 1.0); /* python float - 1, then numpy's f32 cast */
     for (int k = 0; k < n_steps; k++) {

@@ -1,4 +1,5 @@
-/* schedule.h - the FLUX.2 sigma schedule (empirical mu + exponential time shift) and the Euler update.
+/* schedule.h - the FLUX.2 sigma schedule (empirical mu + exponential time shift), FLUX.1's (calculate_shift's mu,
+ * or none for schnell) and the Euler update.
  *
  *     double sig[5];
  *     kiln_flux2_schedule(4, 512 / 16 * 512 / 16, sig);   // 1, 0.958085, 0.883982, 0.717497, 0
@@ -10,6 +11,7 @@
 #ifndef KILN_PIPELINE_SCHEDULE_H
 #define KILN_PIPELINE_SCHEDULE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "base/status.h"
@@ -24,6 +26,10 @@ typedef enum kiln_shift_kind {
 typedef struct kiln_sched_config {
     kiln_shift_kind kind;
     double shift; /* KILN_SHIFT_STATIC only */
+    /* FLUX.1 (FluxPipeline): mu = calculate_shift(image tokens, base_image_seq_len, max_image_seq_len, base_shift,
+     * max_shift), a line through (base_seq, base_shift) and (max_seq, max_shift); FLUX.2 uses the empirical mu. */
+    bool flux1_mu;
+    double base_seq, max_seq, base_shift, max_shift; /* 256, 4096, 0.5, 1.15 */
 } kiln_sched_config;
 
 /* klein's own scheduler (dynamic, exponential): also what kiln uses without a scheduler folder. */
@@ -34,6 +40,18 @@ kiln_sched_config kiln_sched_config_klein(void);
  * stochastic_sampling, use_flow_sigmas, num_train_timesteps other than 1000, an unknown time_shift_type).
  * Errors: KILN_E_UNSUPPORTED / KILN_E_FORMAT naming the file and the key. */
 kiln_status kiln_sched_config_read(const char *path, kiln_sched_config *out, kiln_err *err);
+
+/* FLUX.1's scheduler without a scheduler_config.json (single files), as the official configs have it: [dev]
+ * dynamic (exponential) shifting with calculate_shift's 256/4096/0.5/1.15; [schnell] static shift 1 (no shift). */
+kiln_sched_config kiln_sched_config_flux1(bool dev);
+
+/* scheduler_config.json for FluxPipeline (path NULL or absent: kiln_sched_config_flux1(dev)): the same keys and
+ * refusals as kiln_sched_config_read, plus base_image_seq_len, max_image_seq_len, base_shift, max_shift (the
+ * pipeline's defaults 256, 4096, 0.5, 1.15 when absent; max_image_seq_len must differ from base). */
+kiln_status kiln_sched_config_read_flux1(const char *path, bool dev, kiln_sched_config *out, kiln_err *err);
+
+/* The mu a pipeline uses: calculate_shift for FLUX.1 (in double, as python computes it), else the empirical mu. */
+double kiln_sched_mu(const kiln_sched_config *c, int n_steps, long n_tokens);
 
 /* mu for n_steps steps at n_tokens image tokens ((H/16)*(W/16)). */
 double kiln_flux2_empirical_mu(int n_steps, long n_tokens);

@@ -24,6 +24,8 @@ cd "$here"
 "$py" make_image_inputs.py
 "$py" make_edit_goldens.py
 "$py" make_tiny9b.py
+"$py" make_flux1_vae_golden.py
+"$py" make_flux1_schedule_golden.py
 "$py" describe_goldens.py
 "$py" make_manifests.py
 "$py" make_manifests_9b.py
