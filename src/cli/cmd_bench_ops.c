@@ -38,8 +38,6 @@ static const bcase cases[] = {
     {"dit.single.linear1", B_MATMUL, 512, 1536, 27648, 3072, KILN_EPI_NONE, 0},
     {"dit.single.linear2", B_MATMUL, 512, 1536, 3072, 12288, KILN_EPI_GATED_RESIDUAL, 0},
     {"dit.double.qkv", B_MATMUL, 512, 1024, 9216, 3072, KILN_EPI_NONE, 0},
-    /* one row: the shared modulation vectors (double-stream img or txt: 6 x 3072 outputs) */
-    {"dit.modulation", B_MATMUL, 512, 1, 18432, 3072, KILN_EPI_NONE, 0},
     {"dit.double.proj", B_MATMUL, 512, 1024, 3072, 3072, KILN_EPI_GATED_RESIDUAL, 0},
     {"dit.double.mlp_in", B_MATMUL, 512, 1024, 18432, 3072, KILN_EPI_NONE, 0},
     {"dit.double.mlp_out", B_MATMUL, 512, 1024, 3072, 9216, KILN_EPI_GATED_RESIDUAL, 0},
