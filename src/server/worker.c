@@ -57,6 +57,7 @@ struct kiln_worker {
     bool stop;
     atomic_bool interrupt;
     atomic_bool stopping;
+    atomic_bool draining; /* claim nothing more (kiln_worker_drain) */
     char current[64];
     /* the jobs claimed together (current is one of them); an interrupt of one waiting for its turn is kept in
      * member_stop until it runs, and stops a shared forward in progress */
@@ -464,6 +465,11 @@ static void run_job(kiln_worker *w, job_run *jr) {
             json_decref(last);
         } else {
             kiln_events_send(srv, job->client_id, last_type, last);
+            int images = 0;
+            const char *okey;
+            json_t *oval;
+            json_object_foreach(outputs, okey, oval) images += (int)json_array_size(json_object_get(oval, "images"));
+            kiln_metrics_job(srv->metrics, job, final, images, engine_ms, graph_json);
         }
         free(out_txt);
         free(msg_txt);
@@ -489,6 +495,15 @@ static void *worker_main(void *arg) {
         if (stop) break;
         kiln_job job;
         kiln_err err = {0};
+        if (atomic_load(&w->draining)) { /* idle until the stop */
+            pthread_mutex_lock(&w->mu);
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_sec += 1;
+            if (!w->stop) pthread_cond_timedwait(&w->wake, &w->mu, &ts);
+            pthread_mutex_unlock(&w->mu);
+            continue;
+        }
         kiln_status s = kiln_store_claim_next(w->srv->store, &job, &err);
         if (s == KILN_E_NOT_FOUND) {
             pthread_mutex_lock(&w->mu);
@@ -585,6 +600,18 @@ void kiln_worker_free(kiln_worker *w) {
 }
 
 bool kiln_worker_stopping(kiln_worker *w) { return atomic_load(&w->stopping); }
+
+bool kiln_worker_drain(kiln_worker *w, double timeout_s) {
+    atomic_store(&w->draining, true);
+    double deadline = kiln_clock_s() + timeout_s;
+    char id[64];
+    while (kiln_worker_current(w, id)) {
+        if (kiln_clock_s() >= deadline) return false;
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    return true;
+}
 
 void kiln_worker_wake(kiln_worker *w) {
     pthread_mutex_lock(&w->mu);

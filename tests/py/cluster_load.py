@@ -118,6 +118,7 @@ def main():
     ap.add_argument("--lease", type=int, default=2)
     ap.add_argument("--batch-images", type=int, default=2)
     ap.add_argument("--max-rss-growth-mb", type=float, default=64)
+    ap.add_argument("--drain-wait", type=float, default=40, help="seconds the queue may take to empty after the load")
     ap.add_argument("--report")
     args = ap.parse_args()
 
@@ -215,7 +216,7 @@ def main():
         return subprocess.run([args.psql, "-X", "-q", "-t", "-A", "-F", "\t", args.queue, "-c", q],
                               check=True, capture_output=True, text=True).stdout.splitlines()
 
-    deadline = time.time() + 180
+    deadline = time.time() + args.drain_wait
     while time.time() < deadline and int(sql("SELECT COUNT(*) FROM kiln_jobs WHERE state IN (0,1)")[0]) > 0:
         time.sleep(0.5)
     time.sleep(1.0)  # the last events on their way through NOTIFY
