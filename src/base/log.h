@@ -19,6 +19,10 @@ typedef enum kiln_log_level {
 } kiln_log_level;
 
 void kiln_log_set_level(kiln_log_level level);
+/* One JSON object per line instead ({"ts":UNIX_SECONDS,"uptime_s":..,"level":"warn","src":"file.c:88","msg":".."});
+ * also KILN_LOG_FORMAT=json. For log collectors (kiln serve --log-format json). */
+void kiln_log_set_json(bool on);
+bool kiln_log_json(void);
 kiln_log_level kiln_log_get_level(void);
 bool kiln_log_enabled(kiln_log_level level);
 /* Parses "error|warn|info|debug|trace" (or 0..4). Returns false on anything else. */

@@ -1,5 +1,6 @@
 /* cmd_serve.c - `kiln serve`: the ComfyUI- and OpenAI-compatible server (src/server/server.h). */
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,7 +38,10 @@ static void usage(FILE *out) {
             "--token T: every route except / and /health needs 'Authorization: Bearer T'.\n"
             "--batch-images N: compatible queued jobs share one forward of up to N images (default 4; 1 = off).\n"
             "--request-timeout S: how long an OpenAI request waits for its image (default 600; then 504, retry\n"
-            "with the same Idempotency-Key). --default-size WxH: the OpenAI size \"auto\" (default 1024x1024).\n");
+            "with the same Idempotency-Key). --default-size WxH: the OpenAI size \"auto\" (default 1024x1024).\n"
+            "SIGTERM drains: the running job finishes (up to --drain-timeout S, default 600; 0 = stop at once), the\n"
+            "queue stays for the next start or the other nodes; SIGINT stops at once. --log-format json: one JSON\n"
+            "object per log line. GET /metrics: Prometheus text format.\n");
 }
 
 /* "WxH", each side 64..2048 and a multiple of 16. */
@@ -105,6 +109,23 @@ static void locate_frontend(const char *python, located *out) {
     waitpid(pid, &st, 0);
 }
 
+/* A status line: plain on stderr, or a JSON log line with --log-format json (log collectors parse every line). */
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...) {
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (kiln_log_json()) {
+        size_t n = strlen(msg);
+        if (n && msg[n - 1] == '\n') msg[n - 1] = 0;
+        kiln_log_at(KILN_LOG_INFO, __FILE__, __LINE__, "%s", msg);
+    } else {
+        fputs(msg, stderr);
+    }
+}
+
 static bool int_arg(const char *s, long lo, long hi, long *out) {
     char *end;
     long v = strtol(s, &end, 10);
@@ -116,6 +137,7 @@ static bool int_arg(const char *s, long lo, long hi, long *out) {
 int kiln_cmd_serve(int argc, char **argv) {
     kiln_server_config cfg = kiln_server_config_default();
     const char *port_file = NULL, *device = NULL, *python = "python3";
+    long drain_s = 600;
     int n_templates = 0;
     bool front_given = false;
     for (int i = 1; i < argc; i++) {
@@ -138,6 +160,8 @@ int kiln_cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--input")) cfg.input_dir = v;
         else if (!strcmp(a, "--db") || !strcmp(a, "--database") || !strcmp(a, "--queue")) cfg.db_path = v;
         else if (!strcmp(a, "--lease") && int_arg(v, 1, 3600, &n)) cfg.lease_s = (double)n;
+        else if (!strcmp(a, "--drain-timeout") && int_arg(v, 0, 86400, &n)) drain_s = n;
+        else if (!strcmp(a, "--log-format") && (!strcmp(v, "json") || !strcmp(v, "text"))) kiln_log_set_json(!strcmp(v, "json"));
         else if (!strcmp(a, "--user-dir")) cfg.user_dir = v;
         else if (!strcmp(a, "--front-end-root")) {
             cfg.front_end_root = strcmp(v, "none") ? v : NULL;
@@ -195,9 +219,9 @@ int kiln_cmd_serve(int argc, char **argv) {
         return kiln_status_exit_code(err.code);
     }
     int port = kiln_server_port(srv);
-    fprintf(stderr, "kiln serve: listening on http://%s:%d (models %s, output %s, device %s)\n", cfg.listen, port,
+    say("kiln serve: listening on http://%s:%d (models %s, output %s, device %s)\n", cfg.listen, port,
             cfg.models_dir ? cfg.models_dir : "(none)", cfg.output_dir, device ? device : "cpu");
-    fprintf(stderr, "kiln serve: web frontend %s%s\n", cfg.front_end_root ? cfg.front_end_root : "kiln's own page",
+    say("kiln serve: web frontend %s%s\n", cfg.front_end_root ? cfg.front_end_root : "kiln's own page",
             cfg.front_end_root ? " (kiln's page at /kiln/)" : "");
     if (port_file) {
         FILE *f = fopen(port_file, "w");
@@ -211,7 +235,20 @@ int kiln_cmd_serve(int argc, char **argv) {
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
     while (!stop_requested) pause();
-    fprintf(stderr, "kiln serve: stopping\n");
+    if (stop_requested == SIGTERM && drain_s > 0) { /* graceful: the running job ends, the queue stays */
+        int first = stop_requested;
+        stop_requested = 0;
+        sigaction(SIGTERM, &sa, NULL);
+        say("kiln serve: SIGTERM: draining (finishing the running job, up to %ld s; SIGTERM again to stop now)\n",
+                drain_s);
+        /* the drain returns when the worker is idle; a second signal stops at once */
+        bool idle = false;
+        for (long waited = 0; !idle && !stop_requested && waited < drain_s * 10; waited++)
+            idle = kiln_server_drain(srv, 0.1);
+        stop_requested = first;
+        if (!idle) say("kiln serve: drain cut short; the running job goes back to the queue\n");
+    }
+    say("kiln serve: stopping\n");
     kiln_server_stop(srv);
     kiln_server_engine_free(engine);
     return 0;

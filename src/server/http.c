@@ -162,7 +162,7 @@ static enum MHD_Result dispatch(kiln_req *r) {
     bool authed = token_ok(r) || kiln_url_signed_ok(r);
     if (authed && (kiln_routes_ws(r, &res) || kiln_routes_openai(r, &res) || kiln_routes_comfy(r, &res) ||
                    kiln_routes_files(r, &res) || kiln_routes_user(r, &res) || kiln_routes_jobs(r, &res) ||
-                   kiln_routes_info(r, &res)))
+                   kiln_routes_info(r, &res) || kiln_routes_metrics(r, &res)))
         return res;
     if (kiln_routes_static(r, &res)) return res;
     if (!authed) {
@@ -378,7 +378,7 @@ kiln_status kiln_server_start(const kiln_server_config *cfg, kiln_server **out, 
         kiln_store_set_lease(srv->store, cfg->lease_s > 0 ? cfg->lease_s : 30);
         kiln_store_on_event(srv->store, kiln_events_deliver, srv);
     }
-    if (!(srv->hub = kiln_ws_hub_new()) || !(srv->partials = kiln_partials_new())) {
+    if (!(srv->hub = kiln_ws_hub_new()) || !(srv->partials = kiln_partials_new()) || !(srv->metrics = kiln_metrics_new())) {
         kiln_server_stop(srv);
         return KILN_FAIL(err, KILN_E_NOMEM, "out of memory");
     }
@@ -419,6 +419,11 @@ bool kiln_server_idle(kiln_server *srv) {
            kiln_store_count(srv->store, KILN_JOB_QUEUED) == 0;
 }
 
+bool kiln_server_drain(kiln_server *srv, double timeout_s) {
+    if (!srv) return true;
+    return kiln_worker_drain(srv->worker, timeout_s);
+}
+
 void kiln_server_stop(kiln_server *srv) {
     if (!srv) return;
     /* Order matters: no new connections; the worker stops (its running job stays RUNNING in the store, so the
@@ -433,6 +438,7 @@ void kiln_server_stop(kiln_server *srv) {
     if (srv->daemon) MHD_stop_daemon(srv->daemon);
     kiln_worker_free(srv->worker);
     kiln_partials_free(srv->partials);
+    kiln_metrics_free(srv->metrics);
     kiln_store_close(srv->store);
     pthread_mutex_destroy(&srv->user_mu);
     kiln_free(srv);

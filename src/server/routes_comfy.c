@@ -309,7 +309,10 @@ bool kiln_routes_comfy(kiln_req *r, enum MHD_Result *res) {
             char cur[64];
             /* unloading under a running job would pull weights from under it; the engine's own lock waits */
             if (srv->cfg.engine && srv->cfg.engine->unload && !kiln_worker_current(srv->worker, cur))
+            {
                 srv->cfg.engine->unload(srv->cfg.engine->self);
+                kiln_metrics_unloaded(srv->metrics);
+            }
         }
         json_decref(body);
         *res = kiln_reply_json(r, 200, json_object());

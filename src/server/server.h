@@ -58,6 +58,11 @@ kiln_status kiln_server_start(const kiln_server_config *cfg, kiln_server **out, 
 int kiln_server_port(const kiln_server *srv);
 /* true when no HTTP connection is open and no job is queued or running (tests and fuzzing wait for it). */
 bool kiln_server_idle(kiln_server *srv);
+/* Graceful drain (SIGTERM): the worker claims nothing more and the jobs it holds run to their end (up to
+ * timeout_s); HTTP keeps answering meanwhile (history, waiting OpenAI requests). true when it went idle in time.
+ * Then call kiln_server_stop: jobs still queued stay queued (for the next start or, on a shared store, for the
+ * other nodes), a job still running is handed back. */
+bool kiln_server_drain(kiln_server *srv, double timeout_s);
 void kiln_server_stop(kiln_server *srv); /* NULL allowed */
 
 #endif

@@ -39,6 +39,9 @@ void kiln_worker_stop(kiln_worker *w);
 void kiln_worker_free(kiln_worker *w);
 void kiln_worker_wake(kiln_worker *w);           /* a job was queued */
 bool kiln_worker_stopping(kiln_worker *w);       /* the server is shutting down */
+/* Graceful drain: claims nothing more; the jobs claimed now run to their end. Waits up to timeout_s for that;
+ * true when the worker went idle. Then kiln_server_stop hands back what is left. */
+bool kiln_worker_drain(kiln_worker *w, double timeout_s);
 /* Interrupts the running job (only if its id matches, when id is not NULL). true if one was running. */
 bool kiln_worker_interrupt(kiln_worker *w, const char *id);
 /* Copies the running job's id into id (cap 64); false when idle. */
@@ -47,6 +50,17 @@ bool kiln_worker_current(kiln_worker *w, char *id);
 bool kiln_worker_wait(kiln_worker *w, const char *id, double timeout_s);
 
 typedef struct kiln_partials kiln_partials; /* openai.h */
+
+/* ---- metrics (metrics.c) -------------------------------------------------------------------------------- */
+
+typedef struct kiln_metrics kiln_metrics;
+kiln_metrics *kiln_metrics_new(void);
+void kiln_metrics_free(kiln_metrics *m);
+/* A job this node finished (after its finish committed): images made, the engine's time, its graph (the
+ * loaders' files become the resident models). */
+void kiln_metrics_job(kiln_metrics *m, const kiln_job *job, kiln_job_state final, int images, double engine_ms,
+                      json_t *graph);
+void kiln_metrics_unloaded(kiln_metrics *m); /* POST /free unloaded the models */
 
 /* ---- the server --------------------------------------------------------------------------------------------- */
 
@@ -66,6 +80,7 @@ struct kiln_server {
     kiln_worker *worker;
     kiln_ws_hub *hub;
     kiln_partials *partials; /* partial images for OpenAI streams (partials.c) */
+    kiln_metrics *metrics;
     atomic_int counter; /* ids for sockets */
     double started_s;
 };
@@ -113,6 +128,7 @@ bool kiln_routes_user(kiln_req *r, enum MHD_Result *res);   /* /settings, /users
 bool kiln_routes_jobs(kiln_req *r, enum MHD_Result *res);   /* /jobs (routes_jobs.c) */
 bool kiln_routes_info(kiln_req *r, enum MHD_Result *res);   /* /features, /extensions, ... (routes_info.c) */
 bool kiln_routes_static(kiln_req *r, enum MHD_Result *res); /* GET of the frontend's files (routes_static.c) */
+bool kiln_routes_metrics(kiln_req *r, enum MHD_Result *res); /* GET /metrics (metrics.c) */
 
 /* ---- previews (preview.c) ---------------------------------------------------------------------------- */
 

@@ -57,6 +57,7 @@ struct kiln_worker {
     bool stop;
     atomic_bool interrupt;
     atomic_bool stopping;
+    atomic_bool draining; /* claim nothing more (kiln_worker_drain) */
     char current[64];
     /* the jobs claimed together (current is one of them); an interrupt of one waiting for its turn is kept in
      * member_stop until it runs, and stops a shared forward in progress */
@@ -420,7 +421,8 @@ static void run_job(kiln_worker *w, job_run *jr) {
         log_warn("serve: job %s left for the next start (shutdown during the run)", job->id);
     } else {
         kiln_job_state final;
-        json_t *error = NULL;
+        json_t *error = NULL, *last = NULL; /* the final event: recorded now, sent once the finish is committed */
+        const char *last_type = NULL;
         int64_t t = now_ms();
         if (s == KILN_OK) {
             final = KILN_JOB_SUCCEEDED;
@@ -432,14 +434,13 @@ static void run_job(kiln_worker *w, job_run *jr) {
                 json_object_set_new(ext, "batch_images", json_integer(jr->batch_images));
                 json_object_set(ext, "batched_with", jr->batched_with);
             }
-            emit(jr, "execution_success",
-                 json_pack("{s:s, s:I, s:o}", "prompt_id", job->id, "timestamp", (json_int_t)t, "kiln", ext), true);
+            last_type = "execution_success";
+            last = json_pack("{s:s, s:I, s:o}", "prompt_id", job->id, "timestamp", (json_int_t)t, "kiln", ext);
         } else if (s == KILN_E_CANCELLED) {
             final = KILN_JOB_INTERRUPTED;
-            emit(jr, "execution_interrupted",
-                 json_pack("{s:s, s:s, s:s, s:O, s:I}", "prompt_id", job->id, "node_id", failed, "node_type",
-                           g ? class_of(g, failed) : "", "executed", jr->executed, "timestamp", (json_int_t)t),
-                 true);
+            last_type = "execution_interrupted";
+            last = json_pack("{s:s, s:s, s:s, s:O, s:I}", "prompt_id", job->id, "node_id", failed, "node_type",
+                             g ? class_of(g, failed) : "", "executed", jr->executed, "timestamp", (json_int_t)t);
         } else {
             final = KILN_JOB_FAILED;
             char clean_msg[sizeof err.msg];
@@ -448,15 +449,28 @@ static void run_job(kiln_worker *w, job_run *jr) {
                               "node_id", failed, "node_type", g ? class_of(g, failed) : "", "exception_message",
                               clean_msg, "executed", jr->executed, "exception_type", kiln_status_name(s), "traceback",
                               "current_inputs", "current_outputs", "timestamp", (json_int_t)t);
-            emit(jr, "execution_error", json_incref(error), true);
+            last_type = "execution_error";
+            last = json_incref(error);
         }
+        json_array_append_new(jr->messages, json_pack("[s, O]", last_type, last));
         char *out_txt = json_dumps(outputs ? outputs : json_object(), JSON_COMPACT);
         char *msg_txt = json_dumps(jr->messages, JSON_COMPACT);
         char *err_txt = error ? json_dumps(error, JSON_COMPACT) : NULL;
         kiln_err ferr = {0};
+        /* the job ends once: only the commit that moved it out of RUNNING sends its final event (on a shared
+         * store a node whose lease expired mid-run cannot commit: the node now running it will) */
         if (kiln_store_finish(srv->store, job->id, final, out_txt ? out_txt : "{}", msg_txt ? msg_txt : "[]", err_txt,
-                              &ferr) != KILN_OK)
+                              &ferr) != KILN_OK) {
             log_error("serve: recording the end of job %s: %s", job->id, ferr.msg);
+            json_decref(last);
+        } else {
+            kiln_events_send(srv, job->client_id, last_type, last);
+            int images = 0;
+            const char *okey;
+            json_t *oval;
+            json_object_foreach(outputs, okey, oval) images += (int)json_array_size(json_object_get(oval, "images"));
+            kiln_metrics_job(srv->metrics, job, final, images, engine_ms, graph_json);
+        }
         free(out_txt);
         free(msg_txt);
         free(err_txt);
@@ -481,6 +495,15 @@ static void *worker_main(void *arg) {
         if (stop) break;
         kiln_job job;
         kiln_err err = {0};
+        if (atomic_load(&w->draining)) { /* idle until the stop */
+            pthread_mutex_lock(&w->mu);
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_sec += 1;
+            if (!w->stop) pthread_cond_timedwait(&w->wake, &w->mu, &ts);
+            pthread_mutex_unlock(&w->mu);
+            continue;
+        }
         kiln_status s = kiln_store_claim_next(w->srv->store, &job, &err);
         if (s == KILN_E_NOT_FOUND) {
             pthread_mutex_lock(&w->mu);
@@ -577,6 +600,18 @@ void kiln_worker_free(kiln_worker *w) {
 }
 
 bool kiln_worker_stopping(kiln_worker *w) { return atomic_load(&w->stopping); }
+
+bool kiln_worker_drain(kiln_worker *w, double timeout_s) {
+    atomic_store(&w->draining, true);
+    double deadline = kiln_clock_s() + timeout_s;
+    char id[64];
+    while (kiln_worker_current(w, id)) {
+        if (kiln_clock_s() >= deadline) return false;
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    return true;
+}
 
 void kiln_worker_wake(kiln_worker *w) {
     pthread_mutex_lock(&w->mu);

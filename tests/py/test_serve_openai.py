@@ -235,7 +235,7 @@ def test_timeout_is_retried_with_key_and_makes_one_job():
     before = n_jobs()
     seen = []
     key = "k-" + uuid.uuid4().hex
-    r = client(max_retries=8, requests_seen=seen).images.generate(
+    r = client(max_retries=30, requests_seen=seen).images.generate(  # backoff caps at 8 s: ~4 min
         prompt="a slow fox", size="256x256", extra_headers={"Idempotency-Key": key},
         extra_body={"num_inference_steps": 24, "seed": 4})
     assert png_size(base64.b64decode(r.data[0].b64_json)) == (256, 256)
