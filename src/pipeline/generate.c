@@ -25,6 +25,7 @@
 #include "pipeline/noise.h"
 #include "pipeline/schedule.h"
 #include "pipeline/trace.h"
+#include "pipeline/vae_dist.h"
 #include "pipeline/vae_plan.h"
 
 #define MAX_SIDE 2048
@@ -403,7 +404,9 @@ static kiln_status decode(run *r, kiln_err *err) {
         if (r->trace) trace(r, "latent.image", z, per);
         if ((s = be->ops->upload(be, zd, z, per * sizeof(float), err))) break;
         if (r->vae_tile) {
-            if ((s = kiln_vae_plan_decode_tiled(vae, be, zd, 2 * r->h16, 2 * r->w16, r->vae_tile, pix, err))) break;
+            kiln_vae_tiles t; /* tiles spread over the ranks (one rank: the plain tiled decode) */
+            if ((s = kiln_vae_tiles_plan(vae, 2 * r->h16, 2 * r->w16, r->vae_tile, &t, err))) break;
+            if ((s = kiln_vae_decode_distributed(vae, be, e->comm, &t, zd, pix, err))) break;
         } else {
             if ((s = kiln_flux2_vae_decode(vae, be, zd, 2 * r->h16, 2 * r->w16, pd, err))) break;
             if ((s = be->ops->download(be, pix, pd, (size_t)3 * H * W * sizeof(float), err))) break;
