@@ -17,6 +17,7 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "base/log.h"
+#include "models/dit_ulysses.h"
 #include "models/latent.h"
 #include "models/views.h"
 #include "pipeline/denoise_step.h"
@@ -338,7 +339,16 @@ static kiln_status denoise(run *r, kiln_err *err) {
     kiln_engine *e = r->e;
     kiln_backend *be = e->be;
     int64_t BN = (int64_t)r->B * r->N;
-    KILN_TRY(kiln_flux2_dit_ws_create(e->dit, be, r->Bd, r->L, r->h16, r->w16, &r->ws, err));
+    /* several ranks: Ulysses sequence parallelism when they divide the heads and the image tokens, else every
+     * rank runs the whole DiT (the same numbers; only the VAE decode is then spread) */
+    kiln_comm *sp = e->comm && e->comm->size > 1 ? e->comm : NULL;
+    kiln_err why = {0};
+    if (sp && kiln_dit_ulysses_check(sp->size, e->dit->heads, r->N, &why) != KILN_OK) {
+        log_info("%s; every rank runs the whole DiT", why.msg);
+        sp = NULL;
+    }
+    if (sp) log_info("sequence parallelism (Ulysses): %d ranks x %d image tokens", sp->size, r->N / sp->size);
+    KILN_TRY(kiln_flux2_dit_ws_create_sp(e->dit, be, sp, r->Bd, r->L, r->h16, r->w16, &r->ws, err));
     r->dt = be->ops->alloc(be, 128 * sizeof(float));
     if (!r->dt) return KILN_FAIL(err, KILN_E_NOMEM, "denoising: out of memory");
     KILN_TRY(kiln_flux2_dit_set_text(e->dit, be, r->ws, r->feat, err)); /* the same for every step */

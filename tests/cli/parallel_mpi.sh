@@ -4,7 +4,9 @@
 # - failure drills: a rank that hangs makes the others time out and abort the job (exit 6, "timed out"), a rank
 #   that dies ends the job - both within seconds, never a hang;
 # - `mpirun -np 2` and `-np 4` of `kiln generate` (tiled VAE decode distributed over the ranks, gathered on
-#   rank 0) write the single-rank image byte for byte, and only rank 0 writes.
+#   rank 0; the DiT sequence parallel over 2 ranks - Ulysses, models/dit_ulysses.h - and replicated over 4, whose
+#   count does not divide the tiny DiT's 2 heads) write the single-rank image byte for byte, and only rank 0
+#   writes; klein base with CFG (two samples per DiT batch) the same over 2 ranks.
 # Needs Open MPI (scripts/install-deps.sh). Everything runs under `timeout` so that a hang fails, not blocks.
 set -u
 bin=${KILN_BIN:?KILN_BIN not set}
@@ -46,12 +48,22 @@ gen=(generate -q -p "a red fox" --model "$tiny/diffusers" -W 128 -H 128 --seed 5
 for np in 2 4; do
     mkdir -p "$tmp/np$np" && cd "$tmp/np$np" || exit 1
     # without -q each writing rank prints "PATH (seed S)" on stdout: exactly one may
-    mpi "$np" "$bin" "${gen[@]:0:1}" "${gen[@]:2}" -o "$tmp/np$np/out.png" --perf-dump "$tmp/np$np/perf.json" \
-        >"$tmp/stdout$np" 2>/dev/null || { echo "FAIL mpirun -np $np generate"; fail=1; }
+    KILN_LOG=info mpi "$np" -x KILN_LOG "$bin" "${gen[@]:0:1}" "${gen[@]:2}" -o "$tmp/np$np/out.png" \
+        --perf-dump "$tmp/np$np/perf.json" >"$tmp/stdout$np" 2>"$tmp/stderr$np" || { echo "FAIL mpirun -np $np generate"; fail=1; }
+    # the tiny DiT has 2 heads: Ulysses over 2 ranks; 4 ranks do not divide them, so each runs the whole DiT
+    want="sequence parallelism (Ulysses): 2 ranks x 32 image tokens"
+    [ "$np" -eq 4 ] && want="heads are not divisible by 4; every rank runs the whole DiT"
+    grep -qF "$want" "$tmp/stderr$np" && echo "ok -np $np: $want" || { echo "FAIL -np $np: no '$want'"; fail=1; }
     writers=$(grep -c "out.png (seed" "$tmp/stdout$np")
     [ "$writers" -eq 1 ] || { echo "FAIL -np $np: $writers ranks wrote the image"; fail=1; }
     if cmp -s "$tmp/one.png" "$tmp/np$np/out.png"; then echo "ok -np $np: the single-rank image, byte for byte"
     else echo "FAIL -np $np: the image differs from the single-rank one"; fail=1; fi
     [ "$(ls "$tmp/np$np" | wc -l)" -eq 2 ] || { echo "FAIL -np $np: ranks other than 0 wrote files: $(ls "$tmp/np$np")"; fail=1; }
 done
+# klein base with CFG (a DiT batch of 2: each sample's tokens split separately), 3 steps, 128x96
+base=(generate -q -p "a red fox" --model "$tiny/diffusers-base" -W 128 -H 96 --seed 5 --steps 3 --guidance 3 --vae-tile 8 --exact)
+"$bin" "${base[@]}" -o "$tmp/base1.png" || { echo "FAIL single-rank base generate"; fail=1; }
+mkdir -p "$tmp/base2" && cd "$tmp/base2" && mpi 2 "$bin" "${base[@]}" -o "$tmp/base2/out.png" || { echo "FAIL -np 2 base"; fail=1; }
+if cmp -s "$tmp/base1.png" "$tmp/base2/out.png"; then echo "ok -np 2 base + CFG, sequence parallel: the single-rank image"
+else echo "FAIL -np 2 base + CFG: the image differs from the single-rank one"; fail=1; fi
 exit $fail
