@@ -227,8 +227,9 @@ static kiln_status double_block(const kiln_flux2_dit *m, kiln_backend *be, kiln_
     kiln_tensor COS = kiln_f32_2d(w->rcos, T, m->head_dim / 2), SIN = kiln_f32_2d(w->rsin, T, m->head_dim / 2);
     kiln_dit_attn at = {B, L, N, D, m->heads, m->head_dim, &COS, &SIN};
     if (w->sp.comm) { /* Ulysses: this rank's N image tokens, the full [txt ; img] table */
-        COS = kiln_f32_2d(w->rcos, L + w->sp.N, m->head_dim / 2);
-        SIN = kiln_f32_2d(w->rsin, L + w->sp.N, m->head_dim / 2);
+        const int64_t Tf = L + w->sp.N;
+        COS = kiln_f32_2d(w->rcos, Tf, m->head_dim / 2);
+        SIN = kiln_f32_2d(w->rsin, Tf, m->head_dim / 2);
         for (int64_t b = 0; b < B; b++) {
             kiln_tensor qt = kiln_tensor_rows(&QKVT, b * L, L), qi = kiln_tensor_rows(&QKVI, b * N, N);
             kiln_tensor ot = kiln_tensor_rows(&ATT, b * L, L), oi = kiln_tensor_rows(&ATI, b * N, N);
