@@ -192,7 +192,10 @@ static kiln_status open_all(kiln_engine *e, kiln_err *err) {
     if (s != KILN_OK) return kiln_err_prefix(err, "tokenizer");
 
     KILN_TRY(kiln_comm_open(&e->comm, err));
-    if (e->cfg.device == KILN_DEVICE_CUDA) KILN_TRY(kiln_backend_open_cuda(e->cfg.device_index, &e->be, err));
+    /* several ranks on one host: rank k takes GPU device_index + (its local rank) */
+    const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    int dev = e->cfg.device_index + (e->comm->size > 1 && lr ? atoi(lr) : 0);
+    if (e->cfg.device == KILN_DEVICE_CUDA) KILN_TRY(kiln_backend_open_cuda(dev, &e->be, err));
     else KILN_TRY(kiln_backend_open_cpu(e->cfg.n_threads, &e->be, err));
     e->be->precision = e->cfg.exact ? KILN_PREC_EXACT : KILN_PREC_FAST;
     /* Placement (compute/ops.h): the weights become the backend's now, once; ops never see the mapping. */
