@@ -130,6 +130,18 @@ static void estimate(const kiln_engine *e, const run *r, size_t *keep, size_t *r
     *release = a > b ? a : b;
 }
 
+/* The decode's tiling (r->vae_tile) and the estimate with it: the engine's forced tile, or automatically the
+ * largest tile (128 latent pixels down to 32) that brings an untiled request over the memory limit within it. */
+static void plan_vae(const kiln_engine *e, run *r, size_t *keep, size_t *release) {
+    r->vae_tile = e->cfg.vae_tile > 0 ? e->cfg.vae_tile : 0;
+    estimate(e, r, keep, release);
+    size_t lim = e->cfg.memory_limit ? e->cfg.memory_limit : kiln_mem_usable();
+    for (int t = 128; e->cfg.vae_tile == 0 && lim && *release > lim && t >= 32; t /= 2) {
+        r->vae_tile = t;
+        estimate(e, r, keep, release);
+    }
+}
+
 /* Appends one line to the result's warnings (kiln.h: kiln_result.warnings) and logs it. */
 static void add_warning(run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void add_warning(run *r, const char *fmt, ...) {
@@ -227,14 +239,7 @@ static kiln_status validate(run *r, kiln_err *err) {
     r->L = (int)r->tok[0].n;
 
     size_t keep, release;
-    r->vae_tile = e->cfg.vae_tile > 0 ? e->cfg.vae_tile : 0;
-    estimate(e, r, &keep, &release);
-    size_t lim = e->cfg.memory_limit ? e->cfg.memory_limit : kiln_mem_usable();
-    /* automatic tiling: the largest tile (128 latent pixels down to 32) that brings the request within the limit */
-    for (int t = 128; e->cfg.vae_tile == 0 && lim && release > lim && t >= 32; t /= 2) {
-        r->vae_tile = t;
-        estimate(e, r, &keep, &release);
-    }
+    plan_vae(e, r, &keep, &release);
     if (r->vae_tile) log_info("VAE decode in %dx%d-latent tiles", r->vae_tile, r->vae_tile);
     size_t limit = e->cfg.memory_limit ? e->cfg.memory_limit : kiln_mem_usable();
     bool rel = e->cfg.te_policy == KILN_TE_RELEASE;
@@ -565,7 +570,7 @@ kiln_status kiln_estimate_memory(kiln_engine *e, const kiln_request *req, size_t
     r.N = r.h16 * r.w16;
     r.L = KILN_TOK_DEFAULT_MAX_LEN;
     size_t keep, release;
-    estimate(e, &r, &keep, &release);
+    plan_vae(e, &r, &keep, &release);
     size_t limit = e->cfg.memory_limit ? e->cfg.memory_limit : kiln_mem_usable();
     *bytes = (limit && keep > limit) ? release : keep;
     return KILN_OK;
