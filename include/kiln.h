@@ -97,6 +97,9 @@ void kiln_engine_close(kiln_engine *eng); /* NULL allowed */
  * 3072x(5+20), Qwen3 2560x36, VAE 32ch". Valid until kiln_engine_close. */
 const char *kiln_engine_describe(const kiln_engine *eng);
 kiln_variant kiln_engine_variant(const kiln_engine *eng);
+/* This process's rank when started by mpirun with several ranks (docs/parallel.md), else 0. Only rank 0 holds
+ * a request's images; the others compute their share and return a result whose pixels are not the image. */
+int kiln_engine_rank(const kiln_engine *eng);
 
 /* ---- requests -------------------------------------------------------------------------------------------- */
 

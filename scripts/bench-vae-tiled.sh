@@ -1,6 +1,6 @@
 #!/bin/sh
 # Peak memory of the tiled VAE decode (docs/benchmarks.md "Tiled VAE decode"):
-#   scripts/bench-vae-tiled.sh tiny              4096x4096 with the tiny VAE, 64-latent tiles (~3 CPU-minutes)
+#   scripts/bench-vae-tiled.sh tiny              4096x4096 with the tiny VAE, 64-latent tiles (~7 CPU-minutes)
 #   scripts/bench-vae-tiled.sh full DIR [SIDE]    a full-size VAE folder (kiln mkweights --manifest
 #                                                 tests/data/manifests/flux2-vae.vae.diffusers.json), SIDE px
 #                                                 (default 2048), 128-latent tiles (diffusers' default)

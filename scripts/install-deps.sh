@@ -17,6 +17,7 @@ packages=(
   libmicrohttpd-dev                        # HTTP server
   libcurl4-openssl-dev                     # HTTP client (kiln bench against a ComfyUI-API server)
   libopenblas-dev                          # comparison baseline for the CPU matmul
+  openmpi-bin libopenmpi-dev               # MPI communicator: mpirun -np N kiln generate (tests/cli/parallel_mpi.sh)
   curl
   chromium                                 # headless browser for the web page test (tests/cli/serve_webpage.sh)
 )

@@ -386,7 +386,9 @@ int kiln_cmd_generate(int argc, char **argv) {
     snprintf(guid, sizeof guid, "%g", res->guidance);
     const char *model = cfg.model_dir ? cfg.model_dir : cfg.unet_path;
     int rc = 0;
-    for (int i = 0; i < res->n_images && rc == 0; i++) {
+    /* under mpirun only rank 0 holds the images (kiln_engine_rank); the other ranks write nothing */
+    int n_out = kiln_engine_rank(eng) == 0 ? res->n_images : 0;
+    for (int i = 0; i < n_out && rc == 0; i++) {
         char path[4096];
         out_name(output, i, res->n_images, path, sizeof path);
         snprintf(seedbuf, sizeof seedbuf, "%llu", (unsigned long long)res->images[i].seed);
@@ -413,7 +415,7 @@ int kiln_cmd_generate(int argc, char **argv) {
             fprintf(stderr, " %s %.2fs", kiln_stage_name((kiln_stage)st), res->stage_ms[st] / 1e3);
         fprintf(stderr, "; peak RSS %.2f GB\n", res->peak_memory_bytes / 1e9);
     }
-    if (rc == 0 && perf) {
+    if (rc == 0 && perf && kiln_engine_rank(eng) == 0) {
         char *json = kiln_result_perf_json(res, NULL);
         FILE *f = json ? fopen(perf, "w") : NULL;
         if (!f || fputs(json, f) < 0 || fputc('\n', f) < 0 || fclose(f) != 0) {

@@ -11,6 +11,7 @@
 #include "base/alloc.h"
 #include "compute/graph.h"
 #include "models/dit_attention.h"
+#include "models/dit_ulysses.h"
 #include "models/flux2_dit.h"
 #include "models/rope_tables.h"
 #include "models/views.h"
@@ -31,7 +32,11 @@ struct kiln_flux2_dit_ws {
     float *vec;           /* [D] timestep vector, then SiLU(vec) */
     float *temb;          /* [t_ch] sinusoidal (the per-step input: set_timestep uploads it) + [D] hidden */
     float *mods;          /* m_img [6D] | m_txt [6D] | m_sgl [3D] | final shift [D] | final scale [D] */
-    float *rcos, *rsin;   /* [L+N, Dh/2] */
+    float *rcos, *rsin;   /* [L+N, Dh/2] (with sequence parallelism: L + all ranks' image tokens) */
+    /* Sequence parallelism (dit_ulysses.h; sp.comm NULL: one rank): N above is this rank's share of the image
+     * tokens; run() slices its rows of x into x_l and all-gathers v from v_l. */
+    kiln_dit_sp sp;
+    float *x_l, *v_l;     /* [B*N, in_ch], [B*N, out_ch] */
 };
 
 float kiln_flux2_timestep_value(float sigma) {
@@ -67,18 +72,33 @@ static void *zalloc(kiln_backend *be, size_t floats, bool *ok) {
 
 kiln_status kiln_flux2_dit_ws_create(const kiln_flux2_dit *m, kiln_backend *be, int batch, int n_txt, int h16,
                                      int w16, kiln_flux2_dit_ws **out, kiln_err *err) {
-    return kiln_flux2_dit_ws_create_refs(m, be, batch, n_txt, h16, w16, 0, NULL, NULL, out, err);
+    return kiln_flux2_dit_ws_create_full(m, be, NULL, batch, n_txt, h16, w16, 0, NULL, NULL, out, err);
 }
 
 kiln_status kiln_flux2_dit_ws_create_refs(const kiln_flux2_dit *m, kiln_backend *be, int batch, int n_txt, int h16,
                                           int w16, int n_refs, const int *ref_h16, const int *ref_w16,
                                           kiln_flux2_dit_ws **out, kiln_err *err) {
+    return kiln_flux2_dit_ws_create_full(m, be, NULL, batch, n_txt, h16, w16, n_refs, ref_h16, ref_w16, out, err);
+}
+
+kiln_status kiln_flux2_dit_ws_create_sp(const kiln_flux2_dit *m, kiln_backend *be, kiln_comm *comm, int batch,
+                                        int n_txt, int h16, int w16, kiln_flux2_dit_ws **out, kiln_err *err) {
+    return kiln_flux2_dit_ws_create_full(m, be, comm, batch, n_txt, h16, w16, 0, NULL, NULL, out, err);
+}
+
+kiln_status kiln_flux2_dit_ws_create_full(const kiln_flux2_dit *m, kiln_backend *be, kiln_comm *comm, int batch,
+                                          int n_txt, int h16, int w16, int n_refs, const int *ref_h16,
+                                          const int *ref_w16, kiln_flux2_dit_ws **out, kiln_err *err) {
     size_t n_ref_tok = 0;
     for (int k = 0; k < n_refs; k++) n_ref_tok += (size_t)ref_h16[k] * ref_w16[k];
+    int P = comm ? comm->size : 1;
+    /* Nf: every image-stream token of a sample, the noisy ones first, then the references'; each rank holds
+     * Nf / P of them */
+    size_t Nf = (size_t)h16 * w16 + n_ref_tok, Tf = (size_t)n_txt + Nf;
+    if (P > 1) KILN_TRY(kiln_dit_ulysses_check(P, m->heads, (int64_t)Nf, err));
     kiln_flux2_dit_ws *w = kiln_calloc(1, sizeof *w);
     if (!w) return KILN_FAIL(err, KILN_E_NOMEM, "DiT: out of memory");
-    /* N: every image-stream token of a sample, the noisy ones first, then the references' */
-    size_t D = m->hidden, F = m->mlp_hidden, B = batch, L = n_txt, N = (size_t)h16 * w16 + n_ref_tok, T = L + N;
+    size_t D = m->hidden, F = m->mlp_hidden, B = batch, L = n_txt, N = Nf / P, T = L + N;
     size_t rmax = B * (N > L ? N : L), Dh2 = m->head_dim / 2;
     w->B = batch;
     w->L = n_txt;
@@ -102,15 +122,28 @@ kiln_status kiln_flux2_dit_ws_create_refs(const kiln_flux2_dit *m, kiln_backend 
     w->vec = zalloc(be, D, &ok);
     w->temb = zalloc(be, (size_t)m->t_ch + D, &ok);
     w->mods = zalloc(be, 17 * D, &ok);
-    w->rcos = zalloc(be, T * Dh2, &ok);
-    w->rsin = zalloc(be, T * Dh2, &ok);
+    w->rcos = zalloc(be, Tf * Dh2, &ok);
+    w->rsin = zalloc(be, Tf * Dh2, &ok);
+    if (P > 1) {
+        kiln_dit_sp *sp = &w->sp;
+        size_t Dp = D / P;
+        sp->comm = comm;
+        sp->N = (int64_t)Nf;
+        sp->send = zalloc(be, N * 3 * D, &ok);
+        sp->recv = zalloc(be, N * 3 * D, &ok);
+        sp->cat = zalloc(be, Tf * 3 * Dp, &ok);
+        sp->cato = zalloc(be, Tf * Dp, &ok);
+        sp->tgather = zalloc(be, (size_t)P * L * Dp, &ok);
+        w->x_l = zalloc(be, B * N * (size_t)m->in_ch, &ok);
+        w->v_l = zalloc(be, B * N * (size_t)m->out_ch, &ok);
+    }
     if (!ok) {
         kiln_flux2_dit_ws_free(be, w);
         return KILN_FAIL(err, KILN_E_NOMEM, "DiT: out of memory for activations (batch %d, %zu text + %zu image "
                          "tokens: %.1f MB)", batch, L, N, kiln_flux2_dit_workspace(m, batch, n_txt, (int)N) / 1e6);
     }
     /* RoPE tables for [txt ids ; img ids] (spec 1.5), built on the host and uploaded. */
-    int32_t *ids = kiln_malloc(T * 4 * sizeof(int32_t));
+    int32_t *ids = kiln_malloc(Tf * 4 * sizeof(int32_t));
     kiln_status s = ids ? KILN_OK : KILN_FAIL(err, KILN_E_NOMEM, "DiT: out of memory");
     if (s == KILN_OK) {
         kiln_flux2_text_ids((int64_t)L, ids);
@@ -121,7 +154,7 @@ kiln_status kiln_flux2_dit_ws_create_refs(const kiln_flux2_dit *m, kiln_backend 
             for (int64_t i = 0; i < (int64_t)ref_h16[k] * ref_w16[k]; i++) p[4 * i] = 10 + 10 * k;
             p += 4 * (size_t)ref_h16[k] * ref_w16[k];
         }
-        s = kiln_dit_rope_upload(be, ids, (int64_t)T, m->axes, 4, m->theta, (int64_t)Dh2, w->rcos, w->rsin, err);
+        s = kiln_dit_rope_upload(be, ids, (int64_t)Tf, m->axes, 4, m->theta, (int64_t)Dh2, w->rcos, w->rsin, err);
     }
     kiln_free(ids);
     if (s != KILN_OK) {
@@ -146,6 +179,9 @@ void kiln_flux2_dit_ws_free(kiln_backend *be, kiln_flux2_dit_ws *w) {
     ws_bufs(w, bufs);
     for (int i = 0; i < WS_NBUF; i++)
         if (bufs[i]) be->ops->free(be, bufs[i]);
+    float *sp[] = {w->sp.send, w->sp.recv, w->sp.cat, w->sp.cato, w->sp.tgather, w->x_l, w->v_l};
+    for (size_t i = 0; i < sizeof sp / sizeof *sp; i++)
+        if (sp[i]) be->ops->free(be, sp[i]);
     kiln_free(w);
 }
 
@@ -212,7 +248,18 @@ static kiln_status double_block(const kiln_flux2_dit *m, kiln_backend *be, kiln_
     /* 4-5. per sample: [txt ; img] sequence, RoPE, joint attention, split back */
     kiln_tensor COS = kiln_f32_2d(w->rcos, T, m->head_dim / 2), SIN = kiln_f32_2d(w->rsin, T, m->head_dim / 2);
     kiln_dit_attn at = {B, L, N, D, m->heads, m->head_dim, &COS, &SIN};
-    CK(kiln_dit_joint_attention(be, &at, &QKVT, &QKVI, &CAT, &CATO, &ATT, &ATI, err));
+    if (w->sp.comm) { /* Ulysses: this rank's N image tokens, the full [txt ; img] table */
+        const int64_t Tf = L + w->sp.N;
+        COS = kiln_f32_2d(w->rcos, Tf, m->head_dim / 2);
+        SIN = kiln_f32_2d(w->rsin, Tf, m->head_dim / 2);
+        for (int64_t b = 0; b < B; b++) {
+            kiln_tensor qt = kiln_tensor_rows(&QKVT, b * L, L), qi = kiln_tensor_rows(&QKVI, b * N, N);
+            kiln_tensor ot = kiln_tensor_rows(&ATT, b * L, L), oi = kiln_tensor_rows(&ATI, b * N, N);
+            CK(kiln_dit_ulysses_attention(be, &w->sp, &at, &qt, &qi, &ot, &oi, err));
+        }
+    } else {
+        CK(kiln_dit_joint_attention(be, &at, &QKVT, &QKVI, &CAT, &CATO, &ATT, &ATI, err));
+    }
     /* 6-7. per stream: gated attention projection, then the gated SwiGLU MLP */
     for (int s = 0; s < 2; s++) {
         const kiln_flux2_stream *st = s ? &blk->txt : &blk->img;
@@ -244,7 +291,18 @@ static kiln_status single_block(const kiln_flux2_dit *m, kiln_backend *be, kiln_
     CK(op->rms_norm(be, &q, &q, &blk->q_norm, 1e-6f, err));
     CK(op->rms_norm(be, &k, &k, &blk->k_norm, 1e-6f, err));
     kiln_dit_attn at = {B, w->L, w->N, D, m->heads, m->head_dim, &COS, &SIN};
-    CK(kiln_dit_single_attention(be, &at, &P, &OM, err));
+    if (w->sp.comm) { /* Ulysses: per sample, text rows then this rank's image rows */
+        const int64_t L = w->L, N = w->N;
+        COS = kiln_f32_2d(w->rcos, L + w->sp.N, m->head_dim / 2);
+        SIN = kiln_f32_2d(w->rsin, L + w->sp.N, m->head_dim / 2);
+        for (int64_t b = 0; b < B; b++) {
+            kiln_tensor qt = kiln_tensor_rows(&P, b * T, L), qi = kiln_tensor_rows(&P, b * T + L, N);
+            kiln_tensor ot = kiln_block(&OM, b * T, L, 0, D), oi = kiln_block(&OM, b * T + L, N, 0, D);
+            CK(kiln_dit_ulysses_attention(be, &w->sp, &at, &qt, &qi, &ot, &oi, err));
+        }
+    } else {
+        CK(kiln_dit_single_attention(be, &at, &P, &OM, err));
+    }
     kiln_tensor ab = kiln_cols(&P, 3 * D, 2 * F), mo = kiln_cols(&OM, D, F);
     CK(op->swiglu(be, &mo, &ab, err));
     return kiln_matmul_epi(be, &S, &OM, &blk->linear2, NULL, &gated, err);
@@ -272,6 +330,18 @@ kiln_status kiln_flux2_dit_run(const kiln_flux2_dit *m, kiln_backend *be, kiln_f
     const kiln_ops *op = be->ops;
     const int64_t D = m->hidden, B = w->B, L = w->L, N = w->N, T = L + N;
     if (!w->have_txt) return KILN_FAIL(err, KILN_E_INTERNAL, "DiT: run before kiln_flux2_dit_set_text");
+    float *v_all = v;
+    if (w->sp.comm) { /* this rank's rows of each sample's image tokens */
+        const int64_t Nf = w->sp.N, r0 = (int64_t)w->sp.comm->rank * N;
+        kiln_tensor XF = kiln_tensor_make((void *)x, KILN_DT_F32, 2, (int64_t[]){B * Nf, m->in_ch});
+        kiln_tensor XL = kiln_f32_2d(w->x_l, B * N, m->in_ch);
+        for (int64_t b = 0; b < B; b++) {
+            kiln_tensor src = kiln_tensor_rows(&XF, b * Nf + r0, N), dst = kiln_tensor_rows(&XL, b * N, N);
+            CK(op->copy(be, &dst, &src, err));
+        }
+        x = w->x_l;
+        v = w->v_l;
+    }
 
     /* 1. timestep vector: vec = t_out(SiLU(t_in(sinusoidal(t)))), the sinusoidal part uploaded by set_timestep */
     kiln_tensor temb = kiln_f32_2d(w->temb, 1, m->t_ch), th = kiln_f32_2d(w->temb + m->t_ch, 1, D);
@@ -321,6 +391,11 @@ kiln_status kiln_flux2_dit_run(const kiln_flux2_dit *m, kiln_backend *be, kiln_f
     CK(op->layer_norm_modulate(be, &nrm, &IMG, &sh, &sc, 1e-6f, err));
     kiln_tensor V = kiln_f32_2d(v, B * N, m->out_ch);
     CK(kiln_matmul(be, &V, &nrm, &m->final_out, NULL, err));
+    for (int64_t b = 0; w->sp.comm && b < B; b++) { /* every rank gets every rank's velocity rows */
+        size_t per = (size_t)N * m->out_ch;
+        kiln_comm *c = w->sp.comm;
+        CK(c->ops->all_gather(c, be, v + b * per, v_all + b * per * c->size, per, err));
+    }
     return KILN_OK;
 }
 

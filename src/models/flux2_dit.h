@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "base/status.h"
+#include "compute/comm.h"
 #include "compute/ops.h"
 #include "io/safetensors.h"
 #include "models/weights.h"
@@ -102,6 +103,16 @@ kiln_status kiln_flux2_dit_ws_create(const kiln_flux2_dit *m, kiln_backend *be, 
 kiln_status kiln_flux2_dit_ws_create_refs(const kiln_flux2_dit *m, kiln_backend *be, int batch, int n_txt, int h16,
                                           int w16, int n_refs, const int *ref_h16, const int *ref_w16,
                                           kiln_flux2_dit_ws **out, kiln_err *err);
+/* The same over the ranks of comm (NULL or one rank: kiln_flux2_dit_ws_create): Ulysses sequence parallelism
+ * (models/dit_ulysses.h). kiln_flux2_dit_run then takes and returns the FULL x and v on every rank; each rank
+ * computes its share of the image tokens. KILN_E_INVALID when the ranks do not divide the heads and the image
+ * tokens. */
+kiln_status kiln_flux2_dit_ws_create_sp(const kiln_flux2_dit *m, kiln_backend *be, kiln_comm *comm, int batch,
+                                        int n_txt, int h16, int w16, kiln_flux2_dit_ws **out, kiln_err *err);
+/* Both: references and sequence parallelism (the image stream, references included, split over the ranks). */
+kiln_status kiln_flux2_dit_ws_create_full(const kiln_flux2_dit *m, kiln_backend *be, kiln_comm *comm, int batch,
+                                          int n_txt, int h16, int w16, int n_refs, const int *ref_h16,
+                                          const int *ref_w16, kiln_flux2_dit_ws **out, kiln_err *err);
 void kiln_flux2_dit_ws_free(kiln_backend *be, kiln_flux2_dit_ws *ws);
 void kiln_flux2_dit_ws_new_text(kiln_flux2_dit_ws *ws);
 /* Bytes kiln_flux2_dit_ws_create allocates. */

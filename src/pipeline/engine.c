@@ -191,7 +191,11 @@ static kiln_status open_all(kiln_engine *e, kiln_err *err) {
     }
     if (s != KILN_OK) return kiln_err_prefix(err, "tokenizer");
 
-    if (e->cfg.device == KILN_DEVICE_CUDA) KILN_TRY(kiln_backend_open_cuda(e->cfg.device_index, &e->be, err));
+    KILN_TRY(kiln_comm_open(&e->comm, err));
+    /* several ranks on one host: rank k takes GPU device_index + (its local rank) */
+    const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    int dev = e->cfg.device_index + (e->comm->size > 1 && lr ? atoi(lr) : 0);
+    if (e->cfg.device == KILN_DEVICE_CUDA) KILN_TRY(kiln_backend_open_cuda(dev, &e->be, err));
     else KILN_TRY(kiln_backend_open_cpu(e->cfg.n_threads, &e->be, err));
     e->be->precision = e->cfg.exact ? KILN_PREC_EXACT : KILN_PREC_FAST;
     /* Placement (compute/ops.h): the weights become the backend's now, once; ops never see the mapping. */
@@ -249,6 +253,7 @@ void kiln_engine_close(kiln_engine *e) {
     kiln_st_close(e->vae_ck);
     kiln_tokenizer_free(e->tok);
     if (e->be) kiln_backend_close(e->be);
+    kiln_comm_close(e->comm);
     kiln_free(e->model_dir);
     kiln_free(e->unet_path);
     kiln_free(e->clip_path);
@@ -261,3 +266,4 @@ void kiln_engine_close(kiln_engine *e) {
 
 const char *kiln_engine_describe(const kiln_engine *e) { return e->describe; }
 kiln_variant kiln_engine_variant(const kiln_engine *e) { return e->variant; }
+int kiln_engine_rank(const kiln_engine *e) { return e->comm ? e->comm->rank : 0; }

@@ -5,6 +5,7 @@
 #include <pthread.h>
 
 #include "kiln.h"
+#include "compute/comm.h"
 #include "compute/ops.h"
 #include "io/safetensors.h"
 #include "models/flux2_dit.h"
@@ -22,6 +23,7 @@ struct kiln_engine {
     kiln_variant variant;
     kiln_sched_config sched;     /* scheduler/scheduler_config.json, else klein's */
     kiln_backend *be;
+    kiln_comm *comm;             /* the ranks running each request together (one rank unless under mpirun) */
     kiln_tokenizer *tok;
     kiln_st_file *te_ck, *dit_ck, *vae_ck;  /* te_ck may be closed between requests when memory is tight */
     kiln_qwen3 *te;

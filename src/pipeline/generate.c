@@ -17,6 +17,7 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "base/log.h"
+#include "models/dit_ulysses.h"
 #include "models/latent.h"
 #include "models/views.h"
 #include "pipeline/denoise_step.h"
@@ -27,6 +28,7 @@
 #include "pipeline/ref_image.h"
 #include "pipeline/schedule.h"
 #include "pipeline/trace.h"
+#include "pipeline/vae_dist.h"
 #include "pipeline/vae_plan.h"
 
 #define MAX_SIDE 2048
@@ -143,6 +145,18 @@ static void estimate(const kiln_engine *e, const run *r, size_t *keep, size_t *r
     *keep = e->te_bytes + e->dit_bytes + e->vae_bytes + act;
     size_t a = e->te_bytes + te_act, b = e->dit_bytes + e->vae_bytes + feats + (dit_act > vae_act ? dit_act : vae_act);
     *release = a > b ? a : b;
+}
+
+/* The decode's tiling (r->vae_tile) and the estimate with it: the engine's forced tile, or automatically the
+ * largest tile (128 latent pixels down to 32) that brings an untiled request over the memory limit within it. */
+static void plan_vae(const kiln_engine *e, run *r, size_t *keep, size_t *release) {
+    r->vae_tile = e->cfg.vae_tile > 0 ? e->cfg.vae_tile : 0;
+    estimate(e, r, keep, release);
+    size_t lim = e->cfg.memory_limit ? e->cfg.memory_limit : kiln_mem_usable();
+    for (int t = 128; e->cfg.vae_tile == 0 && lim && *release > lim && t >= 32; t /= 2) {
+        r->vae_tile = t;
+        estimate(e, r, keep, release);
+    }
 }
 
 /* Appends one line to the result's warnings (kiln.h: kiln_result.warnings) and logs it. */
@@ -296,14 +310,7 @@ static kiln_status validate(run *r, kiln_err *err) {
     r->L = (int)r->tok[0].n;
 
     size_t keep, release;
-    r->vae_tile = e->cfg.vae_tile > 0 ? e->cfg.vae_tile : 0;
-    estimate(e, r, &keep, &release);
-    size_t lim = e->cfg.memory_limit ? e->cfg.memory_limit : kiln_mem_usable();
-    /* automatic tiling: the largest tile (128 latent pixels down to 32) that brings the request within the limit */
-    for (int t = 128; e->cfg.vae_tile == 0 && lim && release > lim && t >= 32; t /= 2) {
-        r->vae_tile = t;
-        estimate(e, r, &keep, &release);
-    }
+    plan_vae(e, r, &keep, &release);
     if (r->vae_tile) log_info("VAE decode in %dx%d-latent tiles", r->vae_tile, r->vae_tile);
     size_t limit = e->cfg.memory_limit ? e->cfg.memory_limit : kiln_mem_usable();
     bool rel = e->cfg.te_policy == KILN_TE_RELEASE;
@@ -438,8 +445,18 @@ static kiln_status denoise(run *r, kiln_err *err) {
     kiln_engine *e = r->e;
     kiln_backend *be = e->be;
     int64_t BN = (int64_t)r->B * r->N;
-    KILN_TRY(kiln_flux2_dit_ws_create_refs(e->dit, be, r->Bd, r->L, r->h16, r->w16, r->n_refs, r->ref_h16, r->ref_w16,
-                                           &r->ws, err));
+    /* several ranks: Ulysses sequence parallelism when they divide the heads and the image-stream tokens
+     * (references included), else every rank runs the whole DiT (the same numbers; only the VAE decode is then
+     * spread) */
+    kiln_comm *sp = e->comm && e->comm->size > 1 ? e->comm : NULL;
+    kiln_err why = {0};
+    if (sp && kiln_dit_ulysses_check(sp->size, e->dit->heads, r->N + r->n_ref_tok, &why) != KILN_OK) {
+        log_info("%s; every rank runs the whole DiT", why.msg);
+        sp = NULL;
+    }
+    if (sp) log_info("sequence parallelism (Ulysses): %d ranks x %d image tokens", sp->size, (r->N + r->n_ref_tok) / sp->size);
+    KILN_TRY(kiln_flux2_dit_ws_create_full(e->dit, be, sp, r->Bd, r->L, r->h16, r->w16, r->n_refs, r->ref_h16,
+                                           r->ref_w16, &r->ws, err));
     r->dt = be->ops->alloc(be, 128 * sizeof(float));
     if (!r->dt) return KILN_FAIL(err, KILN_E_NOMEM, "denoising: out of memory");
     KILN_TRY(kiln_flux2_dit_set_text(e->dit, be, r->ws, r->feat, err)); /* the same for every step */
@@ -508,7 +525,9 @@ static kiln_status decode(run *r, kiln_err *err) {
         if (r->trace) trace(r, "latent.image", z, per);
         if ((s = be->ops->upload(be, zd, z, per * sizeof(float), err))) break;
         if (r->vae_tile) {
-            if ((s = kiln_vae_plan_decode_tiled(vae, be, zd, 2 * r->h16, 2 * r->w16, r->vae_tile, pix, err))) break;
+            kiln_vae_tiles t; /* tiles spread over the ranks (one rank: the plain tiled decode) */
+            if ((s = kiln_vae_tiles_plan(vae, 2 * r->h16, 2 * r->w16, r->vae_tile, &t, err))) break;
+            if ((s = kiln_vae_decode_distributed(vae, be, e->comm, &t, zd, pix, err))) break;
         } else {
             if ((s = kiln_flux2_vae_decode(vae, be, zd, 2 * r->h16, 2 * r->w16, pd, err))) break;
             if ((s = be->ops->download(be, pix, pd, (size_t)3 * H * W * sizeof(float), err))) break;
@@ -659,7 +678,7 @@ kiln_status kiln_estimate_memory(kiln_engine *e, const kiln_request *req, size_t
     r.N = r.h16 * r.w16;
     r.L = KILN_TOK_DEFAULT_MAX_LEN;
     size_t keep, release;
-    estimate(e, &r, &keep, &release);
+    plan_vae(e, &r, &keep, &release);
     size_t limit = e->cfg.memory_limit ? e->cfg.memory_limit : kiln_mem_usable();
     *bytes = (limit && keep > limit) ? release : keep;
     return KILN_OK;

@@ -9,9 +9,3 @@ size_t kiln_vae_plan_bytes(const kiln_flux2_vae *m, int h, int w, int tile) {
     return dev + host;
 }
 
-kiln_status kiln_vae_plan_decode_tiled(const kiln_flux2_vae *m, kiln_backend *be, const float *z, int h, int w,
-                                       int tile, float *img, kiln_err *err) {
-    kiln_vae_tiles t;
-    KILN_TRY(kiln_vae_tiles_plan(m, h, w, tile, &t, err));
-    return kiln_flux2_vae_decode_tiled(m, be, &t, z, img, err);
-}

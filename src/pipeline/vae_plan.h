@@ -8,8 +8,4 @@
  * host work buffers together; the image itself is not counted). */
 size_t kiln_vae_plan_bytes(const kiln_flux2_vae *m, int h, int w, int tile);
 
-/* The tiled decode: z backend [z_ch, h, w] -> img HOST [3, 8h, 8w]. */
-kiln_status kiln_vae_plan_decode_tiled(const kiln_flux2_vae *m, kiln_backend *be, const float *z, int h, int w,
-                                       int tile, float *img, kiln_err *err);
-
 #endif

@@ -7,7 +7,7 @@
  * before the reset, so it is not counted.
  *
  * Sizes: by default a 1024x192 image with 32-latent (256-pixel) tiles (6x1 tiles, a few seconds); with
- * KILN_VAE_MEM_4K=1 the 4096x4096 image with 64-latent tiles (11x11 tiles, ~3 CPU-minutes on the tiny VAE:
+ * KILN_VAE_MEM_4K=1 the 4096x4096 image with 64-latent tiles (11x11 tiles, ~7 CPU-minutes on the tiny VAE:
  * scripts/bench-vae-tiled.sh runs it and docs/benchmarks.md has its figures). The same script runs it on a
  * full-size VAE (KILN_VAE_MEM_MODEL=folder, KILN_VAE_MEM_SIDE=pixels, KILN_VAE_MEM_TILE=latent pixels). */
 #include <math.h>

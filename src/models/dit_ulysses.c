@@ -1,0 +1,61 @@
+/* dit_ulysses.c - Ulysses sequence-parallel attention (see dit_ulysses.h). */
+#include <math.h>
+
+#include "models/dit_ulysses.h"
+#include "models/views.h"
+
+kiln_status kiln_dit_ulysses_check(int size, int heads, int64_t n_img, kiln_err *err) {
+    if (size < 1 || heads % size)
+        return KILN_FAIL(err, KILN_E_INVALID, "sequence parallelism over %d ranks: the DiT's %d heads are not "
+                         "divisible by %d", size, heads, size);
+    if (n_img % size)
+        return KILN_FAIL(err, KILN_E_INVALID, "sequence parallelism over %d ranks: %lld image tokens are not "
+                         "divisible by %d", size, (long long)n_img, size);
+    return KILN_OK;
+}
+
+size_t kiln_dit_ulysses_floats(int64_t L, int64_t N, int64_t D, int P) {
+    int64_t Nl = N / P, Dp = D / P;
+    return (size_t)(2 * Nl * 3 * D + (L + N) * 4 * Dp + (int64_t)P * L * Dp);
+}
+
+kiln_status kiln_dit_ulysses_attention(kiln_backend *be, const kiln_dit_sp *sp, const kiln_dit_attn *a,
+                                       const kiln_tensor *qkv_t, const kiln_tensor *qkv_i, kiln_tensor *att_t,
+                                       kiln_tensor *att_i, kiln_err *err) {
+    const kiln_ops *op = be->ops;
+    kiln_comm *c = sp->comm;
+    const int P = c->size, R = c->rank, Hp = a->heads / P;
+    const int64_t D = a->D, Dp = D / P, L = a->L, N = sp->N, Nl = N / P;
+    /* 1. pack: block s of send = [Nl, 3Dp], the q | k | v columns of head group s */
+    kiln_tensor SEND = kiln_f32_2d(sp->send, (int64_t)P * Nl, 3 * Dp);
+    for (int s = 0; s < P; s++)
+        for (int j = 0; j < 3; j++) {
+            kiln_tensor src = kiln_cols(qkv_i, j * D + s * Dp, Dp);
+            kiln_tensor blk = kiln_tensor_rows(&SEND, s * Nl, Nl), dst = kiln_cols(&blk, j * Dp, Dp);
+            KILN_TRY(op->copy(be, &dst, &src, err));
+        }
+    KILN_TRY(c->ops->all_to_all(c, be, sp->send, sp->recv, (size_t)(Nl * 3 * Dp), err));
+    /* 2. [txt (my head group) ; img (all tokens, my head group)], RoPE, attention over H/P heads */
+    kiln_tensor CAT = kiln_f32_2d(sp->cat, L + N, 3 * Dp), CATO = kiln_f32_2d(sp->cato, L + N, Dp);
+    kiln_tensor ct = kiln_tensor_rows(&CAT, 0, L), ci = kiln_tensor_rows(&CAT, L, N);
+    for (int j = 0; j < 3; j++) {
+        kiln_tensor src = kiln_cols(qkv_t, j * D + R * Dp, Dp), dst = kiln_cols(&ct, j * Dp, Dp);
+        KILN_TRY(op->copy(be, &dst, &src, err));
+    }
+    kiln_tensor RECV = kiln_f32_2d(sp->recv, N, 3 * Dp);
+    KILN_TRY(op->copy(be, &ci, &RECV, err));
+    kiln_tensor q = kiln_cols(&CAT, 0, Dp), k = kiln_cols(&CAT, Dp, Dp), v = kiln_cols(&CAT, 2 * Dp, Dp);
+    KILN_TRY(op->rope(be, &q, a->cos, a->sin, Hp, true, err));
+    KILN_TRY(op->rope(be, &k, a->cos, a->sin, Hp, true, err));
+    KILN_TRY(op->attention(be, &CATO, &q, &k, &v, Hp, Hp, 1.0f / sqrtf((float)a->head_dim), false, NULL, err));
+    /* 3. image rows back to their ranks (all head groups of my tokens), text head groups gathered everywhere */
+    KILN_TRY(c->ops->all_to_all(c, be, sp->cato + L * Dp, sp->recv, (size_t)(Nl * Dp), err));
+    KILN_TRY(c->ops->all_gather(c, be, sp->cato, sp->tgather, (size_t)(L * Dp), err));
+    for (int s = 0; s < P; s++) {
+        kiln_tensor bi = kiln_f32_2d(sp->recv + (size_t)s * Nl * Dp, Nl, Dp), di = kiln_cols(att_i, s * Dp, Dp);
+        kiln_tensor bt = kiln_f32_2d(sp->tgather + (size_t)s * L * Dp, L, Dp), dt = kiln_cols(att_t, s * Dp, Dp);
+        KILN_TRY(op->copy(be, &di, &bi, err));
+        KILN_TRY(op->copy(be, &dt, &bt, err));
+    }
+    return KILN_OK;
+}

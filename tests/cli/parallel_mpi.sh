@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# kiln over several MPI ranks (docs/parallel.md), oversubscribed on a small machine:
+# - every collective of the MPI communicator at 2 and 4 ranks (test_compute_comm under mpirun);
+# - failure drills: a rank that hangs makes the others time out and abort the job (exit 6, "timed out"), a rank
+#   that dies ends the job - both within seconds, never a hang;
+# - `mpirun -np 2` and `-np 4` of `kiln generate` (tiled VAE decode distributed over the ranks, gathered on
+#   rank 0; the DiT sequence parallel over 2 ranks - Ulysses, models/dit_ulysses.h - and replicated over 4, whose
+#   count does not divide the tiny DiT's 2 heads) write the single-rank image byte for byte, and only rank 0
+#   writes; klein base with CFG (two samples per DiT batch) the same over 2 ranks.
+# Needs Open MPI (scripts/install-deps.sh). Everything runs under `timeout` so that a hang fails, not blocks.
+set -u
+bin=${KILN_BIN:?KILN_BIN not set}
+src=${KILN_SOURCE_DIR:?KILN_SOURCE_DIR not set}
+tiny=$src/tests/data/tiny
+comm_test=${KILN_COMM_TEST:-$(dirname "$bin")/test_compute_comm}
+fail=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+command -v mpirun >/dev/null || { echo "FAIL mpirun not found (scripts/install-deps.sh installs openmpi-bin)"; exit 1; }
+# root in containers and CI; one thread per rank so that ranks do not fight over the cores
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 KILN_THREADS=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
+# LeakSanitizer would report Open MPI's own allocations at exit (the ASan build runs this too)
+export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0
+mpi() { local np=$1; shift; timeout 120 mpirun --oversubscribe -np "$np" -x KILN_THREADS -x ASAN_OPTIONS "$@"; }
+
+for np in 2 4; do
+    out=$(mpi "$np" "$comm_test" 2>&1)
+    n=$(grep -c "every collective ok" <<<"$out")
+    if [ "$n" -eq "$np" ]; then echo "ok $np ranks: every collective"; else echo "FAIL $np ranks: $n ok ($out)"; fail=1; fi
+done
+
+t0=$(date +%s)
+out=$(KILN_COMM_TIMEOUT=2 KILN_COMM_TEST_HANG_RANK=1 mpi 2 -x KILN_COMM_TIMEOUT -x KILN_COMM_TEST_HANG_RANK "$comm_test" 2>&1)
+rc=$?
+el=$(( $(date +%s) - t0 ))
+if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && grep -q "barrier timed out" <<<"$out" && [ "$el" -lt 60 ]; then
+    echo "ok a hung rank: the job aborts with 'timed out' (exit $rc, ${el}s)"
+else echo "FAIL a hung rank: exit $rc after ${el}s: $out"; fail=1; fi
+t0=$(date +%s)
+out=$(KILN_COMM_TEST_DIE_RANK=1 mpi 3 -x KILN_COMM_TEST_DIE_RANK "$comm_test" 2>&1)
+rc=$?
+el=$(( $(date +%s) - t0 ))
+if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && grep -q "Exit code: *3" <<<"$out" && [ "$el" -lt 60 ]; then
+    echo "ok a dead rank: the job ends (exit $rc, ${el}s)"
+else echo "FAIL a dead rank: exit $rc after ${el}s: $out"; fail=1; fi
+
+gen=(generate -q -p "a red fox" --model "$tiny/diffusers" -W 128 -H 128 --seed 5 --vae-tile 8 --exact)
+"$bin" "${gen[@]}" -o "$tmp/one.png" || { echo "FAIL single-rank generate"; fail=1; }
+for np in 2 4; do
+    mkdir -p "$tmp/np$np" && cd "$tmp/np$np" || exit 1
+    # without -q each writing rank prints "PATH (seed S)" on stdout: exactly one may
+    KILN_LOG=info mpi "$np" -x KILN_LOG "$bin" "${gen[@]:0:1}" "${gen[@]:2}" -o "$tmp/np$np/out.png" \
+        --perf-dump "$tmp/np$np/perf.json" >"$tmp/stdout$np" 2>"$tmp/stderr$np" || { echo "FAIL mpirun -np $np generate"; fail=1; }
+    # the tiny DiT has 2 heads: Ulysses over 2 ranks; 4 ranks do not divide them, so each runs the whole DiT
+    want="sequence parallelism (Ulysses): 2 ranks x 32 image tokens"
+    [ "$np" -eq 4 ] && want="heads are not divisible by 4; every rank runs the whole DiT"
+    grep -qF "$want" "$tmp/stderr$np" && echo "ok -np $np: $want" || { echo "FAIL -np $np: no '$want'"; fail=1; }
+    writers=$(grep -c "out.png (seed" "$tmp/stdout$np")
+    [ "$writers" -eq 1 ] || { echo "FAIL -np $np: $writers ranks wrote the image"; fail=1; }
+    if cmp -s "$tmp/one.png" "$tmp/np$np/out.png"; then echo "ok -np $np: the single-rank image, byte for byte"
+    else echo "FAIL -np $np: the image differs from the single-rank one"; fail=1; fi
+    [ "$(ls "$tmp/np$np" | wc -l)" -eq 2 ] || { echo "FAIL -np $np: ranks other than 0 wrote files: $(ls "$tmp/np$np")"; fail=1; }
+done
+# klein base with CFG (a DiT batch of 2: each sample's tokens split separately), 3 steps, 128x96
+base=(generate -q -p "a red fox" --model "$tiny/diffusers-base" -W 128 -H 96 --seed 5 --steps 3 --guidance 3 --vae-tile 8 --exact)
+"$bin" "${base[@]}" -o "$tmp/base1.png" || { echo "FAIL single-rank base generate"; fail=1; }
+mkdir -p "$tmp/base2" && cd "$tmp/base2" && mpi 2 "$bin" "${base[@]}" -o "$tmp/base2/out.png" || { echo "FAIL -np 2 base"; fail=1; }
+if cmp -s "$tmp/base1.png" "$tmp/base2/out.png"; then echo "ok -np 2 base + CFG, sequence parallel: the single-rank image"
+else echo "FAIL -np 2 base + CFG: the image differs from the single-rank one"; fail=1; fi
+exit $fail
