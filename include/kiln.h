@@ -207,7 +207,8 @@ kiln_status kiln_generate(kiln_engine *eng, const kiln_request *req, kiln_result
 
 /* Bytes of memory the request will need beyond the memory-mapped weights (activations, text features,
  * latents, decoder buffers) and the resident weights it touches. kiln_generate refuses (KILN_E_LIMIT) a
- * request whose estimate exceeds the engine's memory limit. */
+ * request whose estimate exceeds the engine's memory limit. Reference and init images count (their prepared
+ * sizes: reference tokens in the DiT, the encoder's activations) and, with width and height 0, set the size. */
 kiln_status kiln_estimate_memory(kiln_engine *eng, const kiln_request *req, size_t *bytes, kiln_err *err);
 
 /* ---- results --------------------------------------------------------------------------------------------- */

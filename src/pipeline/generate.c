@@ -664,17 +664,24 @@ done:
 
 kiln_status kiln_estimate_memory(kiln_engine *e, const kiln_request *req, size_t *bytes, kiln_err *err) {
     if (!e || !req) return KILN_FAIL(err, KILN_E_INVALID, "kiln_estimate_memory: no engine or request");
-    if (req->width <= 0 || req->height <= 0 || req->width % 16 || req->height % 16 || req->batch < 1)
-        return KILN_FAIL(err, KILN_E_INVALID, "image size %dx%d batch %d: sizes must be positive multiples of 16",
-                         req->width, req->height, req->batch);
     run r;
     memset(&r, 0, sizeof r);
+    r.e = e;
+    r.req = req;
+    /* reference and init images: their prepared sizes count (reference tokens, encoder), and set the default size */
+    kiln_status s = prepare_images(&r, err);
+    for (int k = 0; k < KILN_MAX_REFS; k++) kiln_free(r.ref_rgb[k]);
+    kiln_free(r.init_rgb);
+    if (s != KILN_OK) return s;
+    if (r.W <= 0 || r.H <= 0 || r.W % 16 || r.H % 16 || req->batch < 1)
+        return KILN_FAIL(err, KILN_E_INVALID, "image size %dx%d batch %d: sizes must be positive multiples of 16",
+                         r.W, r.H, req->batch);
     r.base = e->variant == KILN_VARIANT_BASE;
     r.cfg = cfg_decision(e, req);
     r.B = req->batch;
     r.Bd = r.cfg ? 2 * r.B : r.B;
-    r.h16 = req->height / 16;
-    r.w16 = req->width / 16;
+    r.h16 = r.H / 16;
+    r.w16 = r.W / 16;
     r.N = r.h16 * r.w16;
     r.L = KILN_TOK_DEFAULT_MAX_LEN;
     size_t keep, release;
