@@ -20,6 +20,7 @@
 #include "models/latent.h"
 #include "models/views.h"
 #include "pipeline/denoise_step.h"
+#include "pipeline/engine_flux1.h"
 #include "pipeline/engine_internal.h"
 #include "pipeline/memory.h"
 #include "pipeline/noise.h"
@@ -461,6 +462,7 @@ kiln_status kiln_generate_traced(kiln_engine *e, const kiln_request *req, kiln_t
                                  kiln_result **out, kiln_err *err) {
     *out = NULL;
     if (!e || !req) return KILN_FAIL(err, KILN_E_INVALID, "kiln_generate: no engine or request");
+    if (e->f1) return kiln_generate_flux1(e, req, trace_fn, trace_ctx, out, err); /* generate_flux1.c */
     pthread_mutex_lock(&e->lock);
     e->n_requests++;
     kiln_mem_reset_peak();
@@ -521,6 +523,7 @@ done:
 
 kiln_status kiln_estimate_memory(kiln_engine *e, const kiln_request *req, size_t *bytes, kiln_err *err) {
     if (!e || !req) return KILN_FAIL(err, KILN_E_INVALID, "kiln_estimate_memory: no engine or request");
+    if (e->f1) return kiln_estimate_memory_flux1(e, req, bytes, err);
     if (req->width <= 0 || req->height <= 0 || req->width % 16 || req->height % 16 || req->batch < 1)
         return KILN_FAIL(err, KILN_E_INVALID, "image size %dx%d batch %d: sizes must be positive multiples of 16",
                          req->width, req->height, req->batch);

@@ -18,6 +18,7 @@ cd "$here"
 "$py" make_flux1_dit_golden.py
 "$py" make_flux1_vae_golden.py
 "$py" make_flux1_schedule_golden.py
+"$py" make_flux1_pipeline_golden.py
 "$py" describe_goldens.py
 "$py" make_manifests.py
 cd "$repo"
