@@ -99,6 +99,9 @@ void kiln_engine_close(kiln_engine *eng); /* NULL allowed */
  * 3072x(5+20), Qwen3 2560x36, VAE 32ch". Valid until kiln_engine_close. */
 const char *kiln_engine_describe(const kiln_engine *eng);
 kiln_variant kiln_engine_variant(const kiln_engine *eng);
+/* Channels of the latent tokens the DiT works on (kiln_request.noise): 128 for FLUX.2 [klein], the DiT's
+ * in_channels for FLUX.1 (64). */
+int kiln_engine_latent_channels(const kiln_engine *eng);
 
 /* ---- requests -------------------------------------------------------------------------------------------- */
 

@@ -269,3 +269,4 @@ void kiln_engine_close(kiln_engine *e) {
 
 const char *kiln_engine_describe(const kiln_engine *e) { return e->describe; }
 kiln_variant kiln_engine_variant(const kiln_engine *e) { return e->variant; }
+int kiln_engine_latent_channels(const kiln_engine *e) { return e->f1 ? e->f1->dit->in_ch : 128; }
