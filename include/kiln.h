@@ -54,6 +54,9 @@ typedef enum kiln_variant {
     KILN_VARIANT_DISTILLED, /* FLUX.2 [klein]: 4 steps, no CFG */
     KILN_VARIANT_BASE,      /* FLUX.2 [klein] base: CFG (guidance 4, > 1 needed) against the negative
                              * prompt ("" by default), 50 steps */
+    KILN_VARIANT_FLUX1_DEV,     /* FLUX.1 [dev]: guidance-distilled (guidance 3.5 fed to the DiT), 28 steps;
+                                 * set from the files (the DiT's guidance embedder), never chosen */
+    KILN_VARIANT_FLUX1_SCHNELL, /* FLUX.1 [schnell]: timestep-distilled, 4 steps, guidance ignored */
 } kiln_variant;
 
 typedef enum kiln_device_kind { KILN_DEVICE_CPU = 0, KILN_DEVICE_CUDA = 1 } kiln_device_kind;
@@ -71,6 +74,9 @@ typedef struct kiln_engine_config {
     /* ... or three single files (BFL/ComfyUI layouts: flux-2-klein-4b.safetensors, qwen_3_4b.safetensors,
      * flux2-vae.safetensors). The layout of each is detected from its tensor names. */
     const char *unet_path, *clip_path, *vae_path;
+    /* FLUX.1 single files: clip_path is CLIP-L (clip_l.safetensors), clip2_path the T5 (t5xxl_fp16.safetensors);
+     * unet_path the BFL-named flux1-dev / flux1-schnell file, vae_path ae.safetensors. NULL for FLUX.2. */
+    const char *clip2_path;
     /* Tokenizer folder with tokenizer.json; NULL: model_dir/tokenizer, else the copy shipped with kiln. */
     const char *tokenizer_dir;
     kiln_variant variant;
@@ -100,6 +106,9 @@ kiln_variant kiln_engine_variant(const kiln_engine *eng);
 /* This process's rank when started by mpirun with several ranks (docs/parallel.md), else 0. Only rank 0 holds
  * a request's images; the others compute their share and return a result whose pixels are not the image. */
 int kiln_engine_rank(const kiln_engine *eng);
+/* Channels of the latent tokens the DiT works on (kiln_request.noise): 128 for FLUX.2 [klein], the DiT's
+ * in_channels for FLUX.1 (64). */
+int kiln_engine_latent_channels(const kiln_engine *eng);
 
 /* ---- requests -------------------------------------------------------------------------------------------- */
 
@@ -157,7 +166,7 @@ typedef struct kiln_request {
      * When set, prompt is only used for the result's metadata. */
     const char *const *prompts;
     int width, height;        /* multiples of 16, 16..2048 */
-    int steps;                /* >= 1; 0 = the variant's default (4 distilled, 50 base) */
+    int steps;                /* >= 1; 0 = the variant's default (4 distilled, 50 base; FLUX.1 28 dev, 4 schnell) */
     int batch;                /* images in one forward, 1..16 */
     uint64_t seed;            /* image i uses seed + i (so image i equals a batch-1 run with seed + i) */
     /* Optional: one seed per image (batch entries), replacing seed + i, so that images of different requests
@@ -165,6 +174,7 @@ typedef struct kiln_request {
     const uint64_t *seeds;
     /* base only: CFG scale, 0 = default 4.0; CFG runs only when it is > 1 (as Flux2KleinPipeline decides), so 1
      * or less gives the conditional prediction alone. Ignored by the distilled model. Negative: refused. */
+    /* FLUX.1 [dev]: the distilled guidance fed to the DiT (0 = the pipeline's 3.5); [schnell] ignores it. */
     float guidance;
     /* Optional, base with CFG only: the text of the unconditional branch (diffusers' negative_prompt, encoded
      * like the prompt). NULL or "" = the empty prompt, the official pipeline's default. One for the whole batch.
@@ -175,7 +185,8 @@ typedef struct kiln_request {
      * negative_prompt must then be NULL or "". */
     bool negative_zero;
     /* Optional injected initial noise, f32 [batch, 128, H/16, W/16] (the patchified, normalised latent
-     * space the DiT works in): replaces the seeded generator, for comparisons with other implementations. */
+     * space the DiT works in; FLUX.1: [batch, 64, H/16, W/16], the packed 2x2 latent, channel c*4 + dy*2 + dx):
+     * replaces the seeded generator, for comparisons with other implementations. */
     const float *noise;
     size_t noise_count;       /* elements in noise; must equal batch*128*(H/16)*(W/16) */
     const char *request_id;   /* recorded in the perf dump; NULL = generated */

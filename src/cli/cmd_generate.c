@@ -1,6 +1,6 @@
 /* cmd_generate.c - `kiln generate`: text to PNG with FLUX.2 [klein].
  *
- *   kiln generate -p PROMPT (--model DIR | --unet F --clip F --vae F) [-W 512] [-H 512] [--steps N] [--seed S]
+ *   kiln generate -p PROMPT (--model DIR | --unet F --clip F [--clip2 F] --vae F) [-W 512] [-H 512] [--steps N] [--seed S]
  *                 [-n N] [-o out.png] [--perf-dump F] [--noise F] [--guidance G] [--negative-prompt TEXT]
  *                 [--base] [--exact] [--ref A.png [--ref B.png ...]] [--init X.png [--strength S]]
  *
@@ -28,21 +28,26 @@
 
 static void usage(FILE *out) {
     fprintf(out,
-            "usage: kiln generate -p PROMPT (--model DIR | --unet F --clip F --vae F) [options]\n"
+            "usage: kiln generate -p PROMPT (--model DIR | --unet F --clip F [--clip2 F] --vae F) [options]\n"
             "\n"
             "  -p, --prompt TEXT     what to draw (UTF-8)\n"
-            "  --model DIR           a diffusers FLUX.2 [klein] folder (model_index.json, transformer/, ...)\n"
+            "  --model DIR           a diffusers FLUX.2 [klein] or FLUX.1 [dev]/[schnell] folder (model_index.json,\n"
+            "                        transformer/, ...): the family comes from the files\n"
             "  --unet F --clip F --vae F\n"
             "                        ComfyUI single files: flux-2-klein-4b, qwen_3_4b, flux2-vae .safetensors\n"
+            "  --unet F --clip F --clip2 F --vae F\n"
+            "                        FLUX.1 single files: flux1-dev (or -schnell), clip_l, t5xxl_fp16, ae .safetensors\n"
             "  -W, --width N         image width, a multiple of 16 (default 512)\n"
             "  -H, --height N        image height, a multiple of 16 (default 512)\n"
-            "  --steps N             denoising steps (default 4 distilled, 50 base)\n"
+            "  --steps N             denoising steps (default 4 distilled, 50 base; FLUX.1 28 dev, 4 schnell)\n"
             "  --seed S              seed of image 0; image i uses S + i (default: random, printed)\n"
             "  -n, --batch N         images in one batch (default 1)\n"
             "  -o, --output F        PNG path (default out.png); n > 1: F, F-1, F-2... or a %%d pattern\n"
             "  --perf-dump F         write the per-stage timings as JSON\n"
-            "  --noise F             inject the initial noise [n,128,H/16,W/16] (safetensors or raw f32)\n"
-            "  --guidance G          CFG scale for klein base (default 4.0; 1 or less: no CFG, as diffusers)\n"
+            "  --noise F             inject the initial noise [n,128,H/16,W/16] (FLUX.1: [n,64,H/16,W/16], the\n"
+            "                        packed latent; safetensors or raw f32)\n"
+            "  --guidance G          CFG scale for klein base (default 4.0; 1 or less: no CFG, as diffusers);\n"
+            "                        FLUX.1 [dev]: the distilled guidance (default 3.5); schnell ignores it\n"
             "  --negative-prompt TEXT\n"
             "                        klein base with CFG: the unconditional branch's text (default \"\")\n"
             "  --base                single files are klein base (true CFG, 50 steps); folders say it themselves\n"
@@ -167,6 +172,9 @@ int kiln_cmd_generate(int argc, char **argv) {
         } else if (!strcmp(a, "--clip")) {
             TAKES_VALUE;
             cfg.clip_path = val;
+        } else if (!strcmp(a, "--clip2") || !strcmp(a, "--t5")) {
+            TAKES_VALUE;
+            cfg.clip2_path = val;
         } else if (!strcmp(a, "--vae")) {
             TAKES_VALUE;
             cfg.vae_path = val;
@@ -295,12 +303,12 @@ int kiln_cmd_generate(int argc, char **argv) {
         fprintf(stderr, "kiln generate: -p PROMPT is required (kiln generate --help)\n");
         return 2;
     }
-    if (!cfg.model_dir && !(cfg.unet_path || cfg.clip_path || cfg.vae_path)) {
-        fprintf(stderr, "kiln generate: give --model DIR or --unet F --clip F --vae F\n");
+    if (!cfg.model_dir && !(cfg.unet_path || cfg.clip_path || cfg.clip2_path || cfg.vae_path)) {
+        fprintf(stderr, "kiln generate: give --model DIR or --unet F --clip F [--clip2 F] --vae F\n");
         return 2;
     }
-    if (cfg.model_dir && (cfg.unet_path || cfg.clip_path || cfg.vae_path)) {
-        fprintf(stderr, "kiln generate: give either --model or the three single files, not both\n");
+    if (cfg.model_dir && (cfg.unet_path || cfg.clip_path || cfg.clip2_path || cfg.vae_path)) {
+        fprintf(stderr, "kiln generate: give either --model or the single files, not both\n");
         return 2;
     }
     if (have_strength && !images.init_path) {
@@ -324,19 +332,10 @@ int kiln_cmd_generate(int argc, char **argv) {
 
     kiln_err err = {0};
     float *noise = NULL;
-    if (noise_path) {
-        if (req.width % 16 || req.height % 16) {
-            fprintf(stderr, "kiln generate: image size %dx%d: width and height must be multiples of 16\n",
-                    req.width, req.height);
-            return 2;
-        }
-        size_t count = (size_t)req.batch * 128 * (size_t)(req.width / 16) * (size_t)(req.height / 16);
-        if (kiln_noise_load(noise_path, count, &noise, &err) != KILN_OK) {
-            fprintf(stderr, "kiln generate: --noise: %s\n", err.msg);
-            return kiln_status_exit_code(err.code);
-        }
-        req.noise = noise;
-        req.noise_count = count;
+    if (noise_path && (req.width % 16 || req.height % 16)) {
+        fprintf(stderr, "kiln generate: image size %dx%d: width and height must be multiples of 16\n", req.width,
+                req.height);
+        return 2;
     }
 
     if (images_load(&images, &req, &err) != KILN_OK) {
@@ -354,6 +353,18 @@ int kiln_cmd_generate(int argc, char **argv) {
         return kiln_status_exit_code(err.code);
     }
     if (!quiet) fprintf(stderr, "kiln: %s (opened in %.2fs)\n", kiln_engine_describe(eng), kiln_clock_s() - t_open);
+    if (noise_path) { /* its size depends on the model: 128 channels for FLUX.2, the DiT's in_channels for FLUX.1 */
+        size_t count = (size_t)req.batch * (size_t)kiln_engine_latent_channels(eng) * (size_t)(req.width / 16) *
+                       (size_t)(req.height / 16);
+        if (kiln_noise_load(noise_path, count, &noise, &err) != KILN_OK) {
+            fprintf(stderr, "kiln generate: --noise: %s\n", err.msg);
+            images_free(&images);
+            kiln_engine_close(eng);
+            return kiln_status_exit_code(err.code);
+        }
+        req.noise = noise;
+        req.noise_count = count;
+    }
 
     kiln_progress_bar bar;
     kiln_progress_bar_init(&bar, stderr);
@@ -396,7 +407,10 @@ int kiln_cmd_generate(int argc, char **argv) {
             {"prompt", prompt},   {"seed", seedbuf},   {"width", w},
             {"height", h},        {"steps", steps},    {"guidance", guid},
             {"negative_prompt", req.negative_prompt ? req.negative_prompt : ""},
-            {"variant", res->variant == KILN_VARIANT_BASE ? "klein-base" : "klein"},
+            {"variant", res->variant == KILN_VARIANT_BASE           ? "klein-base"
+                        : res->variant == KILN_VARIANT_FLUX1_DEV     ? "flux1-dev"
+                        : res->variant == KILN_VARIANT_FLUX1_SCHNELL ? "flux1-schnell"
+                                                                     : "klein"},
             {"model", model},     {"noise", noise_path ? noise_path : "kiln-xoshiro256-boxmuller"},
             {"Software", "kiln " KILN_VERSION},
         };

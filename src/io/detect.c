@@ -96,6 +96,41 @@ static void detect_vae(const names *f, kiln_detect_result *r, bool bfl) {
              r->has_decoder ? "decoder" : "", (long long)dim(zin, 1), (long long)dim(has(f, "bn.running_mean"), 0));
 }
 
+/* FLUX.1's AutoencoderKL: the FLUX.2 VAE's names without the latent batch norm (ae.safetensors: BFL names). */
+static void detect_flux1_vae(const names *f, kiln_detect_result *r, bool bfl) {
+    r->family = KILN_FAMILY_FLUX1_VAE;
+    r->layout = bfl ? KILN_LAYOUT_BFL : KILN_LAYOUT_DIFFUSERS;
+    r->has_decoder = has(f, "decoder.conv_in.weight") != NULL;
+    r->has_encoder = has(f, "encoder.conv_in.weight") != NULL;
+    const found *zin = has(f, "decoder.conv_in.weight");
+    snprintf(r->id, sizeof r->id, "%s", dim(zin, 1) == 16 ? "flux1-vae" : "autoencoder-kl");
+    snprintf(r->desc, sizeof r->desc, "FLUX.1 autoencoder (AutoencoderKL: %s%s%s), %lld latent channels",
+             r->has_encoder ? "encoder" : "", r->has_encoder && r->has_decoder ? " + " : "",
+             r->has_decoder ? "decoder" : "", (long long)dim(zin, 1));
+}
+
+static void detect_clip(const names *f, kiln_detect_result *r, const found *emb) {
+    r->family = KILN_FAMILY_CLIP_TEXT;
+    r->layout = KILN_LAYOUT_HF;
+    r->hidden = dim(emb, 1);
+    r->n_layers = count_blocks(f, "text_model.encoder.layers.%d.layer_norm1.weight");
+    bool l = r->hidden == 768 && r->n_layers == 12;
+    snprintf(r->id, sizeof r->id, "%s", l ? "clip-l" : "clip-text");
+    snprintf(r->desc, sizeof r->desc, "CLIP%s text encoder, hidden %lld, %d layers, vocabulary %lld", l ? "-L" : "",
+             (long long)r->hidden, r->n_layers, (long long)dim(emb, 0));
+}
+
+static void detect_t5(const names *f, kiln_detect_result *r, const found *emb) {
+    r->family = KILN_FAMILY_T5;
+    r->layout = KILN_LAYOUT_HF;
+    r->hidden = dim(emb, 1);
+    r->n_layers = count_blocks(f, "encoder.block.%d.layer.0.SelfAttention.q.weight");
+    bool xxl = r->hidden == 4096 && r->n_layers == 24;
+    snprintf(r->id, sizeof r->id, "%s", xxl ? "t5-xxl" : "t5-encoder");
+    snprintf(r->desc, sizeof r->desc, "T5%s encoder, d_model %lld, %d layers, vocabulary %lld", xxl ? " v1.1 XXL" : "",
+             (long long)r->hidden, r->n_layers, (long long)dim(emb, 0));
+}
+
 static void detect(const names *f, kiln_detect_result *r) {
     memset(r, 0, sizeof *r);
     const found *emb;
@@ -113,6 +148,15 @@ static void detect(const names *f, kiln_detect_result *r) {
     else if (has(f, "bn.running_mean") && (has(f, "decoder.mid.block_1.conv1.weight") ||
                                            has(f, "encoder.mid.block_1.conv1.weight")))
         detect_vae(f, r, true);
+    else if (has(f, "decoder.mid_block.resnets.0.conv1.weight") || has(f, "encoder.mid_block.resnets.0.conv1.weight"))
+        detect_flux1_vae(f, r, false);
+    else if (has(f, "decoder.mid.block_1.conv1.weight") || has(f, "encoder.mid.block_1.conv1.weight"))
+        detect_flux1_vae(f, r, true);
+    else if ((emb = has(f, "text_model.embeddings.token_embedding.weight")))
+        detect_clip(f, r, emb);
+    else if (((emb = has(f, "shared.weight")) || (emb = has(f, "encoder.embed_tokens.weight"))) &&
+             has(f, "encoder.block.0.layer.0.SelfAttention.q.weight"))
+        detect_t5(f, r, emb);
     else {
         snprintf(r->id, sizeof r->id, "unknown");
         snprintf(r->desc, sizeof r->desc, "no known model's tensor names (%zu tensors)", f->count);
@@ -153,6 +197,9 @@ const char *kiln_family_name(kiln_family fam) {
     case KILN_FAMILY_QWEN3: return "qwen3";
     case KILN_FAMILY_FLUX2_VAE: return "flux2-vae";
     case KILN_FAMILY_FLUX1_DIT: return "flux1-dit";
+    case KILN_FAMILY_FLUX1_VAE: return "flux1-vae";
+    case KILN_FAMILY_CLIP_TEXT: return "clip-text";
+    case KILN_FAMILY_T5: return "t5-encoder";
     default: return "unknown";
     }
 }

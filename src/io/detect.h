@@ -13,6 +13,9 @@
  *   Qwen3        hf:        [model.]embed_tokens.weight + layers.0.self_attn.q_norm.weight (q/k norms: Qwen3, not 2)
  *   FLUX.2 VAE   bn.running_mean (FLUX.2's latent batch-norm) + decoder.mid_block.* (diffusers) or
  *                decoder.mid.* (bfl)
+ *   FLUX.1 VAE   the same names without bn.running_mean ("flux1-vae" with 16 latent channels)
+ *   CLIP text    text_model.embeddings.token_embedding.weight ("clip-l": hidden 768, 12 layers)
+ *   T5 encoder   shared.weight or encoder.embed_tokens.weight + encoder.block.0...q.weight ("t5-xxl": 4096, 24)
  * A checkpoint matching none is KILN_FAMILY_UNKNOWN; the id then is "unknown". Names are looked up with
  * kiln_st_find, so prefixed (ComfyUI `model.diffusion_model.`) files are recognised too.
  * Named sizes: "flux2-klein-4b" (hidden 3072, 5 double, 20 single, text 7680), "qwen3-4b" (hidden 2560, 36
@@ -33,6 +36,9 @@ typedef enum kiln_family {
     KILN_FAMILY_QWEN3,
     KILN_FAMILY_FLUX2_VAE,
     KILN_FAMILY_FLUX1_DIT,
+    KILN_FAMILY_FLUX1_VAE,  /* AutoencoderKL without batch norm (FLUX.1's ae) */
+    KILN_FAMILY_CLIP_TEXT,  /* text_model.embeddings.token_embedding.weight (CLIP-L: 768 x 12 layers) */
+    KILN_FAMILY_T5,         /* shared.weight / encoder.embed_tokens.weight + encoder.block.0 (T5 v1.1 XXL) */
 } kiln_family;
 
 typedef enum kiln_layout {
@@ -58,7 +64,8 @@ typedef struct kiln_detect_result {
 void kiln_detect(const kiln_st_file *f, kiln_detect_result *out);
 /* The same rules on a GGUF file's tensor names (also tried with a `model.diffusion_model.` prefix). */
 void kiln_detect_gguf(const kiln_gguf_file *g, kiln_detect_result *out);
-const char *kiln_family_name(kiln_family f); /* "flux2-dit", "qwen3", "flux2-vae", "flux1-dit", "unknown" */
+const char *kiln_family_name(kiln_family f); /* "flux2-dit", "qwen3", "flux2-vae", "flux1-dit", "flux1-vae",
+                                               "clip-text", "t5-encoder", "unknown" */
 const char *kiln_layout_name(kiln_layout l); /* "bfl", "diffusers", "hf", "unknown" */
 
 #endif

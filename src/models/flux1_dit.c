@@ -143,6 +143,18 @@ static kiln_status lin(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, c
     return kiln_matmul(be, y, x, &l->w, &l->b, err);
 }
 
+/* lin for the per-sample vectors (x [B, in]: conditioning, modulations), one sample at a time: the CPU matmul
+ * picks its kernel by the row count, and a batch's rows must get the bits a batch of one gets (image i of a batch
+ * equals the batch-1 run with seed + i). Costs B reads of these weights per step instead of one. */
+static kiln_status lin_each(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, const kiln_flux1_linear *l,
+                            kiln_err *err) {
+    for (int64_t b = 0; b < x->shape[0]; b++) {
+        kiln_tensor yb = kiln_tensor_rows(y, b, 1), xb = kiln_tensor_rows(x, b, 1);
+        CK(lin(be, &yb, &xb, l, err));
+    }
+    return KILN_OK;
+}
+
 /* y = (1 + scale_b) LN(x) + shift_b per sample b (rows b*rps ..), shift_b / scale_b at columns sh / sh + D of
  * row b of the modulation mod [B, k*D]. */
 static kiln_status ln_mod(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, const kiln_tensor *mod, int64_t rps,
@@ -194,7 +206,7 @@ static kiln_status double_block(const kiln_flux1_dit *m, kiln_backend *be, kiln_
         kiln_tensor *X = s ? &TXT : &IMG, *QKV = s ? &QKVT : &QKVI;
         int64_t rps = s ? L : N;
         kiln_tensor nrm = kiln_f32_2d(w->nrm, B * rps, D);
-        CK(lin(be, &MOD[s], &VEC, &st->mod, err));
+        CK(lin_each(be, &MOD[s], &VEC, &st->mod, err));
         CK(ln_mod(be, &nrm, X, &MOD[s], rps, D, 0, D, err));
         CK(qkv_proj(be, QKV, &nrm, &st->q, &st->k, &st->v, &st->q_norm, &st->k_norm, D, err));
     }
@@ -229,7 +241,7 @@ static kiln_status single_block(const kiln_flux1_dit *m, kiln_backend *be, kiln_
     kiln_tensor MOD = kiln_f32_2d(w->mod_s, B, 3 * D);
     kiln_tensor COS = kiln_f32_2d(w->rcos, T, m->head_dim / 2), SIN = kiln_f32_2d(w->rsin, T, m->head_dim / 2);
 
-    CK(lin(be, &MOD, &VEC, &blk->mod, err));
+    CK(lin_each(be, &MOD, &VEC, &blk->mod, err));
     CK(ln_mod(be, &nrm, &S, &MOD, T, D, 0, D, err));
     kiln_tensor mlp = kiln_cols(&OM, D, F), att = kiln_cols(&OM, 0, D);
     CK(lin(be, &mlp, &nrm, &blk->mlp, err));
@@ -265,9 +277,9 @@ static kiln_status conditioning(const kiln_flux1_dit *m, kiln_backend *be, kiln_
     }
     kiln_tensor PO = kiln_tensor_make((void *)pooled, KILN_DT_F32, 2, (int64_t[]){B, m->pooled_dim});
     kiln_tensor PH = kiln_f32_2d(w->ph, B, D), VEC = kiln_f32_2d(w->vec, B, D);
-    CK(lin(be, &PH, &PO, &m->p1, err));
+    CK(lin_each(be, &PH, &PO, &m->p1, err));
     CK(op->silu(be, &PH, &PH, err));
-    CK(lin(be, &VEC, &PH, &m->p2, err));
+    CK(lin_each(be, &VEC, &PH, &m->p2, err));
     for (int64_t b = 0; b < B; b++) {
         kiln_tensor vb = kiln_tensor_rows(&VEC, b, 1);
         CK(op->add(be, &vb, &vb, &te, err));
@@ -311,8 +323,8 @@ kiln_status kiln_flux1_dit_forward(const kiln_flux1_dit *m, kiln_backend *be, ki
     /* AdaLayerNormContinuous: rows [scale; shift] of norm_out.linear(SiLU(conditioning)), then proj_out */
     kiln_tensor VEC = kiln_f32_2d(w->vec, B, D), MOD = kiln_f32_2d(w->mod_o, B, 2 * D);
     kiln_tensor nrm = kiln_f32_2d(w->nrm, B * N, D);
-    CK(lin(be, &MOD, &VEC, &m->norm_out, err));
-    CK(ln_mod(be, &nrm, &IMG, &MOD, N, D, D, 0, err));
+    CK(lin_each(be, &MOD, &VEC, &m->norm_out, err));
+    CK(ln_mod(be, &nrm, &IMG, &MOD, N, D, m->bfl ? 0 : D, m->bfl ? D : 0, err));
     kiln_tensor V = kiln_f32_2d(v, B * N, m->out_ch);
     return lin(be, &V, &nrm, &m->proj_out, err);
 }

@@ -63,6 +63,8 @@ typedef struct kiln_flux1_dit {
     int axes[3];           /* 16, 56, 56 */
     double theta;          /* 10000 */
     bool guidance;         /* dev: guidance_embedder present */
+    bool bfl;              /* BFL/ComfyUI names (flux1-dev.safetensors): fused qkv and linear1 viewed by rows,
+                              final_layer.adaLN_modulation.1 rows [shift; scale] (diffusers: [scale; shift]) */
     kiln_flux1_linear x_in, ctx_in;      /* x_embedder [D, in_ch], context_embedder [D, ctx_dim] */
     kiln_flux1_linear t1, t2;            /* time_text_embed.timestep_embedder.linear_1 [D, t_ch], linear_2 */
     kiln_flux1_linear g1, g2;            /* .guidance_embedder (dev) */
@@ -74,7 +76,9 @@ typedef struct kiln_flux1_dit {
     kiln_wset ws;
 } kiln_flux1_dit;
 
-/* config_json: NULL or transformer/config.json. Read: axes_dims_rope (default 16,56,56), guidance_embeds (must
+/* ck: diffusers names (transformer/) or BFL names (ComfyUI's diffusion_models/flux1-dev.safetensors, also with the
+ * model.diffusion_model. prefix), detected from the tensor names.
+ * config_json: NULL or transformer/config.json. Read: axes_dims_rope (default 16,56,56), guidance_embeds (must
  * agree with the weights), patch_size (only 1), and the sizes, which must agree with the weights' shapes.
  * Errors name the tensor or key: KILN_E_NOT_FOUND, KILN_E_FORMAT, KILN_E_UNSUPPORTED. */
 kiln_status kiln_flux1_dit_load(const kiln_st_file *ck, const char *config_json, kiln_flux1_dit **out, kiln_err *err);

@@ -120,12 +120,114 @@ static kiln_status read_config(kiln_flux1_dit *m, const char *path, kiln_err *er
     return s;
 }
 
+/* y = x W^T + b over the rows [start, start + n) of a fused linear (BFL qkv, linear1): views, no copies. */
+static kiln_flux1_linear lin_rows(const kiln_flux1_linear *l, int64_t start, int64_t n) {
+    kiln_flux1_linear r = {kiln_tensor_rows(&l->w, start, n), kiln_tensor_rows(&l->b, start, n)};
+    return r;
+}
+
+/* One stream of a BFL double block: double_blocks.i.{img,txt}_{mod.lin, attn.qkv, attn.norm.*_norm.scale,
+ * attn.proj, mlp.0, mlp.2} (the names diffusers' convert_flux_transformer_checkpoint_to_diffusers maps). */
+static kiln_status load_stream_bfl(kiln_wset *ws, const kiln_flux1_dit *m, int i, bool txt, kiln_flux1_stream *st) {
+    const int D = m->hidden, Dh = m->head_dim, F = m->mlp_hidden;
+    const char *s = txt ? "txt" : "img";
+    kiln_flux1_linear qkv;
+    KILN_TRY(w_lin(ws, &st->mod, 6 * D, D, "double_blocks.%d.%s_mod.lin", i, s));
+    KILN_TRY(w_lin(ws, &qkv, 3 * D, D, "double_blocks.%d.%s_attn.qkv", i, s));
+    st->q = lin_rows(&qkv, 0, D);
+    st->k = lin_rows(&qkv, D, D);
+    st->v = lin_rows(&qkv, 2 * D, D);
+    KILN_TRY(kiln_w_vec(ws, &st->q_norm, Dh, "double_blocks.%d.%s_attn.norm.query_norm.scale", i, s));
+    KILN_TRY(kiln_w_vec(ws, &st->k_norm, Dh, "double_blocks.%d.%s_attn.norm.key_norm.scale", i, s));
+    KILN_TRY(w_lin(ws, &st->out, D, D, "double_blocks.%d.%s_attn.proj", i, s));
+    KILN_TRY(w_lin(ws, &st->ff_in, F, D, "double_blocks.%d.%s_mlp.0", i, s));
+    return w_lin(ws, &st->ff_out, D, F, "double_blocks.%d.%s_mlp.2", i, s);
+}
+
+/* A BFL single block: linear1 rows [q; k; v; mlp], linear2 = proj_out, modulation.lin = norm.linear. */
+static kiln_status load_single_bfl(kiln_wset *ws, const kiln_flux1_dit *m, int i, kiln_flux1_single *s) {
+    const int D = m->hidden, Dh = m->head_dim, F = m->mlp_hidden;
+    kiln_flux1_linear l1;
+    KILN_TRY(w_lin(ws, &s->mod, 3 * D, D, "single_blocks.%d.modulation.lin", i));
+    KILN_TRY(w_lin(ws, &l1, 3 * D + F, D, "single_blocks.%d.linear1", i));
+    s->q = lin_rows(&l1, 0, D);
+    s->k = lin_rows(&l1, D, D);
+    s->v = lin_rows(&l1, 2 * D, D);
+    s->mlp = lin_rows(&l1, 3 * D, F);
+    KILN_TRY(kiln_w_vec(ws, &s->q_norm, Dh, "single_blocks.%d.norm.query_norm.scale", i));
+    KILN_TRY(kiln_w_vec(ws, &s->k_norm, Dh, "single_blocks.%d.norm.key_norm.scale", i));
+    return w_lin(ws, &s->out, D, D + F, "single_blocks.%d.linear2", i);
+}
+
+/* The BFL layout (no config file: FLUX.1's RoPE axes). */
+static kiln_status load_bfl(kiln_flux1_dit *m, kiln_err *err) {
+    kiln_wset *ws = &m->ws;
+    m->bfl = true;
+    KILN_TRY(w_lin(ws, &m->x_in, -1, -1, "img_in"));
+    m->hidden = (int)m->x_in.w.shape[0];
+    m->in_ch = (int)m->x_in.w.shape[1];
+    const int D = m->hidden;
+    kiln_tensor qn, t;
+    KILN_TRY(kiln_w_vec(ws, &qn, -1, "double_blocks.0.img_attn.norm.query_norm.scale"));
+    m->head_dim = (int)qn.shape[0];
+    if (m->head_dim <= 0 || D % m->head_dim || m->head_dim % 2)
+        return KILN_FAIL(err, KILN_E_FORMAT, "FLUX.1 DiT: hidden size %d is not a multiple of the head dim %d (or "
+                         "the head dim is odd)", D, m->head_dim);
+    m->heads = D / m->head_dim;
+    KILN_TRY(kiln_w_mat(ws, &t, -1, D, "double_blocks.0.img_mlp.0.weight"));
+    m->mlp_hidden = (int)t.shape[0];
+    KILN_TRY(w_lin(ws, &m->ctx_in, D, -1, "txt_in"));
+    m->ctx_dim = (int)m->ctx_in.w.shape[1];
+    KILN_TRY(w_lin(ws, &m->t1, D, -1, "time_in.in_layer"));
+    m->t_ch = (int)m->t1.w.shape[1];
+    if (m->t_ch % 2 || m->t_ch > 1024)
+        return KILN_FAIL(err, KILN_E_FORMAT, "FLUX.1 DiT: %d timestep channels (even, at most 1024)", m->t_ch);
+    KILN_TRY(w_lin(ws, &m->t2, D, D, "time_in.out_layer"));
+    m->guidance = kiln_w_has(ws, "guidance_in.in_layer.weight");
+    if (m->guidance) {
+        KILN_TRY(w_lin(ws, &m->g1, D, m->t_ch, "guidance_in.in_layer"));
+        KILN_TRY(w_lin(ws, &m->g2, D, D, "guidance_in.out_layer"));
+    }
+    KILN_TRY(w_lin(ws, &m->p1, D, -1, "vector_in.in_layer"));
+    m->pooled_dim = (int)m->p1.w.shape[1];
+    KILN_TRY(w_lin(ws, &m->p2, D, D, "vector_in.out_layer"));
+    KILN_TRY(w_lin(ws, &m->norm_out, 2 * D, D, "final_layer.adaLN_modulation.1"));
+    KILN_TRY(w_lin(ws, &m->proj_out, -1, D, "final_layer.linear"));
+    m->out_ch = (int)m->proj_out.w.shape[0];
+    m->n_double = count_blocks(ws, "double_blocks", "img_mod.lin.weight");
+    m->n_single = count_blocks(ws, "single_blocks", "modulation.lin.weight");
+    if (m->n_single == 0)
+        return KILN_FAIL(err, KILN_E_FORMAT, "FLUX.1 DiT: %d double and no single blocks found", m->n_double);
+    m->dbl = kiln_calloc((size_t)m->n_double, sizeof *m->dbl);
+    m->sgl = kiln_calloc((size_t)m->n_single, sizeof *m->sgl);
+    if (!m->dbl || !m->sgl) return KILN_FAIL(err, KILN_E_NOMEM, "FLUX.1 DiT: out of memory");
+    for (int i = 0; i < m->n_double; i++) {
+        KILN_TRY(load_stream_bfl(ws, m, i, false, &m->dbl[i].img));
+        KILN_TRY(load_stream_bfl(ws, m, i, true, &m->dbl[i].txt));
+    }
+    for (int i = 0; i < m->n_single; i++) KILN_TRY(load_single_bfl(ws, m, i, &m->sgl[i]));
+    m->theta = 10000.0;
+    m->axes[0] = 16;
+    m->axes[1] = 56;
+    m->axes[2] = 56;
+    return KILN_OK;
+}
+
+/* Without a config (a BFL single file): FLUX.1's axes (16, 56, 56) must fill the head. */
+static kiln_status check_default_axes(const kiln_flux1_dit *m, kiln_err *err) {
+    if (m->axes[0] + m->axes[1] + m->axes[2] != m->head_dim)
+        return KILN_FAIL(err, KILN_E_UNSUPPORTED, "FLUX.1 DiT: head dim %d is not FLUX.1's 128 (RoPE axes 16, 56, 56); "
+                         "a BFL file carries no config to say other axes", m->head_dim);
+    return KILN_OK;
+}
+
 static kiln_status load_all(kiln_flux1_dit *m, const char *config_json, kiln_err *err) {
     kiln_wset *ws = &m->ws;
     if (!kiln_w_has(ws, "transformer_blocks.0.norm1.linear.weight")) {
-        if (kiln_w_has(ws, "double_blocks.0.img_mod.lin.weight"))
-            return KILN_FAIL(err, KILN_E_UNSUPPORTED, "FLUX.1 DiT: BFL/ComfyUI names (double_blocks.*); this loader "
-                             "reads the diffusers layout");
+        if (kiln_w_has(ws, "double_blocks.0.img_mod.lin.weight")) {
+            KILN_TRY(load_bfl(m, err));
+            return config_json ? read_config(m, config_json, err) : check_default_axes(m, err);
+        }
         if (kiln_w_has(ws, "double_stream_modulation_img.linear.weight") ||
             kiln_w_has(ws, "double_stream_modulation_img.lin.weight"))
             return KILN_FAIL(err, KILN_E_UNSUPPORTED, "FLUX.1 DiT: this is a FLUX.2 checkpoint (shared modulation)");

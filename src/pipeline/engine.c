@@ -1,4 +1,4 @@
-/* engine.c - opening a FLUX.2 [klein] engine: find the files of a diffusers folder or three single files,
+/* engine.c - opening a FLUX.2 [klein] engine (FLUX.1 files: engine_flux1.c): find the files of a diffusers folder or three single files,
  * memory-map them, load the three models (shapes checked), the tokenizer and the compute backend (kiln.h). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +8,7 @@
 #include "base/alloc.h"
 #include "base/log.h"
 #include "models/config.h"
+#include "pipeline/engine_flux1.h"
 #include "pipeline/engine_internal.h"
 
 kiln_engine_config kiln_engine_config_default(void) {
@@ -149,6 +150,9 @@ void kiln_engine_close_text_encoder(kiln_engine *e) {
 }
 
 static kiln_status open_all(kiln_engine *e, kiln_err *err) {
+    bool flux1 = false;
+    KILN_TRY(kiln_engine_is_flux1(&e->cfg, &flux1, err));
+    if (flux1) return kiln_engine_open_flux1(e, err); /* engine_flux1.c */
     KILN_TRY(find_files(e, err));
     if (kiln_sched_config_read(e->sched_config, &e->sched, err) != KILN_OK) return kiln_err_prefix(err, "%s", e->model_dir);
     if (kiln_st_open(e->dit_path, &e->dit_ck, err) != KILN_OK) return kiln_err_prefix(err, "DiT");
@@ -225,6 +229,8 @@ kiln_status kiln_engine_open(const kiln_engine_config *cfg, kiln_engine **out, k
     e->clip_path = dup_or_null(cfg->clip_path);
     e->vae_path = dup_or_null(cfg->vae_path);
     e->tokenizer_dir = dup_or_null(cfg->tokenizer_dir);
+    e->clip2_path = dup_or_null(cfg->clip2_path);
+    e->cfg.clip2_path = e->clip2_path;
     const char *commit = cfg->commit ? cfg->commit : getenv("KILN_COMMIT");
     e->commit = kiln_strdup(commit ? commit : "unknown");
     e->variant = cfg->variant;
@@ -246,6 +252,7 @@ kiln_status kiln_engine_open(const kiln_engine_config *cfg, kiln_engine **out, k
 
 void kiln_engine_close(kiln_engine *e) {
     if (!e) return;
+    kiln_engine_close_flux1(e);
     kiln_engine_close_text_encoder(e);
     kiln_flux2_dit_free(e->dit);
     kiln_flux2_vae_free(e->vae);
@@ -259,6 +266,7 @@ void kiln_engine_close(kiln_engine *e) {
     kiln_free(e->clip_path);
     kiln_free(e->vae_path);
     kiln_free(e->tokenizer_dir);
+    kiln_free(e->clip2_path);
     kiln_free(e->commit);
     pthread_mutex_destroy(&e->lock);
     kiln_free(e);
@@ -267,3 +275,4 @@ void kiln_engine_close(kiln_engine *e) {
 const char *kiln_engine_describe(const kiln_engine *e) { return e->describe; }
 kiln_variant kiln_engine_variant(const kiln_engine *e) { return e->variant; }
 int kiln_engine_rank(const kiln_engine *e) { return e->comm ? e->comm->rank : 0; }
+int kiln_engine_latent_channels(const kiln_engine *e) { return e->f1 ? e->f1->dit->in_ch : 128; }

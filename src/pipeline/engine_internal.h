@@ -34,6 +34,10 @@ struct kiln_engine {
     bool te_released;            /* the last request closed the text encoder to make room for the DiT */
     uint64_t n_requests;
     char describe[512];
+    /* FLUX.1 [dev] / [schnell] (engine_flux1.h): non-NULL when the files are FLUX.1's; the FLUX.2 fields above
+     * then stay empty. clip2_path: the T5 single file. */
+    struct kiln_flux1_models *f1;
+    char *clip2_path;
 };
 
 /* Opens (or reopens) the text encoder checkpoint and model. */

@@ -22,6 +22,7 @@
 #include "models/views.h"
 #include "pipeline/denoise_step.h"
 #include "pipeline/edit_inputs.h"
+#include "pipeline/engine_flux1.h"
 #include "pipeline/engine_internal.h"
 #include "pipeline/memory.h"
 #include "pipeline/noise.h"
@@ -604,6 +605,7 @@ kiln_status kiln_generate_traced(kiln_engine *e, const kiln_request *req, kiln_t
                                  kiln_result **out, kiln_err *err) {
     *out = NULL;
     if (!e || !req) return KILN_FAIL(err, KILN_E_INVALID, "kiln_generate: no engine or request");
+    if (e->f1) return kiln_generate_flux1(e, req, trace_fn, trace_ctx, out, err); /* generate_flux1.c */
     pthread_mutex_lock(&e->lock);
     e->n_requests++;
     kiln_mem_reset_peak();
@@ -664,6 +666,7 @@ done:
 
 kiln_status kiln_estimate_memory(kiln_engine *e, const kiln_request *req, size_t *bytes, kiln_err *err) {
     if (!e || !req) return KILN_FAIL(err, KILN_E_INVALID, "kiln_estimate_memory: no engine or request");
+    if (e->f1) return kiln_estimate_memory_flux1(e, req, bytes, err);
     run r;
     memset(&r, 0, sizeof r);
     r.e = e;

@@ -22,7 +22,11 @@ void kiln_result_set_output_ms(kiln_result *res, double ms) {
 }
 
 static const char *variant_name(kiln_variant v) {
-    return v == KILN_VARIANT_BASE ? "base" : v == KILN_VARIANT_DISTILLED ? "distilled" : "auto";
+    return v == KILN_VARIANT_BASE                ? "base"
+           : v == KILN_VARIANT_DISTILLED         ? "distilled"
+           : v == KILN_VARIANT_FLUX1_DEV         ? "flux1-dev"
+           : v == KILN_VARIANT_FLUX1_SCHNELL     ? "flux1-schnell"
+                                                 : "auto";
 }
 
 char *kiln_result_perf_json(const kiln_result *res, const char *meta_json) {

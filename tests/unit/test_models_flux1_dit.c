@@ -26,6 +26,8 @@ typedef struct run {
     kiln_backend *be;
 } run;
 
+static bool use_bfl; /* open tests/data/tiny/flux1_dit_<variant>_bfl.safetensors (BFL names) instead */
+
 static int open_run(run *r, const char *variant) {
     kiln_err err = {0};
     char dir[256], cfg[256];
@@ -33,6 +35,7 @@ static int open_run(run *r, const char *variant) {
     snprintf(cfg, sizeof cfg, "%s/flux1_dit_%s/config.json", dir, variant);
     strncat(dir, "/flux1_dit_", sizeof dir - strlen(dir) - 1);
     strncat(dir, variant, sizeof dir - strlen(dir) - 1);
+    if (use_bfl) strncat(dir, "_bfl.safetensors", sizeof dir - strlen(dir) - 1);
     memset(r, 0, sizeof *r);
     CHECK_MSG(kiln_st_open(dir, &r->ck, &err) == KILN_OK, "%s", err.msg);
     if (!r->ck) return 0;
@@ -70,6 +73,7 @@ static void against_golden(const char *variant, bool guidance) {
     CHECK_EQ_INT(m->axes[1], 6);
     CHECK_EQ_INT(m->axes[2], 6);
     CHECK_EQ_INT(m->guidance, guidance);
+    CHECK_EQ_INT(m->bfl, use_bfl);
     const int B = 2, L = 7, H = 3, W = 5, N = H * W;
     /* FluxPipeline's ids: image (0, y, x) row-major, text zeros */
     size_t n;
@@ -129,6 +133,25 @@ static void against_golden(const char *variant, bool guidance) {
 
 static void test_dev(void) { against_golden("dev", true); }
 static void test_schnell(void) { against_golden("schnell", false); }
+/* The same weights under BFL names (ComfyUI's flux1-dev.safetensors layout: fused qkv and linear1, final layer
+ * [shift; scale]), with the config for the tiny RoPE axes. */
+static void test_bfl(void) {
+    use_bfl = true;
+    against_golden("dev", true);
+    against_golden("schnell", false);
+    use_bfl = false;
+}
+
+/* A BFL file has no config: FLUX.1's axes (16, 56, 56) must fill the head, so the tiny head of 16 is refused. */
+static void test_bfl_no_config(void) {
+    kiln_err err = {0};
+    kiln_st_file *ck = NULL;
+    kiln_flux1_dit *m = NULL;
+    CHECK(kiln_st_open(test_src_path("tests/data/tiny/flux1_dit_dev_bfl.safetensors"), &ck, &err) == KILN_OK);
+    CHECK_EQ_INT(kiln_flux1_dit_load(ck, NULL, &m, &err), KILN_E_UNSUPPORTED);
+    CHECK_ERR_CONTAINS(&err, "RoPE axes");
+    kiln_st_close(ck);
+}
 
 /* A config that disagrees with the weights, or that asks for what kiln does not run, is refused by name. */
 static void test_config_refusals(void) {
@@ -178,6 +201,8 @@ static void test_flux2_refused(void) {
 int main(void) {
     RUN(test_dev);
     RUN(test_schnell);
+    RUN(test_bfl);
+    RUN(test_bfl_no_config);
     RUN(test_config_refusals);
     RUN(test_flux2_refused);
     return test_summary();

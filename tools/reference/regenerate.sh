@@ -26,9 +26,11 @@ cd "$here"
 "$py" make_tiny9b.py
 "$py" make_flux1_vae_golden.py
 "$py" make_flux1_schedule_golden.py
+"$py" make_flux1_pipeline_golden.py
 "$py" describe_goldens.py
 "$py" make_manifests.py
 "$py" make_manifests_9b.py
+"$py" make_flux1_manifests.py
 cd "$repo"
 # Regular files by content; symlinks (tiny tokenizer, diffusers-base subfolders) by their target. Hand-written
 # READMEs are left out so that editing prose never breaks --check (the generated golden table is derived

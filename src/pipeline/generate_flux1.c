@@ -1,0 +1,509 @@
+/* generate_flux1.c - one FLUX.1 [dev] / [schnell] text-to-image request as diffusers' FluxPipeline runs it, through
+ * the stages of DESIGN.md, each timed (kiln_generate dispatches here for a FLUX.1 engine).
+ *
+ *   InputValidation     request checks; CLIP tokens (77: BOS + 75 + EOS, padded with EOS) and T5 tokens
+ *                       (max_sequence_length 512 [dev] / 256 [schnell], text + </s>, padded with <pad>), both cut
+ *                       at the tail with a warning as the official pipeline warns; memory plan
+ *   TextEncoding        CLIP pooled vector [B, 768] and T5 last_hidden_state [B x L, 4096]; T5 released when tight
+ *   LatentPreparation   noise [64, H/16, W/16] per image (seed + i, or injected) -> packed tokens [N, 64]
+ *   TimestepPreparation sigmas linspace(1, 1/n, n), dev: calculate_shift's mu (exponential shift); schnell: none
+ *   Denoising           n x (DiT over the whole batch with timestep t/1000 and, for dev, the guidance; Euler)
+ *   Decoding            unpack 2x2 -> latents / scaling_factor + shift_factor -> VAE decode -> RGB8, per image
+ *
+ * The stage helpers repeat generate.c's (a few lines) so that the FLUX.2 path stays as it is.
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/alloc.h"
+#include "base/clock.h"
+#include "base/log.h"
+#include "models/flux1_vae.h"
+#include "models/latent.h"
+#include "models/views.h"
+#include "pipeline/engine_flux1.h"
+#include "pipeline/engine_internal.h"
+#include "pipeline/memory.h"
+#include "pipeline/noise.h"
+#include "pipeline/schedule.h"
+
+#define MAX_SIDE 2048
+#define MAX_BATCH 16
+#define MAX_STEPS 1000
+#define CLIP_LEN 77
+
+typedef struct run {
+    kiln_engine *e;
+    kiln_flux1_models *f;
+    const kiln_request *req;
+    kiln_result *res;
+    double t0, stage_t0, stage_cpu0;
+    kiln_stage stage;
+    int B, C, h16, w16, N, L, steps, n_seq;
+    float guidance;           /* dev: fed to the DiT; schnell: unused */
+    kiln_tokens clip[MAX_BATCH], t5[MAX_BATCH];
+    float *txt, *pooled;      /* backend [B*L, ctx], [B, pooled] */
+    float *x, *v, *tmp;       /* backend [B*N, C] */
+    float *sigmas;
+    kiln_flux1_dit_ws *ws;
+    kiln_trace_fn trace;
+    void *trace_ctx;
+} run;
+
+static void trace(run *r, const char *name, const float *data, size_t n) {
+    if (r->trace) r->trace(r->trace_ctx, name, data, n);
+}
+
+static bool report(run *r, int step, int n_steps, double eta) {
+    if (!r->req->progress) return true;
+    kiln_progress p = {r->stage, step, n_steps, kiln_clock_s() - r->t0, eta, NULL, 0, 0};
+    return r->req->progress(r->req->progress_ctx, &p);
+}
+
+static double cpu_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static kiln_status stage_begin(run *r, kiln_stage s, kiln_err *err) {
+    r->stage = s;
+    r->stage_t0 = kiln_clock_s();
+    r->stage_cpu0 = cpu_s();
+    if (!report(r, 0, s == KILN_STAGE_DENOISING ? r->steps : 0, -1.0))
+        return KILN_FAIL(err, KILN_E_CANCELLED, "cancelled during %s", kiln_stage_name(s));
+    return KILN_OK;
+}
+
+static void stage_end(run *r) {
+    r->res->stage_ms[r->stage] += (kiln_clock_s() - r->stage_t0) * 1e3;
+    r->res->stage_cpu_ms[r->stage] += (cpu_s() - r->stage_cpu0) * 1e3;
+}
+
+static void add_warning(run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void add_warning(run *r, const char *fmt, ...) {
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    log_info("%s", line);
+    size_t have = r->res->warnings ? strlen(r->res->warnings) : 0, add = strlen(line);
+    char *w = kiln_realloc(r->res->warnings, have + add + 2);
+    if (!w) return;
+    memcpy(w + have, line, add);
+    w[have + add] = '\n';
+    w[have + add + 1] = 0;
+    r->res->warnings = w;
+}
+
+/* T5's token budget: what FLUX.1's model cards run (dev 512, schnell 256; FluxPipeline's own default is 512). */
+static int t5_length(const kiln_flux1_models *f) { return f->dev ? 512 : 256; }
+
+/* Activation bytes of a request: T5 (the largest text stage) and the DiT + latents; the VAE is FLUX.2's decoder. */
+static void estimate(const kiln_flux1_models *f, const run *r, size_t *keep, size_t *release) {
+    size_t R = (size_t)r->n_seq * r->L, D = (size_t)f->t5_d, I = (size_t)f->t5_inner;
+    size_t S = (size_t)r->L, F = (size_t)f->t5_ff;
+    size_t feats = ((size_t)r->B * r->L * f->dit->ctx_dim + (size_t)r->B * f->dit->pooled_dim) * sizeof(float);
+    size_t t5_act = (R * (2 * D + 4 * I + 3 * F) + ((size_t)f->t5_heads + 2) * S * S + 2 * S * (size_t)f->t5_dkv) * 4 + 2 * feats;
+    size_t T = (size_t)r->L + r->N, Dd = (size_t)f->dit->hidden, Fd = (size_t)f->dit->mlp_hidden;
+    size_t lat = (size_t)3 * r->B * r->N * r->C * sizeof(float);
+    size_t dit_act = ((size_t)r->B * T * (14 * Dd + 2 * Fd) + 4 * T * Dd) * 4 + lat + feats;
+    size_t px = (size_t)r->h16 * 16 * r->w16 * 16;
+    size_t vae_act = kiln_flux2_vae_workspace(f->vae, 2 * r->h16, 2 * r->w16) + px * 3 * (sizeof(float) + r->B) + lat;
+    size_t act = t5_act > dit_act ? t5_act : dit_act;
+    if (vae_act > act) act = vae_act;
+    *keep = f->clip_bytes + f->t5_bytes + f->dit_bytes + f->vae_bytes + act;
+    size_t a = f->clip_bytes + f->t5_bytes + t5_act;
+    size_t b = f->clip_bytes + f->dit_bytes + f->vae_bytes + feats + (dit_act > vae_act ? dit_act : vae_act);
+    *release = a > b ? a : b;
+}
+
+static kiln_status tokenize(run *r, const char *what, const char *p, int i, kiln_err *err) {
+    kiln_tok_options oc = kiln_tok_options_flux1_clip(), ot = kiln_tok_options_flux1_t5((size_t)r->L);
+    KILN_TRY(kiln_tokenizer_encode_prompt(r->f->tok_clip, p, strlen(p), &oc, &r->clip[i], err));
+    KILN_TRY(kiln_tokenizer_encode_prompt(r->f->tok_t5, p, strlen(p), &ot, &r->t5[i], err));
+    /* FluxPipeline's warnings: "The following part of your input was truncated because CLIP can only handle
+     * sequences up to 77 tokens" / "... because `max_sequence_length` is set to N tokens" */
+    if (r->clip[i].truncated)
+        add_warning(r, "%s truncated for CLIP: %zu of its %zu tokens dropped (CLIP takes 77 with its start and end "
+                    "tokens, as in the official pipeline)", what, r->clip[i].n_full - r->clip[i].n_real,
+                    r->clip[i].n_full);
+    if (r->t5[i].truncated)
+        add_warning(r, "%s truncated for T5: %zu of its %zu tokens dropped (max_sequence_length %d with the end "
+                    "token, as in the official pipeline)", what, r->t5[i].n_full - r->t5[i].n_real, r->t5[i].n_full,
+                    r->L);
+    return KILN_OK;
+}
+
+static kiln_status validate(run *r, kiln_err *err) {
+    const kiln_request *q = r->req;
+    kiln_engine *e = r->e;
+    kiln_flux1_models *f = r->f;
+    if (!q->prompt) return KILN_FAIL(err, KILN_E_INVALID, "no prompt (use \"\" for an empty one)");
+    if (q->width <= 0 || q->height <= 0 || q->width % 16 || q->height % 16)
+        return KILN_FAIL(err, KILN_E_INVALID, "image size %dx%d: width and height must be positive multiples of 16",
+                         q->width, q->height);
+    if (q->width > MAX_SIDE || q->height > MAX_SIDE)
+        return KILN_FAIL(err, KILN_E_LIMIT, "image size %dx%d: the largest side kiln accepts is %d", q->width,
+                         q->height, MAX_SIDE);
+    if (q->steps < 0 || q->steps > MAX_STEPS)
+        return KILN_FAIL(err, KILN_E_INVALID, "steps %d: must be 1..%d (0 = the model's default)", q->steps,
+                         MAX_STEPS);
+    if (q->batch < 1 || q->batch > MAX_BATCH)
+        return KILN_FAIL(err, KILN_E_INVALID, "batch %d: must be 1..%d", q->batch, MAX_BATCH);
+    if (!(q->guidance >= 0.0f) || q->guidance > 1000.0f)
+        return KILN_FAIL(err, KILN_E_INVALID, "guidance %g: must be 0..1000 (0 = FLUX.1 [dev]'s default 3.5)",
+                         q->guidance);
+    if (q->cfg_rule == KILN_CFG_COMFY) /* ComfyUI's cfg and FluxGuidance are two numbers; the request has one */
+        return KILN_FAIL(err, KILN_E_UNSUPPORTED, "FLUX.1 with ComfyUI's CFG rule is not supported yet (the request "
+                         "carries one guidance value: FLUX.1 [dev]'s distilled guidance)");
+    if (q->cfg_rule != KILN_CFG_OFFICIAL)
+        return KILN_FAIL(err, KILN_E_INVALID, "cfg_rule %d: must be KILN_CFG_OFFICIAL or KILN_CFG_COMFY",
+                         (int)q->cfg_rule);
+    r->B = q->batch;
+    r->C = f->dit->in_ch;
+    r->h16 = q->height / 16;
+    r->w16 = q->width / 16;
+    r->N = r->h16 * r->w16;
+    r->L = t5_length(f);
+    r->steps = q->steps ? q->steps : (f->dev ? 28 : 4);
+    r->guidance = f->dev ? (q->guidance > 0 ? q->guidance : 3.5f) : 0.0f;
+    if (!f->dev && q->guidance > 0)
+        add_warning(r, "guidance %.2f ignored: FLUX.1 [schnell] has no guidance embedder", q->guidance);
+    if ((q->negative_prompt && *q->negative_prompt) || q->negative_zero)
+        add_warning(r, "negative prompt ignored: FluxPipeline runs without classifier-free guidance "
+                    "(true_cfg_scale 1)");
+    size_t need = (size_t)r->B * r->C * r->N;
+    if (q->noise && q->noise_count != need)
+        return KILN_FAIL(err, KILN_E_INVALID, "injected noise has %zu values; %d image(s) of %dx%d need %d x %d x %d "
+                         "x %d = %zu", q->noise_count, r->B, q->width, q->height, r->B, r->C, r->h16, r->w16, need);
+    int n_prompts = q->prompts ? r->B : 1;
+    for (int i = 0; i < n_prompts; i++) {
+        const char *p = q->prompts ? q->prompts[i] : q->prompt;
+        if (!p) return KILN_FAIL(err, KILN_E_INVALID, "prompt %d of the batch is missing", i);
+        char what[32];
+        if (q->prompts) snprintf(what, sizeof what, "prompt %d", i);
+        else snprintf(what, sizeof what, "prompt");
+        KILN_TRY(tokenize(r, what, p, i, err));
+        r->n_seq = i + 1;
+    }
+    size_t keep, release;
+    estimate(f, r, &keep, &release);
+    size_t limit = e->cfg.memory_limit ? e->cfg.memory_limit : kiln_mem_usable();
+    bool rel = e->cfg.te_policy == KILN_TE_RELEASE;
+    if (limit && (rel ? release : keep) > limit) {
+        if (release > limit || e->cfg.te_policy == KILN_TE_KEEP)
+            return KILN_FAIL(err, KILN_E_LIMIT, "not enough memory: %dx%d x %d image(s) needs about %.2f GB (%.2f GB "
+                             "with T5 released before the DiT), %.2f GB is available; try a smaller size or batch",
+                             q->width, q->height, r->B, keep / 1e9, release / 1e9, limit / 1e9);
+        rel = true;
+        log_info("memory is tight (%.2f GB needed, %.2f GB usable): releasing T5 after encoding", keep / 1e9,
+                 limit / 1e9);
+    }
+    f->t5_released = rel;
+    size_t weights = f->clip_bytes + f->t5_bytes + f->dit_bytes + f->vae_bytes;
+    return e->be->ops->reserve(e->be, keep > weights ? keep - weights : 0, err);
+}
+
+static kiln_status encode_text(run *r, kiln_err *err) {
+    kiln_engine *e = r->e;
+    kiln_flux1_models *f = r->f;
+    kiln_backend *be = e->be;
+    KILN_TRY(kiln_flux1_open_t5(e, err));
+    int n = r->n_seq, L = r->L;
+    int64_t Dc = f->clip->hidden, Dt = f->t5_d;
+    int32_t *cid = kiln_malloc((size_t)n * CLIP_LEN * sizeof *cid), *tid = kiln_malloc((size_t)n * L * sizeof *tid);
+    float *pool1 = be->ops->alloc(be, (size_t)n * Dc * sizeof(float));
+    float *txt1 = be->ops->alloc(be, (size_t)n * L * Dt * sizeof(float));
+    r->pooled = be->ops->alloc(be, (size_t)r->B * Dc * sizeof(float));
+    r->txt = be->ops->alloc(be, (size_t)r->B * L * Dt * sizeof(float));
+    kiln_status s = KILN_OK;
+    if (!cid || !tid || !pool1 || !txt1 || !r->pooled || !r->txt) {
+        s = KILN_FAIL(err, KILN_E_NOMEM, "text encoding: out of memory");
+        goto done;
+    }
+    for (int i = 0; i < n; i++) {
+        memcpy(cid + (size_t)i * CLIP_LEN, r->clip[i].ids, CLIP_LEN * sizeof *cid);
+        memcpy(tid + (size_t)i * L, r->t5[i].ids, (size_t)L * sizeof *tid);
+    }
+    if (r->trace) { /* the ids, as floats (exact below 2^24) */
+        float *fid = kiln_malloc((size_t)n * L * sizeof *fid);
+        for (size_t i = 0; fid && i < (size_t)n * CLIP_LEN; i++) fid[i] = (float)cid[i];
+        if (fid) trace(r, "clip_ids", fid, (size_t)n * CLIP_LEN);
+        for (size_t i = 0; fid && i < (size_t)n * L; i++) fid[i] = (float)tid[i];
+        if (fid) trace(r, "t5_ids", fid, (size_t)n * L);
+        kiln_free(fid);
+    }
+    if ((s = kiln_clip_text_encode(f->clip, be, cid, n, CLIP_LEN, NULL, pool1, err))) goto done;
+    if ((s = kiln_t5_encoder_encode(f->t5, be, tid, n, L, txt1, err))) goto done;
+    /* image i gets its own prompt's features, or the one prompt's (num_images_per_prompt repeats them) */
+    kiln_tensor P1 = kiln_f32_2d(pool1, n, Dc), P = kiln_f32_2d(r->pooled, r->B, Dc);
+    kiln_tensor T1 = kiln_f32_2d(txt1, (int64_t)n * L, Dt), T = kiln_f32_2d(r->txt, (int64_t)r->B * L, Dt);
+    for (int i = 0; i < r->B && s == KILN_OK; i++) {
+        int src = n > 1 ? i : 0;
+        kiln_tensor pd = kiln_tensor_rows(&P, i, 1), ps = kiln_tensor_rows(&P1, src, 1);
+        kiln_tensor td = kiln_tensor_rows(&T, (int64_t)i * L, L), ts = kiln_tensor_rows(&T1, (int64_t)src * L, L);
+        s = be->ops->copy(be, &pd, &ps, err);
+        if (s == KILN_OK) s = be->ops->copy(be, &td, &ts, err);
+    }
+    if (s == KILN_OK) s = be->ops->sync(be, err);
+    if (s == KILN_OK && r->trace) {
+        trace(r, "pooled", r->pooled, (size_t)r->B * Dc);
+        trace(r, "features", r->txt, (size_t)r->B * L * Dt);
+    }
+done:
+    kiln_free(cid);
+    kiln_free(tid);
+    if (pool1) be->ops->free(be, pool1);
+    if (txt1) be->ops->free(be, txt1);
+    if (s == KILN_OK && f->t5_released) kiln_flux1_close_t5(e);
+    return s;
+}
+
+static uint64_t image_seed(const kiln_request *q, int i) { return q->seeds ? q->seeds[i] : q->seed + (uint64_t)i; }
+
+static kiln_status prepare_latents(run *r, kiln_err *err) {
+    kiln_backend *be = r->e->be;
+    size_t per = (size_t)r->C * r->N, nb = (size_t)r->B * per * sizeof(float);
+    r->x = be->ops->alloc(be, nb);
+    r->v = be->ops->alloc(be, nb);
+    r->tmp = be->ops->alloc(be, nb);
+    float *grid = kiln_malloc(per * sizeof(float)), *host = kiln_malloc(nb);
+    kiln_status s = KILN_OK;
+    if (!r->x || !r->v || !r->tmp || !grid || !host) {
+        s = KILN_FAIL(err, KILN_E_NOMEM, "latents: out of memory");
+        goto done;
+    }
+    for (int i = 0; i < r->B; i++) {
+        const float *g = grid;
+        if (r->req->noise) g = r->req->noise + (size_t)i * per;
+        else kiln_noise_fill(grid, per, image_seed(r->req, i));
+        kiln_grid_to_tokens(g, r->C, r->h16, r->w16, host + (size_t)i * per); /* _pack_latents' token order */
+        trace(r, "noise.image", g, per);
+    }
+    s = be->ops->upload(be, r->x, host, nb, err);
+done:
+    kiln_free(grid);
+    kiln_free(host);
+    return s;
+}
+
+static kiln_status denoise(run *r, kiln_err *err) {
+    kiln_engine *e = r->e;
+    kiln_backend *be = e->be;
+    const kiln_ops *op = be->ops;
+    int64_t BN = (int64_t)r->B * r->N;
+    KILN_TRY(kiln_flux1_dit_ws_create(r->f->dit, be, r->B, r->L, r->h16, r->w16, &r->ws, err));
+    kiln_tensor X = kiln_f32_2d(r->x, BN, r->C), V = kiln_f32_2d(r->v, BN, r->C), T = kiln_f32_2d(r->tmp, BN, r->C);
+    double loop_t0 = kiln_clock_s();
+    for (int k = 0; k < r->steps; k++) {
+        double st0 = kiln_clock_s();
+        /* FluxPipeline: timesteps = sigmas * 1000 (f32), the DiT gets timestep / 1000 */
+        float t = r->sigmas[k] * 1000.0f, tp = t / 1000.0f;
+        KILN_TRY(kiln_flux1_dit_forward(r->f->dit, be, r->ws, r->x, r->txt, r->pooled, tp, r->guidance, r->v, err));
+        /* Euler: x += (sigma_next - sigma) * v, the product rounded before the add as torch does */
+        KILN_TRY(op->scale_shift(be, &T, &V, r->sigmas[k + 1] - r->sigmas[k], 0.0f, err));
+        if (r->trace) {
+            KILN_TRY(op->sync(be, err));
+            char name[64];
+            snprintf(name, sizeof name, "step%d.timestep", k);
+            trace(r, name, &tp, 1);
+            if (r->f->dev) {
+                snprintf(name, sizeof name, "step%d.guidance", k);
+                trace(r, name, &r->guidance, 1);
+            }
+            snprintf(name, sizeof name, "step%d.velocity", k);
+            trace(r, name, r->v, (size_t)BN * r->C);
+        }
+        KILN_TRY(op->add(be, &X, &X, &T, err));
+        KILN_TRY(op->sync(be, err));
+        if (r->trace) {
+            char name[64];
+            snprintf(name, sizeof name, "step%d.latents", k);
+            trace(r, name, r->x, (size_t)BN * r->C);
+        }
+        double now = kiln_clock_s();
+        r->res->step_ms[k] = (now - st0) * 1e3;
+        double eta = (now - loop_t0) / (k + 1) * (r->steps - k - 1);
+        if (!report(r, k + 1, r->steps, eta))
+            return KILN_FAIL(err, KILN_E_CANCELLED, "cancelled after denoising step %d/%d", k + 1, r->steps);
+    }
+    return KILN_OK;
+}
+
+static kiln_status decode(run *r, kiln_err *err) {
+    kiln_backend *be = r->e->be;
+    const kiln_flux2_vae *vae = r->f->vae;
+    int H = r->h16 * 16, W = r->w16 * 16, zc = vae->z_ch;
+    size_t per = (size_t)r->C * r->N;
+    float *tok = kiln_malloc(per * sizeof(float)), *grid = kiln_malloc(per * sizeof(float));
+    float *z = kiln_malloc(per * sizeof(float)), *pix = kiln_malloc((size_t)3 * H * W * sizeof(float));
+    float *zd = be->ops->alloc(be, per * sizeof(float)), *pd = be->ops->alloc(be, (size_t)3 * H * W * sizeof(float));
+    kiln_status s = KILN_OK;
+    if (!tok || !grid || !z || !pix || !zd || !pd) {
+        s = KILN_FAIL(err, KILN_E_NOMEM, "decoding: out of memory");
+        goto done;
+    }
+    for (int i = 0; i < r->B && s == KILN_OK; i++) {
+        if ((s = be->ops->download(be, tok, r->x + (size_t)i * per, per * sizeof(float), err))) break;
+        kiln_tokens_to_grid(tok, r->C, r->h16, r->w16, grid);
+        kiln_latent_unpatchify(grid, zc, r->h16, r->w16, z); /* _unpack_latents: channel c*4 + dy*2 + dx */
+        kiln_flux1_vae_unscale(vae, z, per);
+        trace(r, "vae_input.image", z, per);
+        if ((s = be->ops->upload(be, zd, z, per * sizeof(float), err))) break;
+        if ((s = kiln_flux2_vae_decode(vae, be, zd, 2 * r->h16, 2 * r->w16, pd, err))) break;
+        if ((s = be->ops->download(be, pix, pd, (size_t)3 * H * W * sizeof(float), err))) break;
+        kiln_image *im = &r->res->images[i];
+        im->width = W;
+        im->height = H;
+        im->seed = image_seed(r->req, i);
+        im->pixels = kiln_malloc((size_t)3 * H * W);
+        if (!im->pixels) {
+            s = KILN_FAIL(err, KILN_E_NOMEM, "decoding: out of memory");
+            break;
+        }
+        kiln_image_from_vae(pix, H, W, im->pixels);
+        if (r->trace) {
+            size_t np = (size_t)H * W;
+            float *hwc = kiln_malloc(np * 3 * sizeof(float));
+            if (hwc) {
+                for (size_t p = 0; p < np; p++) /* [3,H,W] in [-1,1] -> [H,W,3] in [0,1], diffusers' np output */
+                    for (int c = 0; c < 3; c++) {
+                        float v = pix[c * np + p] / 2.0f + 0.5f;
+                        hwc[p * 3 + c] = v < 0 ? 0 : v > 1 ? 1 : v;
+                    }
+                trace(r, "image_float.image", hwc, np * 3);
+                kiln_free(hwc);
+            }
+        }
+        r->res->n_images = i + 1;
+    }
+done:
+    kiln_free(tok);
+    kiln_free(grid);
+    kiln_free(z);
+    kiln_free(pix);
+    if (zd) be->ops->free(be, zd);
+    if (pd) be->ops->free(be, pd);
+    return s;
+}
+
+static void run_free(run *r) {
+    kiln_backend *be = r->e->be;
+    for (int i = 0; i < MAX_BATCH; i++) {
+        kiln_tokens_free(&r->clip[i]);
+        kiln_tokens_free(&r->t5[i]);
+    }
+    float *bufs[] = {r->txt, r->pooled, r->x, r->v, r->tmp};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        if (bufs[i]) be->ops->free(be, bufs[i]);
+    kiln_free(r->sigmas);
+    kiln_flux1_dit_ws_free(be, r->ws);
+}
+
+static void fill_meta(run *r) {
+    kiln_result *res = r->res;
+    const kiln_request *q = r->req;
+    res->width = q->width;
+    res->height = q->height;
+    res->steps = r->steps;
+    res->batch = r->B;
+    res->guidance = r->guidance;
+    res->variant = r->e->variant;
+    snprintf(res->prompt_used, sizeof res->prompt_used, "%s", q->prompt ? q->prompt : "");
+    snprintf(res->tag, sizeof res->tag, "%s", q->tag ? q->tag : "");
+    snprintf(res->commit, sizeof res->commit, "%s", r->e->commit);
+    if (q->request_id) snprintf(res->request_id, sizeof res->request_id, "%s", q->request_id);
+    else snprintf(res->request_id, sizeof res->request_id, "kiln-%llx-%llu", (unsigned long long)(res->timestamp * 1e3),
+                  (unsigned long long)r->e->n_requests);
+}
+
+kiln_status kiln_generate_flux1(kiln_engine *e, const kiln_request *req, kiln_trace_fn trace_fn, void *trace_ctx,
+                                kiln_result **out, kiln_err *err) {
+    *out = NULL;
+    pthread_mutex_lock(&e->lock);
+    e->n_requests++;
+    kiln_mem_reset_peak();
+    run r;
+    memset(&r, 0, sizeof r);
+    r.e = e;
+    r.f = e->f1;
+    r.req = req;
+    r.trace = trace_fn;
+    r.trace_ctx = trace_ctx;
+    r.t0 = kiln_clock_s();
+    kiln_status s = KILN_OK;
+    r.res = kiln_calloc(1, sizeof *r.res);
+    if (!r.res) {
+        pthread_mutex_unlock(&e->lock);
+        return KILN_FAIL(err, KILN_E_NOMEM, "out of memory");
+    }
+    r.res->timestamp = kiln_clock_wall_s();
+
+#define STAGE(st, call)                                                                                       \
+    do {                                                                                                      \
+        if ((s = stage_begin(&r, st, err)) != KILN_OK) goto done;                                             \
+        s = (call);                                                                                           \
+        stage_end(&r);                                                                                        \
+        if (s != KILN_OK) goto done;                                                                          \
+    } while (0)
+
+    STAGE(KILN_STAGE_INPUT_VALIDATION, validate(&r, err));
+    fill_meta(&r);
+    r.res->images = kiln_calloc((size_t)r.B, sizeof *r.res->images);
+    r.res->step_ms = kiln_calloc((size_t)r.steps, sizeof *r.res->step_ms);
+    r.sigmas = kiln_malloc(((size_t)r.steps + 1) * sizeof *r.sigmas);
+    if (!r.res->images || !r.res->step_ms || !r.sigmas) {
+        s = KILN_FAIL(err, KILN_E_NOMEM, "out of memory");
+        goto done;
+    }
+    r.res->n_steps = r.steps;
+    STAGE(KILN_STAGE_TEXT_ENCODING, encode_text(&r, err));
+    STAGE(KILN_STAGE_LATENT_PREPARATION, prepare_latents(&r, err));
+    STAGE(KILN_STAGE_TIMESTEP_PREPARATION,
+          (kiln_flux2_schedule_cfg_f32(&r.f->sched, r.steps, r.N, r.sigmas), KILN_OK));
+    trace(&r, "sigmas", r.sigmas, (size_t)r.steps + 1);
+    r.res->sigmas_first = r.sigmas[0];
+    r.res->sigmas_last_nonzero = r.sigmas[r.steps - 1];
+    STAGE(KILN_STAGE_DENOISING, denoise(&r, err));
+    STAGE(KILN_STAGE_DECODING, decode(&r, err));
+#undef STAGE
+    r.res->total_ms = (kiln_clock_s() - r.t0) * 1e3;
+    r.res->peak_memory_bytes = kiln_mem_peak_rss();
+done:
+    run_free(&r);
+    pthread_mutex_unlock(&e->lock);
+    if (s != KILN_OK) {
+        kiln_result_free(r.res);
+        return s;
+    }
+    *out = r.res;
+    return KILN_OK;
+}
+
+kiln_status kiln_estimate_memory_flux1(kiln_engine *e, const kiln_request *req, size_t *bytes, kiln_err *err) {
+    if (req->width <= 0 || req->height <= 0 || req->width % 16 || req->height % 16 || req->batch < 1 ||
+        req->batch > MAX_BATCH)
+        return KILN_FAIL(err, KILN_E_INVALID, "image size %dx%d batch %d: sizes must be positive multiples of 16",
+                         req->width, req->height, req->batch);
+    run r;
+    memset(&r, 0, sizeof r);
+    r.f = e->f1;
+    r.B = req->batch;
+    r.C = r.f->dit->in_ch;
+    r.h16 = req->height / 16;
+    r.w16 = req->width / 16;
+    r.N = r.h16 * r.w16;
+    r.L = t5_length(r.f);
+    r.n_seq = req->prompts ? r.B : 1;
+    size_t keep, release;
+    estimate(r.f, &r, &keep, &release);
+    size_t limit = e->cfg.memory_limit ? e->cfg.memory_limit : kiln_mem_usable();
+    *bytes = (limit && keep > limit) ? release : keep;
+    return KILN_OK;
+}
