@@ -167,7 +167,18 @@ typedef struct kiln_request {
     kiln_progress_fn progress;
     void *progress_ctx;
     bool latent_preview;      /* hand the progress callback image 0's latent after each step (one download) */
+    /* LoRA adapters for this request's DiT (src/models/lora.h: diffusers/PEFT lora_A/lora_B, kohya/ComfyUI
+     * lora_down/lora_up/alpha, BFL/ai-toolkit diffusion_model.* names), applied at run time beside the base
+     * matmuls and taken off when the request ends: no weight is copied, so requests can switch adapters. */
+    const struct kiln_lora *loras;
+    int n_loras;
 } kiln_request;
+
+/* One adapter of a request: a .safetensors file and its strength (1 = as trained). */
+typedef struct kiln_lora {
+    const char *path;
+    float strength;
+} kiln_lora;
 
 kiln_request kiln_request_default(void);
 
