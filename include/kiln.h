@@ -172,6 +172,7 @@ typedef struct kiln_request {
      * matmuls and taken off when the request ends: no weight is copied, so requests can switch adapters. */
     const struct kiln_lora *loras;
     int n_loras;
+    bool lora_merge;          /* merge them into copies of the adapted weights instead (models/lora.h) */
 } kiln_request;
 
 /* One adapter of a request: a .safetensors file and its strength (1 = as trained). */

@@ -42,6 +42,7 @@ static void usage(FILE *out) {
             "  -o, --output F        PNG path (default out.png); n > 1: F, F-1, F-2... or a %%d pattern\n"
             "  --perf-dump F         write the per-stage timings as JSON\n"
             "  --lora FILE[:S]       apply a LoRA adapter to the DiT at strength S (default 1); repeatable\n"
+            "  --lora-merge          merge the adapters into copies of the weights they adapt (faster steps)\n"
             "  --noise F             inject the initial noise [n,128,H/16,W/16] (safetensors or raw f32)\n"
             "  --guidance G          CFG scale for klein base (default 4.0; 1 or less: no CFG, as diffusers)\n"
             "  --negative-prompt TEXT\n"
@@ -231,6 +232,8 @@ int kiln_cmd_generate(int argc, char **argv) {
             }
             loras[n_loras].path = lora_paths[n_loras];
             n_loras++;
+        } else if (!strcmp(a, "--lora-merge")) {
+            req.lora_merge = true;
         } else if (!strcmp(a, "--tag")) {
             TAKES_VALUE;
             req.tag = val;

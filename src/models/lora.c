@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "tensor/convert.h"
+#include "tensor/quant.h"
 
 /* A weight of the model a module can land on: its tensor, the BFL name of the whole weight it belongs to, and
  * where its rows start in that weight (the split q/k/v of a diffusers folder, the final adaLN halves). */
@@ -30,8 +32,9 @@ struct kiln_lora_set {
     int n_terms;
     kiln_tensor **touched;
     int n_touched;
-    float **bufs; /* placed f32 buffers */
+    void **bufs; /* placed buffers (A, B, merged weights) */
     int n_bufs, cap_bufs;
+    kiln_tensor *saved; /* merged: the loaded tensors, restored on detach (touched[i] <- saved[i]) */
 };
 
 typedef struct slots {
@@ -359,6 +362,7 @@ static void free_mods(module *m, int n) {
 void kiln_lora_detach(kiln_lora_set *set) {
     if (!set) return;
     for (int i = 0; i < set->n_touched; i++) set->touched[i]->lora = NULL;
+    for (int i = 0; set->saved && i < set->n_touched; i++) *set->touched[i] = set->saved[i];
     for (int i = 0; i < set->n_bufs; i++) {
         if (set->be) set->be->ops->unplace(set->be, set->bufs[i]);
         kiln_free(set->bufs[i]);
@@ -366,15 +370,16 @@ void kiln_lora_detach(kiln_lora_set *set) {
     kiln_free(set->bufs);
     kiln_free(set->terms);
     kiln_free(set->touched);
+    kiln_free(set->saved);
     kiln_free(set);
 }
 
 int kiln_lora_term_count(const kiln_lora_set *set) { return set ? set->n_terms : 0; }
 
-static kiln_status own(kiln_lora_set *set, float *buf, size_t bytes, kiln_err *err) {
+static kiln_status own(kiln_lora_set *set, void *buf, size_t bytes, kiln_err *err) {
     if (set->n_bufs == set->cap_bufs) {
         int c = set->cap_bufs ? 2 * set->cap_bufs : 64;
-        float **p = kiln_realloc(set->bufs, (size_t)c * sizeof *p);
+        void **p = kiln_realloc(set->bufs, (size_t)c * sizeof *p);
         if (!p) {
             kiln_free(buf);
             return KILN_FAIL(err, KILN_E_NOMEM, "LoRA: out of memory");
@@ -385,8 +390,78 @@ static kiln_status own(kiln_lora_set *set, float *buf, size_t bytes, kiln_err *e
     return set->be->ops->place(set->be, buf, bytes, err);
 }
 
+/* Row n of weight w (any dtype a DiT weight can have) widened to f32. */
+static void widen_row(const kiln_tensor *w, int64_t n, float *dst) {
+    const int64_t K = w->shape[1];
+    if (w->dtype == KILN_DT_QBLOCK) {
+        (void)kiln_dequant_rows(dst, K, w->qtype, w->data, K, n, n + 1, 0, K, NULL); /* checked at load */
+        return;
+    }
+    const char *p = (const char *)w->data + (size_t)(n * w->stride[0]) * kiln_dtype_size(w->dtype);
+    if (w->dtype == KILN_DT_F8_E4M3 || w->dtype == KILN_DT_F8_E5M2) {
+        if (w->dtype == KILN_DT_F8_E4M3) kiln_e4m3_to_f32_n(dst, (const uint8_t *)p, (size_t)K);
+        else kiln_e5m2_to_f32_n(dst, (const uint8_t *)p, (size_t)K);
+        const float sc = w->qscale != 0.0f ? w->qscale : 1.0f;
+        for (int64_t k = 0; k < K; k++) dst[k] *= sc;
+        return;
+    }
+    kiln_to_f32(dst, p, w->dtype, (size_t)K);
+}
+
+/* Replaces each touched tensor by W + its terms' B A (see kiln_lora_attach_merged). */
+static kiln_status merge_all(kiln_lora_set *set, kiln_err *err) {
+    set->saved = kiln_calloc((size_t)set->n_touched + 1, sizeof *set->saved);
+    if (!set->saved) return KILN_FAIL(err, KILN_E_NOMEM, "LoRA: out of memory");
+    const bool fast = set->be->precision == KILN_PREC_FAST;
+    for (int i = 0; i < set->n_touched; i++) {
+        kiln_tensor *w = set->touched[i];
+        set->saved[i] = *w;
+        set->saved[i].lora = NULL;
+        const int64_t N = w->shape[0], K = w->shape[1];
+        float *m = kiln_malloc((size_t)(N * K) * sizeof(float) + 4);
+        if (!m) return KILN_FAIL(err, KILN_E_NOMEM, "LoRA: out of memory merging a [%lld, %lld] weight",
+                                 (long long)N, (long long)K);
+        for (int64_t n = 0; n < N; n++) widen_row(w, n, m + n * K);
+        for (const kiln_lora_term *t = w->lora; t; t = t->next) {
+            const int64_t r = t->a.shape[0];
+            const float *A = t->a.data, *B = t->b.data;
+            for (int64_t n = 0; n < N; n++)
+                for (int64_t j = 0; j < r; j++) {
+                    const float bj = B[n * r + j];
+                    if (bj == 0.0f) continue;
+                    for (int64_t k = 0; k < K; k++) m[n * K + k] += bj * A[j * K + k];
+                }
+        }
+        const bool to_bf16 = fast && w->dtype == KILN_DT_BF16;
+        void *data = m;
+        if (to_bf16) {
+            uint16_t *h = kiln_malloc((size_t)(N * K) * 2 + 4);
+            if (h) kiln_f32_to_bf16_n(h, m, (size_t)(N * K));
+            kiln_free(m);
+            if (!h) return KILN_FAIL(err, KILN_E_NOMEM, "LoRA: out of memory merging a weight");
+            data = h;
+        }
+        KILN_TRY(own(set, data, (size_t)(N * K) * (to_bf16 ? 2 : 4), err));
+        *w = kiln_tensor_make(data, to_bf16 ? KILN_DT_BF16 : KILN_DT_F32, 2, (int64_t[]){N, K});
+    }
+    return KILN_OK;
+}
+
+static kiln_status attach(kiln_flux2_dit *dit, kiln_backend *be, const kiln_lora_spec *specs, int n, bool merge,
+                          kiln_lora_set **out, kiln_err *err);
+
 kiln_status kiln_lora_attach(kiln_flux2_dit *dit, kiln_backend *be, const kiln_lora_spec *specs, int n,
                              kiln_lora_set **out, kiln_err *err) {
+    return attach(dit, be, specs, n, false, out, err);
+}
+
+kiln_status kiln_lora_attach_merged(kiln_flux2_dit *dit, kiln_backend *be, const kiln_lora_spec *specs, int n,
+                                    kiln_lora_set **out, kiln_err *err) {
+    return attach(dit, be, specs, n, true, out, err);
+}
+
+static kiln_status attach(kiln_flux2_dit *dit, kiln_backend *be, const kiln_lora_spec *specs, int n, bool merge,
+                          kiln_lora_set **out, kiln_err *err) {
     *out = NULL;
     slots s = {0};
     KILN_TRY(build_slots(dit, &s, err));
@@ -437,6 +512,7 @@ kiln_status kiln_lora_attach(kiln_flux2_dit *dit, kiln_backend *be, const kiln_l
     }
     free_mods(mods, n_mods);
     kiln_free(s.v);
+    if (st == KILN_OK && merge) st = merge_all(set, err);
     if (st != KILN_OK) {
         kiln_lora_detach(set);
         return st;

@@ -44,6 +44,13 @@ typedef struct kiln_lora_set kiln_lora_set;
  * and B live in f32 buffers placed on be. dit must have no adapters attached. */
 kiln_status kiln_lora_attach(kiln_flux2_dit *dit, kiln_backend *be, const kiln_lora_spec *specs, int n,
                              kiln_lora_set **out, kiln_err *err);
+/* The same adapters merged instead: each adapted weight becomes W + sum of B A, computed in f32 from the widened
+ * (dequantised) base and stored as a new tensor placed on be - bf16 when the base is bf16 and the backend runs
+ * FAST (what a bf16 fuse gives; the FAST kernels keep running), f32 otherwise (EXACT, quantised bases) - swapped
+ * into the model until kiln_lora_detach puts the loaded weights back. Costs one copy of each adapted weight; saves
+ * the two low-rank products per adapted matmul, and works on backends without run-time adapters (CUDA). */
+kiln_status kiln_lora_attach_merged(kiln_flux2_dit *dit, kiln_backend *be, const kiln_lora_spec *specs, int n,
+                                    kiln_lora_set **out, kiln_err *err);
 /* Takes the terms off the model, unplaces and frees them. NULL is a no-op. */
 void kiln_lora_detach(kiln_lora_set *set);
 /* Terms attached (one per adapted module and model weight). */

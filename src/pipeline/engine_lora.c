@@ -14,5 +14,5 @@ kiln_status kiln_engine_lora_attach(kiln_engine *e, const kiln_request *req, kil
             return KILN_FAIL(err, KILN_E_INVALID, "request: LoRA adapter %d has no path", i);
         specs[i] = (kiln_lora_spec){req->loras[i].path, req->loras[i].strength};
     }
-    return kiln_lora_attach(e->dit, e->be, specs, req->n_loras, out, err);
+    return (req->lora_merge ? kiln_lora_attach_merged : kiln_lora_attach)(e->dit, e->be, specs, req->n_loras, out, err);
 }

@@ -5,7 +5,8 @@
  * run time beside the base matmuls; the bar is >= 60 dB PSNR on the uint8 image, --exact, on both layouts the
  * engine loads (the ComfyUI single file: fused qkv; the diffusers folder: split q/k/v), so each mapping is used
  * both ways. The adapters must also change the image (vs the golden's image without them), come off again (the
- * next request without them gives the base image), and bad adapter files are refused with the reason. */
+ * next request without them gives the base image), and bad adapter files are refused with the reason. The same
+ * goldens again with the adapters merged at load (kiln_request.lora_merge). */
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +43,8 @@ static kiln_engine *open_engine(bool comfy) {
 
 /* Runs the golden's request with its adapters (with_loras) or without; returns the PSNR against image_u8 and, in
  * *base_db, against image_u8_base. */
+static bool merge_mode;
+
 static double run_case(kiln_engine *e, const char *case_name, bool with_loras, double *base_db, kiln_err *err_out) {
     char gname[64];
     snprintf(gname, sizeof gname, "lora_%s_f32", case_name);
@@ -64,7 +67,7 @@ static double run_case(kiln_engine *e, const char *case_name, bool with_loras, d
     req.width = atoi(golden_meta(&g, "width")), req.height = atoi(golden_meta(&g, "height"));
     req.steps = atoi(golden_meta(&g, "steps"));
     req.noise = noise, req.noise_count = n_noise;
-    if (with_loras) req.loras = loras, req.n_loras = n;
+    if (with_loras) req.loras = loras, req.n_loras = n, req.lora_merge = merge_mode;
     kiln_result *res = NULL;
     kiln_err err = {0};
     double p = 0;
@@ -92,6 +95,15 @@ static void check_layout(bool comfy) {
         CHECK_MSG(p >= 60.0, "%s: PSNR %.2f dB < 60 dB", cases[i], p);
         CHECK_MSG(base_db < 40.0, "%s: the adapters barely change the image (%.2f dB from the base)", cases[i], base_db);
     }
+    /* merged at load instead (f32 copies of the adapted weights in --exact): the same images */
+    merge_mode = true;
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        double base_db = 0, p = run_case(e, cases[i], true, &base_db, NULL);
+        printf("  %-9s (%s layout, merged): %.2f dB vs diffusers load_lora_weights + fuse\n", cases[i],
+               comfy ? "BFL" : "diffusers", p);
+        CHECK_MSG(p >= 60.0, "%s merged: PSNR %.2f dB < 60 dB", cases[i], p);
+    }
+    merge_mode = false;
     /* and off again: the same request without adapters is the base image */
     double base_db = 0;
     run_case(e, "bfl", false, &base_db, NULL);
