@@ -202,14 +202,9 @@ static float *to_f32(const kiln_st_tensor *t) {
 
 static bool float_dt(kiln_dtype d) { return d == KILN_DT_F32 || d == KILN_DT_BF16 || d == KILN_DT_F16; }
 
-/* Reads one adapter file into modules (appended to *mods). */
-static kiln_status read_file(const kiln_lora_spec *sp, const slots *s, module **mods, int *n_mods, int *cap,
-                             kiln_err *err) {
-    if (!(isfinite(sp->strength)))
-        return KILN_FAIL(err, KILN_E_INVALID, "LoRA %s: strength %g is not a finite number", sp->path,
-                         (double)sp->strength);
-    kiln_st_file *f;
-    if (kiln_st_open(sp->path, &f, err) != KILN_OK) return kiln_err_prefix(err, "LoRA");
+/* Reads one opened adapter file into modules (appended to *mods). */
+static kiln_status read_st(const kiln_st_file *f, const kiln_lora_spec *sp, const slots *s, module **mods,
+                           int *n_mods, int *cap, kiln_err *err) {
     const char *L = sp->path;
     kiln_status st = KILN_OK;
     size_t n = kiln_st_count(f), stem;
@@ -350,6 +345,19 @@ static kiln_status read_file(const kiln_lora_spec *sp, const slots *s, module **
         if (!kiln_st_find(f, an))
             st = KILN_FAIL(err, KILN_E_FORMAT, "LoRA %s: '%s' has no '%s'", L, k, an);
     }
+    return st;
+}
+
+/* One adapter: its file (spec->path), or when image is set an in-memory safetensors image labelled spec->path. */
+static kiln_status read_file(const kiln_lora_spec *sp, const void *image, size_t len, const slots *s, module **mods,
+                             int *n_mods, int *cap, kiln_err *err) {
+    if (!(isfinite(sp->strength)))
+        return KILN_FAIL(err, KILN_E_INVALID, "LoRA %s: strength %g is not a finite number", sp->path,
+                         (double)sp->strength);
+    kiln_st_file *f;
+    kiln_status st = image ? kiln_st_open_memory(image, len, sp->path, &f, err) : kiln_st_open(sp->path, &f, err);
+    if (st != KILN_OK) return kiln_err_prefix(err, "LoRA");
+    st = read_st(f, sp, s, mods, n_mods, cap, err);
     kiln_st_close(f);
     return st;
 }
@@ -447,28 +455,34 @@ static kiln_status merge_all(kiln_lora_set *set, kiln_err *err) {
     return KILN_OK;
 }
 
-static kiln_status attach(kiln_flux2_dit *dit, kiln_backend *be, const kiln_lora_spec *specs, int n, bool merge,
-                          kiln_lora_set **out, kiln_err *err);
+static kiln_status attach(kiln_flux2_dit *dit, kiln_backend *be, const kiln_lora_spec *specs, int n,
+                          const void *image, size_t len, bool merge, kiln_lora_set **out, kiln_err *err);
 
 kiln_status kiln_lora_attach(kiln_flux2_dit *dit, kiln_backend *be, const kiln_lora_spec *specs, int n,
                              kiln_lora_set **out, kiln_err *err) {
-    return attach(dit, be, specs, n, false, out, err);
+    return attach(dit, be, specs, n, NULL, 0, false, out, err);
 }
 
 kiln_status kiln_lora_attach_merged(kiln_flux2_dit *dit, kiln_backend *be, const kiln_lora_spec *specs, int n,
                                     kiln_lora_set **out, kiln_err *err) {
-    return attach(dit, be, specs, n, true, out, err);
+    return attach(dit, be, specs, n, NULL, 0, true, out, err);
 }
 
-static kiln_status attach(kiln_flux2_dit *dit, kiln_backend *be, const kiln_lora_spec *specs, int n, bool merge,
-                          kiln_lora_set **out, kiln_err *err) {
+kiln_status kiln_lora_attach_image(kiln_flux2_dit *dit, kiln_backend *be, const void *image, size_t len,
+                                   float strength, bool merge, kiln_lora_set **out, kiln_err *err) {
+    kiln_lora_spec sp = {"<memory>", strength};
+    return attach(dit, be, &sp, 1, image, len, merge, out, err);
+}
+
+static kiln_status attach(kiln_flux2_dit *dit, kiln_backend *be, const kiln_lora_spec *specs, int n,
+                          const void *image, size_t len, bool merge, kiln_lora_set **out, kiln_err *err) {
     *out = NULL;
     slots s = {0};
     KILN_TRY(build_slots(dit, &s, err));
     module *mods = NULL;
     int n_mods = 0, cap = 0;
     kiln_status st = KILN_OK;
-    for (int i = 0; st == KILN_OK && i < n; i++) st = read_file(&specs[i], &s, &mods, &n_mods, &cap, err);
+    for (int i = 0; st == KILN_OK && i < n; i++) st = read_file(&specs[i], image, len, &s, &mods, &n_mods, &cap, err);
     for (int i = 0; st == KILN_OK && i < s.n; i++)
         if (s.v[i].t->lora)
             st = KILN_FAIL(err, KILN_E_INVALID, "LoRA: the DiT already has adapters attached (detach them first)");

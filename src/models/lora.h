@@ -51,6 +51,9 @@ kiln_status kiln_lora_attach(kiln_flux2_dit *dit, kiln_backend *be, const kiln_l
  * the two low-rank products per adapted matmul, and works on backends without run-time adapters (CUDA). */
 kiln_status kiln_lora_attach_merged(kiln_flux2_dit *dit, kiln_backend *be, const kiln_lora_spec *specs, int n,
                                     kiln_lora_set **out, kiln_err *err);
+/* One adapter from a safetensors image in memory (the fuzzer; buf must outlive the call only). */
+kiln_status kiln_lora_attach_image(kiln_flux2_dit *dit, kiln_backend *be, const void *image, size_t len,
+                                   float strength, bool merge, kiln_lora_set **out, kiln_err *err);
 /* Takes the terms off the model, unplaces and frees them. NULL is a no-op. */
 void kiln_lora_detach(kiln_lora_set *set);
 /* Terms attached (one per adapted module and model weight). */
