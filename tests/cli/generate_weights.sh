@@ -36,6 +36,8 @@ expect 0 "" -- "${run[@]}" --model "$tiny/diffusers" -o "$tmp/none.png"
 cmp -s "$tmp/l1.png" "$tmp/none.png" && { echo "FAIL the adapter changed nothing"; fail=1; }
 expect 0 "" -- "${run[@]}" --unet "$src/tests/data/quant/klein-q8_0.gguf" "${te[@]}" --lora "$L/lora-bfl.safetensors:0.5" \
     --lora "$L/lora-diffusers.safetensors:0.8" --lora-merge -o "$tmp/stack.png"
+expect 0 "" -- "${run[@]}" --unet "$src/tests/data/quant/klein-fp8_bfl.safetensors" "${te[@]}" --lora "$L/lora-kohya.safetensors:0.6" \
+    -o "$tmp/fp8-lora.png"
 expect 4 "rank mismatch" -- "${run[@]}" --model "$tiny/diffusers" --lora "$L/bad-rank.safetensors" -o "$tmp/e.png"
 expect 4 "not a weight of this DiT" -- "${run[@]}" --model "$tiny/diffusers" --lora "$L/bad-target.safetensors" -o "$tmp/e.png"
 expect 2 "not a finite number" -- "${run[@]}" --model "$tiny/diffusers" --lora "$L/lora-bfl.safetensors:nan" -o "$tmp/e.png"
