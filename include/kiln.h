@@ -207,7 +207,19 @@ typedef struct kiln_request {
      * sigma_s * noise + (1 - sigma_s) * latent. strength in (0, 1]; 1 = from pure noise. */
     const kiln_image_in *init_image;
     double strength;          /* double: get_timesteps' int(steps - steps * strength) is Python float maths */
+    /* LoRA adapters for this request's DiT (src/models/lora.h: diffusers/PEFT lora_A/lora_B, kohya/ComfyUI
+     * lora_down/lora_up/alpha, BFL/ai-toolkit diffusion_model.* names), applied at run time beside the base
+     * matmuls and taken off when the request ends: no weight is copied, so requests can switch adapters. */
+    const struct kiln_lora *loras;
+    int n_loras;
+    bool lora_merge;          /* merge them into copies of the adapted weights instead (models/lora.h) */
 } kiln_request;
+
+/* One adapter of a request: a .safetensors file and its strength (1 = as trained). */
+typedef struct kiln_lora {
+    const char *path;
+    float strength;
+} kiln_lora;
 
 kiln_request kiln_request_default(void);
 

@@ -23,6 +23,7 @@
 #include "io/image_load.h"
 #include "io/image_png.h"
 #include "kiln.h"
+#include "models/lora.h"
 #include "pipeline/noise.h"
 #include "pipeline/progress_bar.h"
 
@@ -44,6 +45,8 @@ static void usage(FILE *out) {
             "  -n, --batch N         images in one batch (default 1)\n"
             "  -o, --output F        PNG path (default out.png); n > 1: F, F-1, F-2... or a %%d pattern\n"
             "  --perf-dump F         write the per-stage timings as JSON\n"
+            "  --lora FILE[:S]       apply a LoRA adapter to the DiT at strength S (default 1); repeatable\n"
+            "  --lora-merge          merge the adapters into copies of the weights they adapt (faster steps)\n"
             "  --noise F             inject the initial noise [n,128,H/16,W/16] (FLUX.1: [n,64,H/16,W/16], the\n"
             "                        packed latent; safetensors or raw f32)\n"
             "  --guidance G          CFG scale for klein base (default 4.0; 1 or less: no CFG, as diffusers);\n"
@@ -146,6 +149,9 @@ int kiln_cmd_generate(int argc, char **argv) {
     const char *prompt = NULL, *output = "out.png", *perf = NULL, *noise_path = NULL;
     bool have_seed = false, quiet = false, keep_te = false;
     long v;
+    static char lora_paths[16][4096];
+    static kiln_lora loras[16];
+    int n_loras = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -288,6 +294,22 @@ int kiln_cmd_generate(int argc, char **argv) {
                 return 2;
             }
             have_strength = true;
+        } else if (!strcmp(a, "--lora")) {
+            TAKES_VALUE;
+            if (n_loras == (int)(sizeof loras / sizeof *loras)) {
+                fprintf(stderr, "kiln generate: at most %d --lora adapters\n", n_loras);
+                return 2;
+            }
+            kiln_err lerr = {0};
+            if (kiln_lora_parse_arg(val, lora_paths[n_loras], sizeof lora_paths[n_loras], &loras[n_loras].strength,
+                                    &lerr) != KILN_OK) {
+                fprintf(stderr, "kiln generate: %s\n", lerr.msg);
+                return 2;
+            }
+            loras[n_loras].path = lora_paths[n_loras];
+            n_loras++;
+        } else if (!strcmp(a, "--lora-merge")) {
+            req.lora_merge = true;
         } else if (!strcmp(a, "--tag")) {
             TAKES_VALUE;
             req.tag = val;
@@ -329,6 +351,8 @@ int kiln_cmd_generate(int argc, char **argv) {
     if (!have_seed) req.seed = random_seed();
     if (!keep_te) cfg.te_policy = KILN_TE_RELEASE;
     req.prompt = prompt;
+    req.loras = loras;
+    req.n_loras = n_loras;
 
     kiln_err err = {0};
     float *noise = NULL;

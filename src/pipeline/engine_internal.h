@@ -10,6 +10,7 @@
 #include "io/safetensors.h"
 #include "models/flux2_dit.h"
 #include "models/flux2_vae.h"
+#include "models/lora.h"
 #include "models/qwen3.h"
 #include "pipeline/schedule.h"
 #include "text/tokenizer.h"
@@ -43,5 +44,8 @@ struct kiln_engine {
 /* Opens (or reopens) the text encoder checkpoint and model. */
 kiln_status kiln_engine_open_text_encoder(kiln_engine *eng, kiln_err *err);
 void kiln_engine_close_text_encoder(kiln_engine *eng);
+/* The request's LoRA adapters onto the engine's DiT (engine_lora.c): *out NULL when it names none; detach with
+ * kiln_lora_detach when the request ends. */
+kiln_status kiln_engine_lora_attach(kiln_engine *eng, const kiln_request *req, kiln_lora_set **out, kiln_err *err);
 
 #endif

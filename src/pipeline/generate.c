@@ -617,6 +617,7 @@ kiln_status kiln_generate_traced(kiln_engine *e, const kiln_request *req, kiln_t
     r.trace_ctx = trace_ctx;
     r.t0 = kiln_clock_s();
     kiln_status s = KILN_OK;
+    struct kiln_lora_set *lora = NULL; /* the request's adapters, on the DiT for this request only */
     r.res = kiln_calloc(1, sizeof *r.res);
     if (!r.res) {
         pthread_mutex_unlock(&e->lock);
@@ -633,6 +634,7 @@ kiln_status kiln_generate_traced(kiln_engine *e, const kiln_request *req, kiln_t
     } while (0)
 
     STAGE(KILN_STAGE_INPUT_VALIDATION, validate(&r, err));
+    if ((s = kiln_engine_lora_attach(e, req, &lora, err)) != KILN_OK) goto done; /* adapters checked up front */
     fill_meta(&r);
     r.res->images = kiln_calloc((size_t)r.B, sizeof *r.res->images);
     r.res->step_ms = kiln_calloc((size_t)r.steps, sizeof *r.res->step_ms);
@@ -654,6 +656,7 @@ kiln_status kiln_generate_traced(kiln_engine *e, const kiln_request *req, kiln_t
     r.res->total_ms = (kiln_clock_s() - r.t0) * 1e3;
     r.res->peak_memory_bytes = kiln_mem_peak_rss();
 done:
+    kiln_lora_detach(lora);
     run_free(&r);
     pthread_mutex_unlock(&e->lock);
     if (s != KILN_OK) {

@@ -53,6 +53,9 @@ typedef struct kiln_tensor {
      *   weight_scale / scale_weight); qscale 0 means 1 (unscaled). */
     uint32_t qtype;
     float qscale;
+    /* Low-rank adapters applied beside this weight in matmul (compute/lora.h): y (op)= x w^T + sum of
+     * (x A^T) B^T over the list. NULL for every tensor that is not an adapted weight. */
+    const struct kiln_lora_term *lora;
 } kiln_tensor;
 
 /* Bytes per element (fp8/bool/u8: 1). */

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Regenerate every oracle output, bit for bit: tests/data/tiny, tests/data/golden, tests/data/manifests,
-# tests/data/gguf (and the fuzz_gguf seeds), tests/data/quant.
+# tests/data/gguf (and the fuzz_gguf seeds), tests/data/quant, tests/data/lora.
 #   tools/reference/regenerate.sh           regenerate, then rewrite tools/reference/SHA256SUMS
 #   tools/reference/regenerate.sh --check   regenerate, then fail if any byte differs from SHA256SUMS
 # Python comes from $KILN_REF_VENV (default /opt/kiln-ref), made by tools/reference/setup.sh.
@@ -27,6 +27,8 @@ cd "$here"
 "$py" make_flux1_vae_golden.py
 "$py" make_flux1_schedule_golden.py
 "$py" make_flux1_pipeline_golden.py
+# LoRA adapters in each format and diffusers' load_lora_weights + fuse_lora images (needs peft)
+"$py" make_lora_goldens.py
 "$py" describe_goldens.py
 "$py" make_manifests.py
 "$py" make_manifests_9b.py
@@ -35,7 +37,7 @@ cd "$repo"
 # Regular files by content; symlinks (tiny tokenizer, diffusers-base subfolders) by their target. Hand-written
 # READMEs are left out so that editing prose never breaks --check (the generated golden table is derived
 # from the golden files, which are checked).
-sums=$( (find tests/data/tiny tests/data/golden tests/data/manifests tests/data/gguf tests/data/quant tests/data/images -type f ! -name '*.md' | LC_ALL=C sort | xargs sha256sum
+sums=$( (find tests/data/tiny tests/data/golden tests/data/manifests tests/data/gguf tests/data/quant tests/data/images tests/data/lora -type f ! -name '*.md' | LC_ALL=C sort | xargs sha256sum
          find tests/data/tiny -type l | LC_ALL=C sort | while read -r l; do echo "link  $l -> $(readlink "$l")"; done) )
 if [ "${1:-}" = "--check" ]; then
   if printf '%s\n' "$sums" | diff -u "$here/SHA256SUMS" -; then echo "regenerate: bit-for-bit identical"; else

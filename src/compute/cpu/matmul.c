@@ -5,6 +5,7 @@
  * in chunks so the converted activation stays under MATMUL_SCRATCH_MAX bytes; each chunk streams the weight once.
  * EXACT (or f32 weights) reads x as f32 directly. */
 #include "compute/cpu/gemm.h"
+#include "compute/lora.h"
 #include "tensor/quant.h"
 
 #define MATMUL_SCRATCH_MAX ((size_t)48 << 20)
@@ -62,6 +63,7 @@ static void block_task(void *ctx, size_t i, int thread) {
 
 kiln_status cpu_matmul(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, const kiln_tensor *w,
                        const kiln_tensor *bias, const kiln_epilogue *epi, kiln_err *err) {
+    if (w && w->lora) return kiln_matmul_lora(be, y, x, w, bias, epi, err); /* the base product, then the terms */
     kiln_cpu_backend *cb = cpu_be(be);
     cpu_mat ym, xm, wm;
     KILN_TRY(cpu_as_mat(y, KILN_DT_F32, "matmul", "y", &ym, err));

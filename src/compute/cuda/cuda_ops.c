@@ -99,6 +99,9 @@ kiln_status cuda_matmul(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt
     KILN_TRY(kcu_as_mat(yt, KILN_DT_F32, "matmul", "y", &y, err));
     KILN_TRY(kcu_as_mat(xt, -1, "matmul", "x", &x, err));
     KILN_TRY(kcu_as_mat(wt, -1, "matmul", "w", &w, err));
+    if (wt && wt->lora)
+        return KILN_FAIL(err, KILN_E_UNSUPPORTED, "matmul: LoRA adapters applied at run time are not implemented on "
+                         "the CUDA backend yet (merge them at load: --lora-merge)");
     if (w.dt == KILN_DT_QBLOCK || w.dt == KILN_DT_F8_E4M3 || w.dt == KILN_DT_F8_E5M2)
         return KILN_FAIL(err, KILN_E_UNSUPPORTED, "matmul: w is %s: the CUDA backend does not take quantised (GGUF / "
                          "fp8) weights yet; run them on the CPU backend (--device cpu)", kiln_dtype_name(w.dt));
