@@ -20,6 +20,20 @@
 
 #define SLACK_MB 64.0
 
+/* Under AddressSanitizer the resident set says nothing about the decode: its quarantine keeps freed blocks
+ * resident and every allocation carries redzones and shadow. The bound is then not checked (and says so); the
+ * release build checks it. */
+#if defined(__SANITIZE_ADDRESS__)
+#define RSS_MEANINGFUL 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define RSS_MEANINGFUL 0
+#endif
+#endif
+#ifndef RSS_MEANINGFUL
+#define RSS_MEANINGFUL 1
+#endif
+
 static void test_bound(void) {
     const char *e4k = getenv("KILN_VAE_MEM_4K"), *model = getenv("KILN_VAE_MEM_MODEL");
     const char *side = getenv("KILN_VAE_MEM_SIDE"), *etile = getenv("KILN_VAE_MEM_TILE");
@@ -58,7 +72,8 @@ static void test_bound(void) {
            "workspace %.1f + %.0f slack; the untiled decode's workspace %.1f MB)\n", zw * 8, zh * 8, tile, t.nx, t.ny,
            rss0 / 1e6, rss1 / 1e6, grew, bound, (dev + host) / 1e6, SLACK_MB, untiled);
     CHECK(rss0 > 0 && rss1 > 0);
-    CHECK_MSG(grew <= bound, "peak RSS grew %.1f MB > %.1f MB", grew, bound);
+    if (RSS_MEANINGFUL) CHECK_MSG(grew <= bound, "peak RSS grew %.1f MB > %.1f MB", grew, bound);
+    else printf("  NOT RUN under AddressSanitizer: the peak-RSS bound (checked in the release build)\n");
     CHECK(bound < untiled);
     size_t bad = 0;
     for (size_t i = 0; i < n; i++) bad += !isfinite(img[i]);
