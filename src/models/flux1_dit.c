@@ -143,9 +143,10 @@ static kiln_status lin(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, c
     return kiln_matmul(be, y, x, &l->w, &l->b, err);
 }
 
-/* lin for the per-sample vectors (x [B, in]: conditioning, modulations), one sample at a time: the CPU matmul
- * picks its kernel by the row count, and a batch's rows must get the bits a batch of one gets (image i of a batch
- * equals the batch-1 run with seed + i). Costs B reads of these weights per step instead of one. */
+/* lin for the per-sample vectors (x [B, in]: conditioning, modulations), one sample at a time: a backend may pick
+ * its kernel by the row count (a GPU BLAS does; the CPU matmul no longer does, docs/pitfalls.md O1), and a batch's
+ * rows must get the bits a batch of one gets (image i of a batch equals the batch-1 run with seed + i). Costs B
+ * reads of these weights per step instead of one. */
 static kiln_status lin_each(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, const kiln_flux1_linear *l,
                             kiln_err *err) {
     for (int64_t b = 0; b < x->shape[0]; b++) {
