@@ -61,6 +61,15 @@ void kiln_image_from_vae(const float *x, int height, int width, uint8_t *rgb) {
         }
 }
 
+void kiln_image_unit_from_vae(const float *x, int height, int width, float *hwc) {
+    int64_t n = (int64_t)height * width;
+    for (int64_t p = 0; p < n; p++)
+        for (int ch = 0; ch < 3; ch++) {
+            float v = x[ch * n + p] / 2.0f + 0.5f;
+            hwc[p * 3 + ch] = v < 0 ? 0 : v > 1 ? 1 : v;
+        }
+}
+
 void kiln_image_to_vae(const uint8_t *rgb, int height, int width, float *x) {
     int64_t n = (int64_t)height * width;
     for (int ch = 0; ch < 3; ch++)

@@ -32,6 +32,8 @@ void kiln_latent_unpatchify(const float *zp, int c, int h, int w, float *z);
 /* VAE output x [3, H, W] (about [-1, 1]) -> RGB8 [H, W, 3]: round(clamp(x/2 + 0.5, 0, 1) * 255) as diffusers'
  * VaeImageProcessor (round half to even, like torch.round). */
 void kiln_image_from_vae(const float *x, int height, int width, uint8_t *rgb);
+/* The same before the u8 step: [H, W, 3] floats clamp(x/2 + 0.5, 0, 1), diffusers' output_type="np". */
+void kiln_image_unit_from_vae(const float *x, int height, int width, float *hwc);
 /* RGB8 -> [3, H, W] in [-1, 1]: 2 * (p / 255) - 1 (encoder input, spec 3.3). */
 void kiln_image_to_vae(const uint8_t *rgb, int height, int width, float *x);
 

@@ -36,20 +36,19 @@ const char *kiln_stage_name(kiln_stage s) {
     return (unsigned)s < KILN_STAGE_COUNT ? names[s] : "?";
 }
 
-static bool is_dir(const char *p) {
+bool kiln_engine_is_dir(const char *p) {
     struct stat st;
     return p && stat(p, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-static bool exists(const char *p) {
+bool kiln_engine_exists(const char *p) {
     struct stat st;
     return p && stat(p, &st) == 0;
 }
 
 static char *dup_or_null(const char *s) { return s ? kiln_strdup(s) : NULL; }
 
-/* Weight bytes of a checkpoint, skipping Qwen3 layers >= skip_from (never touched). */
-static size_t weight_bytes(const kiln_st_file *ck, int skip_from) {
+size_t kiln_engine_weight_bytes(const kiln_st_file *ck, int skip_from) {
     size_t total = 0;
     for (size_t i = 0; i < kiln_st_count(ck); i++) {
         const kiln_st_tensor *t = kiln_st_at(ck, i);
@@ -91,14 +90,14 @@ static kiln_status read_model_index(kiln_engine *e, kiln_err *err) {
 
 static kiln_status find_files(kiln_engine *e, kiln_err *err) {
     if (e->model_dir) {
-        if (!is_dir(e->model_dir))
+        if (!kiln_engine_is_dir(e->model_dir))
             return KILN_FAIL(err, KILN_E_NOT_FOUND, "--model %s: not a folder (a diffusers FLUX.2 [klein] folder "
                              "with model_index.json, transformer/, text_encoder/, vae/)", e->model_dir);
         const char *sub[3] = {"transformer", "text_encoder", "vae"};
         char *dst[3] = {e->dit_path, e->te_path, e->vae_file};
         for (int i = 0; i < 3; i++) {
             snprintf(dst[i], 4096, "%s/%s", e->model_dir, sub[i]);
-            if (!is_dir(dst[i]))
+            if (!kiln_engine_is_dir(dst[i]))
                 return KILN_FAIL(err, KILN_E_NOT_FOUND, "%s/%s: missing (a diffusers FLUX.2 [klein] folder has "
                                  "transformer/, text_encoder/ and vae/)", e->model_dir, sub[i]);
         }
@@ -116,7 +115,7 @@ static kiln_status find_files(kiln_engine *e, kiln_err *err) {
     const char *what[3] = {"--unet", "--clip", "--vae"};
     char *dst[3] = {e->dit_path, e->te_path, e->vae_file};
     for (int i = 0; i < 3; i++) {
-        if (!exists(src[i])) return KILN_FAIL(err, KILN_E_NOT_FOUND, "%s %s: no such file", what[i], src[i]);
+        if (!kiln_engine_exists(src[i])) return KILN_FAIL(err, KILN_E_NOT_FOUND, "%s %s: no such file", what[i], src[i]);
         snprintf(dst[i], 4096, "%s", src[i]);
     }
     e->dit_config[0] = e->te_config[0] = e->vae_config[0] = e->sched_config[0] = 0;
@@ -174,22 +173,22 @@ static kiln_status open_all(kiln_engine *e, kiln_err *err) {
     if (e->dit->in_ch != 128) /* the latent is 32 VAE channels x 2x2 patches; noise and ids assume it */
         return KILN_FAIL(err, KILN_E_UNSUPPORTED, "DiT: %d input channels (in_channels; FLUX.2 [klein] has 128)",
                          e->dit->in_ch);
-    e->te_bytes = weight_bytes(e->te_ck, e->te->n_layers);
+    e->te_bytes = kiln_engine_weight_bytes(e->te_ck, e->te->n_layers);
     e->te_ws_seq = kiln_qwen3_workspace(e->te, 1, KILN_TOK_DEFAULT_MAX_LEN);
     int scale = kiln_flux2_vae_scale(e->vae);
     if (scale != 8)
         return KILN_FAIL(err, KILN_E_UNSUPPORTED, "VAE: upscales by %d (%d decoder levels: block_out_channels; "
                          "FLUX.2's VAE upscales by 8, which with the 2x2 patches makes one token 16x16 pixels)", scale,
                          e->vae->n_levels);
-    e->dit_bytes = weight_bytes(e->dit_ck, 0);
-    e->vae_bytes = weight_bytes(e->vae_ck, 0);
+    e->dit_bytes = kiln_engine_weight_bytes(e->dit_ck, 0);
+    e->vae_bytes = kiln_engine_weight_bytes(e->vae_ck, 0);
 
     const char *tdir = e->tokenizer_dir ? e->tokenizer_dir : e->model_dir;
     kiln_status s;
     if (e->tokenizer_dir) {
         char p[4200];
         snprintf(p, sizeof p, "%s/tokenizer.json", e->tokenizer_dir);
-        s = kiln_tokenizer_load(exists(p) ? p : e->tokenizer_dir, &e->tok, err);
+        s = kiln_tokenizer_load(kiln_engine_exists(p) ? p : e->tokenizer_dir, &e->tok, err);
     } else {
         s = kiln_tokenizer_load_default(tdir, &e->tok, err);
     }

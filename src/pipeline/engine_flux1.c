@@ -13,22 +13,6 @@
 #include "pipeline/engine_flux1.h"
 #include "pipeline/engine_internal.h"
 
-static bool is_dir(const char *p) {
-    struct stat st;
-    return p && stat(p, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-static bool exists(const char *p) {
-    struct stat st;
-    return p && stat(p, &st) == 0;
-}
-
-static size_t weight_bytes(const kiln_st_file *ck) {
-    size_t total = 0;
-    for (size_t i = 0; i < kiln_st_count(ck); i++) total += kiln_st_at(ck, i)->nbytes;
-    return total;
-}
-
 kiln_status kiln_engine_is_flux1(const kiln_engine_config *cfg, bool *yes, kiln_err *err) {
     *yes = false;
     if (cfg->model_dir) {
@@ -45,7 +29,7 @@ kiln_status kiln_engine_is_flux1(const kiln_engine_config *cfg, bool *yes, kiln_
         *yes = true; /* a second text encoder is FLUX.1's T5 */
         return KILN_OK;
     }
-    if (!cfg->unet_path || !exists(cfg->unet_path)) return KILN_OK; /* the FLUX.2 path reports what is missing */
+    if (!cfg->unet_path || !kiln_engine_exists(cfg->unet_path)) return KILN_OK; /* the FLUX.2 path reports what is missing */
     kiln_st_file *ck = NULL;
     kiln_err e2 = {0};
     if (kiln_st_open(cfg->unet_path, &ck, &e2) != KILN_OK) return KILN_OK; /* ditto */
@@ -86,7 +70,7 @@ static kiln_status find_files(kiln_engine *e, kiln_flux1_models *f, kiln_err *er
         char *cfg[4] = {f->dit_config, f->clip_config, f->t5_config, f->vae_config};
         for (int i = 0; i < 4; i++) {
             snprintf(dst[i], 4096, "%s/%s", e->model_dir, sub[i]);
-            if (!is_dir(dst[i]))
+            if (!kiln_engine_is_dir(dst[i]))
                 return KILN_FAIL(err, KILN_E_NOT_FOUND, "%s/%s: missing (a diffusers FLUX.1 folder has transformer/, "
                                  "text_encoder/, text_encoder_2/ and vae/)", e->model_dir, sub[i]);
             snprintf(cfg[i], 4096, "%s/%s/config.json", e->model_dir, sub[i]);
@@ -101,7 +85,7 @@ static kiln_status find_files(kiln_engine *e, kiln_flux1_models *f, kiln_err *er
     const char *what[4] = {"--unet", "--clip", "--clip2", "--vae"};
     char *dst[4] = {f->dit_path, f->clip_path, f->t5_path, f->vae_path};
     for (int i = 0; i < 4; i++) {
-        if (!exists(src[i])) return KILN_FAIL(err, KILN_E_NOT_FOUND, "%s %s: no such file", what[i], src[i]);
+        if (!kiln_engine_exists(src[i])) return KILN_FAIL(err, KILN_E_NOT_FOUND, "%s %s: no such file", what[i], src[i]);
         snprintf(dst[i], 4096, "%s", src[i]);
     }
     f->dit_config[0] = f->clip_config[0] = f->t5_config[0] = f->vae_config[0] = f->sched_config[0] = 0;
@@ -165,15 +149,15 @@ static kiln_status load_models(kiln_engine *e, kiln_flux1_models *f, kiln_err *e
     if (scale != 8)
         return KILN_FAIL(err, KILN_E_UNSUPPORTED, "VAE: upscales by %d (block_out_channels); FLUX.1's VAE upscales by "
                          "8, which with the 2x2 packing makes one token 16x16 pixels", scale);
-    f->clip_bytes = weight_bytes(f->clip_ck);
-    f->t5_bytes = weight_bytes(f->t5_ck);
+    f->clip_bytes = kiln_engine_weight_bytes(f->clip_ck, 0);
+    f->t5_bytes = kiln_engine_weight_bytes(f->t5_ck, 0);
     f->t5_d = f->t5->d_model;
     f->t5_heads = f->t5->n_heads;
     f->t5_dkv = f->t5->d_kv;
     f->t5_inner = f->t5->n_heads * f->t5->d_kv;
     f->t5_ff = f->t5->d_ff;
-    f->dit_bytes = weight_bytes(f->dit_ck);
-    f->vae_bytes = weight_bytes(f->vae_ck);
+    f->dit_bytes = kiln_engine_weight_bytes(f->dit_ck, 0);
+    f->vae_bytes = kiln_engine_weight_bytes(f->vae_ck, 0);
     return KILN_OK;
 }
 

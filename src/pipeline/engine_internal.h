@@ -41,6 +41,12 @@ struct kiln_engine {
     char *clip2_path;
 };
 
+/* Shared by the families' engine files: p names a folder / anything that exists (NULL: false); the weight
+ * bytes a checkpoint's models touch, skipping Qwen3 layers >= skip_from (never run; 0: none) and lm_head. */
+bool kiln_engine_is_dir(const char *p);
+bool kiln_engine_exists(const char *p);
+size_t kiln_engine_weight_bytes(const kiln_st_file *ck, int skip_from);
+
 /* Opens (or reopens) the text encoder checkpoint and model. */
 kiln_status kiln_engine_open_text_encoder(kiln_engine *eng, kiln_err *err);
 void kiln_engine_close_text_encoder(kiln_engine *eng);

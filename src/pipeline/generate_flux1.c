@@ -372,11 +372,7 @@ static kiln_status decode(run *r, kiln_err *err) {
             size_t np = (size_t)H * W;
             float *hwc = kiln_malloc(np * 3 * sizeof(float));
             if (hwc) {
-                for (size_t p = 0; p < np; p++) /* [3,H,W] in [-1,1] -> [H,W,3] in [0,1], diffusers' np output */
-                    for (int c = 0; c < 3; c++) {
-                        float v = pix[c * np + p] / 2.0f + 0.5f;
-                        hwc[p * 3 + c] = v < 0 ? 0 : v > 1 ? 1 : v;
-                    }
+                kiln_image_unit_from_vae(pix, H, W, hwc);
                 trace(r, "image_float.image", hwc, np * 3);
                 kiln_free(hwc);
             }
