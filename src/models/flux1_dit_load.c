@@ -159,54 +159,83 @@ static kiln_status load_single_bfl(kiln_wset *ws, const kiln_flux1_dit *m, int i
     return w_lin(ws, &s->out, D, D + F, "single_blocks.%d.linear2", i);
 }
 
-/* The BFL layout (no config file: FLUX.1's RoPE axes). */
-static kiln_status load_bfl(kiln_flux1_dit *m, kiln_err *err) {
+/* The names of the model-level tensors and of the blocks in one layout; the blocks' own tensors are read by its
+ * stream and single loaders. */
+typedef struct flux1_names {
+    const char *x_in, *q_norm0, *mlp0, *ctx_in, *t1, *t2, *g1, *g2, *p1, *p2, *norm_out, *proj_out;
+    const char *dbl, *dbl_probe, *sgl, *sgl_probe; /* block prefixes and a tensor every block has */
+    kiln_status (*stream)(kiln_wset *, const kiln_flux1_dit *, int, bool, kiln_flux1_stream *);
+    kiln_status (*single)(kiln_wset *, const kiln_flux1_dit *, int, kiln_flux1_single *);
+} flux1_names;
+
+static const flux1_names names_bfl = {
+    "img_in", "double_blocks.0.img_attn.norm.query_norm.scale", "double_blocks.0.img_mlp.0.weight", "txt_in",
+    "time_in.in_layer", "time_in.out_layer", "guidance_in.in_layer", "guidance_in.out_layer", "vector_in.in_layer",
+    "vector_in.out_layer", "final_layer.adaLN_modulation.1", "final_layer.linear",
+    "double_blocks", "img_mod.lin.weight", "single_blocks", "modulation.lin.weight", load_stream_bfl, load_single_bfl};
+
+static const flux1_names names_diffusers = {
+    "x_embedder", "transformer_blocks.0.attn.norm_q.weight", "transformer_blocks.0.ff.net.0.proj.weight",
+    "context_embedder", "time_text_embed.timestep_embedder.linear_1", "time_text_embed.timestep_embedder.linear_2",
+    "time_text_embed.guidance_embedder.linear_1", "time_text_embed.guidance_embedder.linear_2",
+    "time_text_embed.text_embedder.linear_1", "time_text_embed.text_embedder.linear_2", "norm_out.linear", "proj_out",
+    "transformer_blocks", "norm1.linear.weight", "single_transformer_blocks", "norm.linear.weight", load_stream,
+    load_single};
+
+/* The shapes and weights of a layout: sizes come from the tensors, checked against each other. */
+static kiln_status load_layout(kiln_flux1_dit *m, const flux1_names *n, kiln_err *err) {
     kiln_wset *ws = &m->ws;
-    m->bfl = true;
-    KILN_TRY(w_lin(ws, &m->x_in, -1, -1, "img_in"));
+    KILN_TRY(w_lin(ws, &m->x_in, -1, -1, "%s", n->x_in));
     m->hidden = (int)m->x_in.w.shape[0];
     m->in_ch = (int)m->x_in.w.shape[1];
     const int D = m->hidden;
     kiln_tensor qn, t;
-    KILN_TRY(kiln_w_vec(ws, &qn, -1, "double_blocks.0.img_attn.norm.query_norm.scale"));
+    KILN_TRY(kiln_w_vec(ws, &qn, -1, "%s", n->q_norm0));
     m->head_dim = (int)qn.shape[0];
     if (m->head_dim <= 0 || D % m->head_dim || m->head_dim % 2)
         return KILN_FAIL(err, KILN_E_FORMAT, "FLUX.1 DiT: hidden size %d is not a multiple of the head dim %d (or "
                          "the head dim is odd)", D, m->head_dim);
     m->heads = D / m->head_dim;
-    KILN_TRY(kiln_w_mat(ws, &t, -1, D, "double_blocks.0.img_mlp.0.weight"));
+    KILN_TRY(kiln_w_mat(ws, &t, -1, D, "%s", n->mlp0));
     m->mlp_hidden = (int)t.shape[0];
-    KILN_TRY(w_lin(ws, &m->ctx_in, D, -1, "txt_in"));
+    KILN_TRY(w_lin(ws, &m->ctx_in, D, -1, "%s", n->ctx_in));
     m->ctx_dim = (int)m->ctx_in.w.shape[1];
-    KILN_TRY(w_lin(ws, &m->t1, D, -1, "time_in.in_layer"));
+    KILN_TRY(w_lin(ws, &m->t1, D, -1, "%s", n->t1));
     m->t_ch = (int)m->t1.w.shape[1];
     if (m->t_ch % 2 || m->t_ch > 1024)
         return KILN_FAIL(err, KILN_E_FORMAT, "FLUX.1 DiT: %d timestep channels (even, at most 1024)", m->t_ch);
-    KILN_TRY(w_lin(ws, &m->t2, D, D, "time_in.out_layer"));
-    m->guidance = kiln_w_has(ws, "guidance_in.in_layer.weight");
+    KILN_TRY(w_lin(ws, &m->t2, D, D, "%s", n->t2));
+    m->guidance = kiln_w_has(ws, "%s.weight", n->g1);
     if (m->guidance) {
-        KILN_TRY(w_lin(ws, &m->g1, D, m->t_ch, "guidance_in.in_layer"));
-        KILN_TRY(w_lin(ws, &m->g2, D, D, "guidance_in.out_layer"));
+        KILN_TRY(w_lin(ws, &m->g1, D, m->t_ch, "%s", n->g1));
+        KILN_TRY(w_lin(ws, &m->g2, D, D, "%s", n->g2));
     }
-    KILN_TRY(w_lin(ws, &m->p1, D, -1, "vector_in.in_layer"));
+    KILN_TRY(w_lin(ws, &m->p1, D, -1, "%s", n->p1));
     m->pooled_dim = (int)m->p1.w.shape[1];
-    KILN_TRY(w_lin(ws, &m->p2, D, D, "vector_in.out_layer"));
-    KILN_TRY(w_lin(ws, &m->norm_out, 2 * D, D, "final_layer.adaLN_modulation.1"));
-    KILN_TRY(w_lin(ws, &m->proj_out, -1, D, "final_layer.linear"));
+    KILN_TRY(w_lin(ws, &m->p2, D, D, "%s", n->p2));
+    KILN_TRY(w_lin(ws, &m->norm_out, 2 * D, D, "%s", n->norm_out));
+    KILN_TRY(w_lin(ws, &m->proj_out, -1, D, "%s", n->proj_out));
     m->out_ch = (int)m->proj_out.w.shape[0];
-    m->n_double = count_blocks(ws, "double_blocks", "img_mod.lin.weight");
-    m->n_single = count_blocks(ws, "single_blocks", "modulation.lin.weight");
+    m->n_double = count_blocks(ws, n->dbl, n->dbl_probe);
+    m->n_single = count_blocks(ws, n->sgl, n->sgl_probe);
     if (m->n_single == 0)
         return KILN_FAIL(err, KILN_E_FORMAT, "FLUX.1 DiT: %d double and no single blocks found", m->n_double);
     m->dbl = kiln_calloc((size_t)m->n_double, sizeof *m->dbl);
     m->sgl = kiln_calloc((size_t)m->n_single, sizeof *m->sgl);
     if (!m->dbl || !m->sgl) return KILN_FAIL(err, KILN_E_NOMEM, "FLUX.1 DiT: out of memory");
     for (int i = 0; i < m->n_double; i++) {
-        KILN_TRY(load_stream_bfl(ws, m, i, false, &m->dbl[i].img));
-        KILN_TRY(load_stream_bfl(ws, m, i, true, &m->dbl[i].txt));
+        KILN_TRY(n->stream(ws, m, i, false, &m->dbl[i].img));
+        KILN_TRY(n->stream(ws, m, i, true, &m->dbl[i].txt));
     }
-    for (int i = 0; i < m->n_single; i++) KILN_TRY(load_single_bfl(ws, m, i, &m->sgl[i]));
-    m->theta = 10000.0;
+    for (int i = 0; i < m->n_single; i++) KILN_TRY(n->single(ws, m, i, &m->sgl[i]));
+    m->theta = 10000.0; /* FluxPosEmbed(theta=10000): not a config key */
+    return KILN_OK;
+}
+
+/* The BFL layout (no config file: FLUX.1's RoPE axes). */
+static kiln_status load_bfl(kiln_flux1_dit *m, kiln_err *err) {
+    m->bfl = true;
+    KILN_TRY(load_layout(m, &names_bfl, err));
     m->axes[0] = 16;
     m->axes[1] = 56;
     m->axes[2] = 56;
@@ -234,52 +263,7 @@ static kiln_status load_all(kiln_flux1_dit *m, const char *config_json, kiln_err
         return KILN_FAIL(err, KILN_E_FORMAT, "FLUX.1 DiT: not a FluxTransformer2DModel (no "
                          "transformer_blocks.0.norm1.linear.weight)");
     }
-    KILN_TRY(w_lin(ws, &m->x_in, -1, -1, "x_embedder"));
-    m->hidden = (int)m->x_in.w.shape[0];
-    m->in_ch = (int)m->x_in.w.shape[1];
-    const int D = m->hidden;
-    kiln_tensor qn;
-    KILN_TRY(kiln_w_vec(ws, &qn, -1, "transformer_blocks.0.attn.norm_q.weight"));
-    m->head_dim = (int)qn.shape[0];
-    if (m->head_dim <= 0 || D % m->head_dim || m->head_dim % 2)
-        return KILN_FAIL(err, KILN_E_FORMAT, "FLUX.1 DiT: hidden size %d is not a multiple of the head dim %d (or "
-                         "the head dim is odd)", D, m->head_dim);
-    m->heads = D / m->head_dim;
-    kiln_tensor t;
-    KILN_TRY(kiln_w_mat(ws, &t, -1, D, "transformer_blocks.0.ff.net.0.proj.weight"));
-    m->mlp_hidden = (int)t.shape[0];
-    KILN_TRY(w_lin(ws, &m->ctx_in, D, -1, "context_embedder"));
-    m->ctx_dim = (int)m->ctx_in.w.shape[1];
-    KILN_TRY(w_lin(ws, &m->t1, D, -1, "time_text_embed.timestep_embedder.linear_1"));
-    m->t_ch = (int)m->t1.w.shape[1];
-    if (m->t_ch % 2 || m->t_ch > 1024)
-        return KILN_FAIL(err, KILN_E_FORMAT, "FLUX.1 DiT: %d timestep channels (even, at most 1024)", m->t_ch);
-    KILN_TRY(w_lin(ws, &m->t2, D, D, "time_text_embed.timestep_embedder.linear_2"));
-    m->guidance = kiln_w_has(ws, "time_text_embed.guidance_embedder.linear_1.weight");
-    if (m->guidance) {
-        KILN_TRY(w_lin(ws, &m->g1, D, m->t_ch, "time_text_embed.guidance_embedder.linear_1"));
-        KILN_TRY(w_lin(ws, &m->g2, D, D, "time_text_embed.guidance_embedder.linear_2"));
-    }
-    KILN_TRY(w_lin(ws, &m->p1, D, -1, "time_text_embed.text_embedder.linear_1"));
-    m->pooled_dim = (int)m->p1.w.shape[1];
-    KILN_TRY(w_lin(ws, &m->p2, D, D, "time_text_embed.text_embedder.linear_2"));
-    KILN_TRY(w_lin(ws, &m->norm_out, 2 * D, D, "norm_out.linear"));
-    KILN_TRY(w_lin(ws, &m->proj_out, -1, D, "proj_out"));
-    m->out_ch = (int)m->proj_out.w.shape[0];
-
-    m->n_double = count_blocks(ws, "transformer_blocks", "norm1.linear.weight");
-    m->n_single = count_blocks(ws, "single_transformer_blocks", "norm.linear.weight");
-    if (m->n_single == 0)
-        return KILN_FAIL(err, KILN_E_FORMAT, "FLUX.1 DiT: %d double and no single blocks found", m->n_double);
-    m->dbl = kiln_calloc((size_t)m->n_double, sizeof *m->dbl);
-    m->sgl = kiln_calloc((size_t)m->n_single, sizeof *m->sgl);
-    if (!m->dbl || !m->sgl) return KILN_FAIL(err, KILN_E_NOMEM, "FLUX.1 DiT: out of memory");
-    for (int i = 0; i < m->n_double; i++) {
-        KILN_TRY(load_stream(ws, m, i, false, &m->dbl[i].img));
-        KILN_TRY(load_stream(ws, m, i, true, &m->dbl[i].txt));
-    }
-    for (int i = 0; i < m->n_single; i++) KILN_TRY(load_single(ws, m, i, &m->sgl[i]));
-    m->theta = 10000.0; /* FluxPosEmbed(theta=10000): not a config key */
+    KILN_TRY(load_layout(m, &names_diffusers, err));
     return read_config(m, config_json, err);
 }
 
