@@ -19,6 +19,7 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "compute/cpu/cpu_bench.h"
 #include "compute/ops.h"
 
@@ -409,46 +410,35 @@ static int run_rowop(bench_ctx *c, const bcase *bc) {
     return secs < 0 ? 1 : 0;
 }
 
-static void usage(FILE *f) {
-    fprintf(f, "usage: kiln bench-ops [--shapes 512|1024|all] [--threads N] [--repeat R] [--only SUBSTR] [--exact]\n"
-               "                      [--no-blas]\n"
-               "       kiln bench-ops --peak [--threads N]\n"
-               "Times every compute op on FLUX.2 [klein] shapes (median of R runs; default 512, R=3).\n");
+static bool opt_shapes(void *ctx, const char *v, char *why, size_t cap) {
+    int set = !strcmp(v, "512") ? 512 : !strcmp(v, "1024") ? 1024 : !strcmp(v, "all") ? 0 : -1;
+    if (set < 0) return snprintf(why, cap, "takes 512, 1024 or all"), false;
+    *(int *)ctx = set;
+    return true;
 }
 
 int kiln_cmd_bench_ops(int argc, char **argv) {
     int threads = 0, repeat = 3, set = 512;
-    bool peak_only = false, exact = false, blas = true;
+    bool peak_only = false, exact = false, no_blas = false;
     const char *only = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        bool more = i + 1 < argc;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--peak")) peak_only = true;
-        else if (!strcmp(a, "--exact")) exact = true;
-        else if (!strcmp(a, "--no-blas")) blas = false;
-        else if (!strcmp(a, "--threads") && more) threads = atoi(argv[++i]);
-        else if (!strcmp(a, "--repeat") && more) repeat = atoi(argv[++i]);
-        else if (!strcmp(a, "--only") && more) only = argv[++i];
-        else if (!strcmp(a, "--shapes") && more) {
-            const char *s = argv[++i];
-            set = !strcmp(s, "512") ? 512 : !strcmp(s, "1024") ? 1024 : !strcmp(s, "all") ? 0 : -1;
-            if (set < 0) {
-                fprintf(stderr, "kiln: bench-ops: --shapes takes 512, 1024 or all, not %s\n", s);
-                return 2;
-            }
-        } else {
-            fprintf(stderr, "kiln: bench-ops: unknown argument %s\n", a);
-            usage(stderr);
-            return 2;
-        }
-    }
-    if (threads < 0 || repeat < 1 || repeat > 64) {
-        fprintf(stderr, "kiln: bench-ops: --threads must be >= 0 and --repeat in 1..64\n");
-        return 2;
-    }
+    const kiln_opt opts[] = {
+        KILN_OPT_CALL("--shapes", NULL, "512|1024|all", "which image size's shapes (default 512)", opt_shapes, &set),
+        KILN_OPT_INT("--threads", NULL, "N", "threads (default 0: KILN_THREADS or all CPUs)", &threads, 0, 1024),
+        KILN_OPT_INT("--repeat", NULL, "R", "runs per op; the median is shown (default 3)", &repeat, 1, 64),
+        KILN_OPT_STR("--only", NULL, "SUBSTR", "only the ops whose name contains SUBSTR", &only),
+        KILN_OPT_FLAG("--exact", NULL, "f32 matmuls (the --exact precision)", &exact),
+        KILN_OPT_FLAG("--no-blas", NULL, "do not time OpenBLAS beside kiln", &no_blas),
+        KILN_OPT_FLAG("--peak", NULL, "only measure and print the machine's peaks", &peak_only),
+    };
+    const kiln_opts spec = {
+        .cmd = "kiln bench-ops", .opts = opts, .n = KILN_N(opts),
+        .synopsis = "usage: kiln bench-ops [--shapes 512|1024|all] [--threads N] [--repeat R] [--only SUBSTR] [--exact]\n"
+                    "                      [--no-blas]\n"
+                    "       kiln bench-ops --peak [--threads N]\n"
+                    "Times every compute op on FLUX.2 [klein] shapes (median of R runs; default 512, R=3).\n\n"};
+    int prc = kiln_opts_parse(&spec, argc, argv, NULL, NULL);
+    if (prc != KILN_OPTS_CONTINUE) return prc;
+    bool blas = !no_blas;
     kiln_err err = {0};
     kiln_backend *be;
     if (kiln_backend_open_cpu(threads, &be, &err) != KILN_OK) {

@@ -17,6 +17,7 @@
 #include "base/clock.h"
 #include "base/threadpool.h"
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "io/detect.h"
 #include "io/safetensors.h"
 #include "tensor/convert.h"
@@ -84,36 +85,25 @@ static double time_job(kiln_pool *pool, job *j, int reps) {
     return t[reps / 2];
 }
 
-static void usage(FILE *out) {
-    fprintf(out, "usage: kiln bench-sys [--mb N] [--reps R] [--threads N] [--checkpoint PATH] [--json]\n"
-                 "  --mb N          buffer size in MiB for the bandwidth runs (default 512; the bf16 run converts\n"
-                 "                  N/2 MiB of bf16 into N MiB of f32)\n"
-                 "  --checkpoint P  also open P and report RSS before/after (a 16 GB file: scripts/bench-foundation.sh)\n");
-}
-
 int kiln_cmd_bench_sys(int argc, char **argv) {
     long mb = 512, reps = 5, threads = 0;
     const char *ck = NULL;
     bool as_json = false;
-    for (int i = 1; i < argc; i++) {
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(argv[i], "--mb") && v) mb = atol(argv[++i]);
-        else if (!strcmp(argv[i], "--reps") && v) reps = atol(argv[++i]);
-        else if (!strcmp(argv[i], "--threads") && v) threads = atol(argv[++i]);
-        else if (!strcmp(argv[i], "--checkpoint") && v) ck = argv[++i];
-        else if (!strcmp(argv[i], "--json")) as_json = true;
-        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(stdout);
-            return 0;
-        } else {
-            usage(stderr);
-            return 2;
-        }
-    }
-    if (mb < 16 || mb > 65536 || reps < 1 || reps > 64 || threads < 0 || threads > KILN_POOL_MAX_THREADS) {
-        fprintf(stderr, "kiln bench-sys: --mb 16..65536, --reps 1..64, --threads 0..%d\n", KILN_POOL_MAX_THREADS);
-        return 2;
-    }
+    const kiln_opt opts[] = {
+        KILN_OPT_LONG("--mb", NULL, "N",
+                      "buffer size in MiB for the bandwidth runs (default 512; the bf16 run converts\n"
+                      "N/2 MiB of bf16 into N MiB of f32)", &mb, 16, 65536),
+        KILN_OPT_LONG("--reps", NULL, "R", "repetitions of each run (default 5)", &reps, 1, 64),
+        KILN_OPT_LONG("--threads", NULL, "N", "threads (default 0: all CPUs)", &threads, 0, KILN_POOL_MAX_THREADS),
+        KILN_OPT_STR("--checkpoint", NULL, "P",
+                     "also open P and report RSS before/after (a 16 GB file: scripts/bench-foundation.sh)", &ck),
+        KILN_OPT_FLAG("--json", NULL, "one JSON object on stdout", &as_json),
+    };
+    const kiln_opts spec = {.cmd = "kiln bench-sys", .opts = opts, .n = KILN_N(opts),
+                            .synopsis = "usage: kiln bench-sys [--mb N] [--reps R] [--threads N] [--checkpoint PATH] "
+                                        "[--json]\n"};
+    int prc = kiln_opts_parse(&spec, argc, argv, NULL, NULL);
+    if (prc != KILN_OPTS_CONTINUE) return prc;
     kiln_err err = {0};
     json_t *out = json_object();
     double rss0 = rss_mb();

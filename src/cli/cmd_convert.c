@@ -5,68 +5,32 @@
 #include <sys/stat.h>
 
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "io/ckpt_convert.h"
 #include "tensor/quant.h"
 
-/* The options: one table gives the parser and the help. */
-typedef struct option {
-    const char *name, *arg, *help;
-} option;
-
-static const option options[] = {
-    {"--to", "FORMAT", "gguf-q8_0 | gguf-q4_k | gguf-f16 | fp8-e4m3 (required)"},
-    {"--force", NULL, "replace OUT if it exists"},
-    {"--help", NULL, "this text"},
-};
-#define N_OPTIONS (sizeof options / sizeof options[0])
-
-static void usage(FILE *out) {
-    fprintf(out, "usage: kiln convert IN OUT --to FORMAT [--force]\n\n"
-                 "  IN        a bf16/f16/f32 .safetensors checkpoint (file, index or folder)\n"
-                 "  OUT       the file to write (atomically: nothing is left there if conversion fails)\n");
-    for (size_t i = 0; i < N_OPTIONS; i++)
-        fprintf(out, "  %-9s %-7s %s\n", options[i].name, options[i].arg ? options[i].arg : "", options[i].help);
-    fprintf(out, "\nThe 2-D .weight tensors are quantised; other tensors are kept exactly. In GGUF a weight whose rows "
-                 "are not whole blocks\nfalls back to Q8_0, then to its own float type.\n");
-}
-
-static const option *find_option(const char *a) {
-    for (size_t i = 0; i < N_OPTIONS; i++)
-        if (!strcmp(a, options[i].name)) return &options[i];
-    return NULL;
-}
+static const char synopsis[] =
+    "usage: kiln convert IN OUT --to FORMAT [--force]\n\n"
+    "  IN                      a bf16/f16/f32 .safetensors checkpoint (file, index or folder)\n"
+    "  OUT                     the file to write (atomically: nothing is left there if conversion fails)\n";
 
 int kiln_cmd_convert(int argc, char **argv) {
     const char *pos[2] = {NULL, NULL}, *to = NULL;
     int n_pos = 0;
     bool force = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const option *o = a[0] == '-' && a[1] ? find_option(a) : NULL;
-        if (a[0] == '-' && a[1] && !o) {
-            fprintf(stderr, "kiln convert: unknown option '%s'\n", a);
-            usage(stderr);
-            return 2;
-        }
-        if (o && o->arg && i + 1 >= argc) {
-            fprintf(stderr, "kiln convert: %s needs %s\n", o->name, o->arg);
-            return 2;
-        }
-        if (!o) {
-            if (n_pos == 2) {
-                fprintf(stderr, "kiln convert: one input and one output, not '%s' too\n", a);
-                return 2;
-            }
-            pos[n_pos++] = a;
-        } else if (!strcmp(o->name, "--help")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(o->name, "--force")) force = true;
-        else if (!strcmp(o->name, "--to")) to = argv[++i];
-    }
+    const kiln_opt opts[] = {
+        KILN_OPT_STR("--to", NULL, "FORMAT", "gguf-q8_0 | gguf-q4_k | gguf-f16 | fp8-e4m3 (required)", &to),
+        KILN_OPT_FLAG("--force", NULL, "replace OUT if it exists", &force),
+    };
+    const kiln_opts spec = {
+        .cmd = "kiln convert", .synopsis = synopsis, .opts = opts, .n = KILN_N(opts), .pos_name = "files (IN OUT)",
+        .max_pos = 2,
+        .epilogue = "\nThe 2-D .weight tensors are quantised; other tensors are kept exactly. In GGUF a weight whose "
+                    "rows are not whole blocks\nfalls back to Q8_0, then to its own float type.\n"};
+    int prc = kiln_opts_parse(&spec, argc, argv, pos, &n_pos);
+    if (prc != KILN_OPTS_CONTINUE) return prc;
     if (n_pos != 2 || !to) {
-        fprintf(stderr, "kiln convert: IN, OUT and --to are required\n");
-        usage(stderr);
+        fprintf(stderr, "kiln convert: IN, OUT and --to are required (kiln convert --help)\n");
         return 2;
     }
     kiln_conv_format fmt;

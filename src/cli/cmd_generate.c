@@ -19,6 +19,7 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "compute/cuda/cuda_device.h"
 #include "io/image_load.h"
 #include "io/image_png.h"
@@ -26,63 +27,6 @@
 #include "models/lora.h"
 #include "pipeline/noise.h"
 #include "pipeline/progress_bar.h"
-
-static void usage(FILE *out) {
-    fprintf(out,
-            "usage: kiln generate -p PROMPT (--model DIR | --unet F --clip F [--clip2 F] --vae F) [options]\n"
-            "\n"
-            "  -p, --prompt TEXT     what to draw (UTF-8)\n"
-            "  --model DIR           a diffusers FLUX.2 [klein] or FLUX.1 [dev]/[schnell] folder (model_index.json,\n"
-            "                        transformer/, ...): the family comes from the files\n"
-            "  --unet F --clip F --vae F\n"
-            "                        ComfyUI single files: flux-2-klein-4b, qwen_3_4b, flux2-vae .safetensors\n"
-            "  --unet F --clip F --clip2 F --vae F\n"
-            "                        FLUX.1 single files: flux1-dev (or -schnell), clip_l, t5xxl_fp16, ae .safetensors\n"
-            "  -W, --width N         image width, a multiple of 16 (default 512)\n"
-            "  -H, --height N        image height, a multiple of 16 (default 512)\n"
-            "  --steps N             denoising steps (default 4 distilled, 50 base; FLUX.1 28 dev, 4 schnell)\n"
-            "  --seed S              seed of image 0; image i uses S + i (default: random, printed)\n"
-            "  -n, --batch N         images in one batch (default 1)\n"
-            "  -o, --output F        PNG path (default out.png); n > 1: F, F-1, F-2... or a %%d pattern\n"
-            "  --perf-dump F         write the per-stage timings as JSON\n"
-            "  --lora FILE[:S]       apply a LoRA adapter to the DiT at strength S (default 1); repeatable\n"
-            "  --lora-merge          merge the adapters into copies of the weights they adapt (faster steps)\n"
-            "  --noise F             inject the initial noise [n,128,H/16,W/16] (FLUX.1: [n,64,H/16,W/16], the\n"
-            "                        packed latent; safetensors or raw f32)\n"
-            "  --guidance G          CFG scale for klein base (default 4.0; 1 or less: no CFG, as diffusers);\n"
-            "                        FLUX.1 [dev]: the distilled guidance (default 3.5); schnell ignores it\n"
-            "  --negative-prompt TEXT\n"
-            "                        klein base with CFG: the unconditional branch's text (default \"\")\n"
-            "  --base                single files are klein base (true CFG, 50 steps); folders say it themselves\n"
-            "  --distilled           force the distilled variant\n"
-            "  --tokenizer DIR       folder holding tokenizer.json (default: the model's, else kiln's copy)\n"
-            "  --device D            cpu (default), cuda or cuda:N\n"
-            "  --threads N           CPU threads (default KILN_THREADS or all cores)\n"
-            "  --exact               f32 matmuls (matches fp32 references; slower)\n"
-            "  --memory-limit GB     refuse requests that need more (default: available memory)\n"
-            "  --vae-tile N|off      VAE decode in N x N latent tiles (N multiple of 4, >= 8; default: tiled\n"
-            "                        only when the untiled decode would not fit memory)\n"
-            "  --keep-text-encoder   keep Qwen3 mapped while the DiT runs (default: release it; one request\n"
-            "                        per process, so releasing only lowers the peak)\n"
-            "  --ref F               a reference image to edit from (PNG, JPEG or WebP; repeat for up to %d);\n"
-            "                        without -W/-H the output takes the first reference's size (as diffusers)\n"
-            "  --init F              image-to-image from this picture (its size, cropped to multiples of 16)\n"
-            "  --strength S          with --init: 0 < S <= 1, how much is redrawn (default 0.8)\n"
-            "  --tag TEXT            recorded in the perf dump\n"
-            "  -q, --quiet           no progress output\n", KILN_MAX_REFS);
-}
-
-static int parse_int(const char *flag, const char *v, long lo, long hi, long *out) {
-    char *end;
-    errno = 0;
-    long x = strtol(v ? v : "", &end, 10);
-    if (!v || !*v || *end || errno || x < lo || x > hi) {
-        fprintf(stderr, "kiln generate: %s needs an integer in %ld..%ld (got '%s')\n", flag, lo, hi, v ? v : "");
-        return 0;
-    }
-    *out = x;
-    return 1;
-}
 
 /* Output name of image i of n. */
 static void out_name(const char *pattern, int i, int n, char *buf, size_t cap) {
@@ -141,186 +85,176 @@ static kiln_status images_load(cli_images *im, kiln_request *req, kiln_err *err)
     return KILN_OK;
 }
 
+static const char synopsis[] =
+    "usage: kiln generate -p PROMPT (--model DIR | --unet F --clip F [--clip2 F] --vae F) [options]\n\n";
+
+/* What the table's callbacks fill: the repeatable and the composite options. */
+typedef struct gen_cli {
+    kiln_engine_config *cfg;
+    kiln_request *req;
+    cli_images *images;
+    char lora_paths[16][4096];
+    kiln_lora loras[16];
+    int n_loras;
+    bool keep_te;
+} gen_cli;
+
+static bool opt_guidance(void *ctx, const char *v, char *why, size_t cap) {
+    char *end;
+    float g = strtof(v, &end);
+    if (!*v || *end || !(g > 0 && g < 100)) return snprintf(why, cap, "needs a number in (0, 100)"), false;
+    ((gen_cli *)ctx)->req->guidance = g;
+    return true;
+}
+
+static bool opt_device(void *ctx, const char *v, char *why, size_t cap) {
+    kiln_engine_config *cfg = ((gen_cli *)ctx)->cfg;
+    kiln_err derr = {0};
+    kiln_backend_kind kind;
+    if (kiln_device_parse(v, &kind, &cfg->device_index, &derr) != KILN_OK)
+        return snprintf(why, cap, "%s", derr.msg), false;
+    cfg->device = kind == KILN_BACKEND_CUDA ? KILN_DEVICE_CUDA : KILN_DEVICE_CPU;
+    return true;
+}
+
+static bool opt_memory_limit(void *ctx, const char *v, char *why, size_t cap) {
+    char *end;
+    double gb = strtod(v, &end);
+    if (!*v || *end || !(gb > 0 && gb < 1e9)) return snprintf(why, cap, "needs a positive number of GB"), false;
+    ((gen_cli *)ctx)->cfg->memory_limit = (size_t)(gb * 1e9);
+    return true;
+}
+
+static bool opt_vae_tile(void *ctx, const char *v, char *why, size_t cap) {
+    char *end;
+    long n = strtol(v, &end, 10);
+    if (!strcmp(v, "off")) n = -1;
+    else if (!*v || *end || n < 8 || n > 4096 || n % 4)
+        return snprintf(why, cap, "needs 'off' or a multiple of 4 in 8..4096"), false;
+    ((gen_cli *)ctx)->cfg->vae_tile = (int)n;
+    return true;
+}
+
+static bool opt_variant(kiln_engine_config *cfg, kiln_variant v) {
+    cfg->variant = v;
+    return true;
+}
+static bool opt_base(void *ctx, const char *v, char *why, size_t cap) {
+    (void)v, (void)why, (void)cap;
+    return opt_variant(((gen_cli *)ctx)->cfg, KILN_VARIANT_BASE);
+}
+static bool opt_distilled(void *ctx, const char *v, char *why, size_t cap) {
+    (void)v, (void)why, (void)cap;
+    return opt_variant(((gen_cli *)ctx)->cfg, KILN_VARIANT_DISTILLED);
+}
+
+static bool opt_strength(void *ctx, const char *v, char *why, size_t cap) {
+    char *end;
+    double x = strtod(v, &end);
+    if (!*v || *end || !(x > 0 && x <= 1)) return snprintf(why, cap, "must be a number in (0, 1]"), false;
+    ((gen_cli *)ctx)->req->strength = x; /* a double: get_timesteps' int(steps - steps * strength) is Python maths */
+    return true;
+}
+
+static bool opt_ref(void *ctx, const char *v, char *why, size_t cap) {
+    cli_images *im = ((gen_cli *)ctx)->images;
+    if (im->n_refs == KILN_MAX_REFS) return snprintf(why, cap, "takes at most %d reference images", KILN_MAX_REFS), false;
+    im->ref_path[im->n_refs++] = v;
+    return true;
+}
+
+static bool opt_lora(void *ctx, const char *v, char *why, size_t cap) {
+    gen_cli *g = ctx;
+    int n = g->n_loras;
+    if (n == (int)KILN_N(g->loras)) return snprintf(why, cap, "takes at most %d adapters", n), false;
+    kiln_err lerr = {0};
+    if (kiln_lora_parse_arg(v, g->lora_paths[n], sizeof g->lora_paths[n], &g->loras[n].strength, &lerr) != KILN_OK)
+        return snprintf(why, cap, "is not valid: %s", lerr.msg), false;
+    g->loras[n].path = g->lora_paths[n];
+    g->n_loras++;
+    return true;
+}
+
 int kiln_cmd_generate(int argc, char **argv) {
     cli_images images = {0};
     bool have_w = false, have_h = false, have_strength = false;
     kiln_engine_config cfg = kiln_engine_config_default();
     kiln_request req = kiln_request_default();
     const char *prompt = NULL, *output = "out.png", *perf = NULL, *noise_path = NULL;
-    bool have_seed = false, quiet = false, keep_te = false;
-    long v;
-    static char lora_paths[16][4096];
-    static kiln_lora loras[16];
-    int n_loras = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
-#define TAKES_VALUE                                                                                           \
-    do {                                                                                                      \
-        if (!val) {                                                                                           \
-            fprintf(stderr, "kiln generate: %s needs a value\n", a);                                          \
-            return 2;                                                                                         \
-        }                                                                                                     \
-        i++;                                                                                                  \
-    } while (0)
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) {
-            TAKES_VALUE;
-            prompt = val;
-        } else if (!strcmp(a, "--model")) {
-            TAKES_VALUE;
-            cfg.model_dir = val;
-        } else if (!strcmp(a, "--unet")) {
-            TAKES_VALUE;
-            cfg.unet_path = val;
-        } else if (!strcmp(a, "--clip")) {
-            TAKES_VALUE;
-            cfg.clip_path = val;
-        } else if (!strcmp(a, "--clip2") || !strcmp(a, "--t5")) {
-            TAKES_VALUE;
-            cfg.clip2_path = val;
-        } else if (!strcmp(a, "--vae")) {
-            TAKES_VALUE;
-            cfg.vae_path = val;
-        } else if (!strcmp(a, "--tokenizer")) {
-            TAKES_VALUE;
-            cfg.tokenizer_dir = val;
-        } else if (!strcmp(a, "-W") || !strcmp(a, "--width")) {
-            TAKES_VALUE;
-            if (!parse_int(a, val, 1, 1 << 20, &v)) return 2;
-            req.width = (int)v;
-            have_w = true;
-        } else if (!strcmp(a, "-H") || !strcmp(a, "--height")) {
-            TAKES_VALUE;
-            if (!parse_int(a, val, 1, 1 << 20, &v)) return 2;
-            req.height = (int)v;
-            have_h = true;
-        } else if (!strcmp(a, "--steps")) {
-            TAKES_VALUE;
-            if (!parse_int(a, val, 1, 1000, &v)) return 2;
-            req.steps = (int)v;
-        } else if (!strcmp(a, "--seed")) {
-            TAKES_VALUE;
-            char *end;
-            errno = 0;
-            unsigned long long s = strtoull(val, &end, 10);
-            if (!*val || *end || errno || val[0] == '-') {
-                fprintf(stderr, "kiln generate: --seed needs a non-negative integer (got '%s')\n", val);
-                return 2;
-            }
-            req.seed = s;
-            have_seed = true;
-        } else if (!strcmp(a, "-n") || !strcmp(a, "--batch")) {
-            TAKES_VALUE;
-            if (!parse_int(a, val, 1, 16, &v)) return 2;
-            req.batch = (int)v;
-        } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
-            TAKES_VALUE;
-            output = val;
-        } else if (!strcmp(a, "--perf-dump")) {
-            TAKES_VALUE;
-            perf = val;
-        } else if (!strcmp(a, "--noise")) {
-            TAKES_VALUE;
-            noise_path = val;
-        } else if (!strcmp(a, "--guidance")) {
-            TAKES_VALUE;
-            char *end;
-            req.guidance = strtof(val, &end);
-            if (!*val || *end || !(req.guidance > 0 && req.guidance < 100)) {
-                fprintf(stderr, "kiln generate: --guidance needs a number in (0, 100) (got '%s')\n", val);
-                return 2;
-            }
-        } else if (!strcmp(a, "--negative-prompt")) {
-            TAKES_VALUE;
-            req.negative_prompt = val;
-        } else if (!strcmp(a, "--base")) {
-            cfg.variant = KILN_VARIANT_BASE;
-        } else if (!strcmp(a, "--distilled")) {
-            cfg.variant = KILN_VARIANT_DISTILLED;
-        } else if (!strcmp(a, "--device")) {
-            TAKES_VALUE;
-            kiln_err derr = {0};
-            kiln_backend_kind kind;
-            if (kiln_device_parse(val, &kind, &cfg.device_index, &derr) != KILN_OK) {
-                fprintf(stderr, "kiln generate: %s\n", derr.msg);
-                return 2;
-            }
-            cfg.device = kind == KILN_BACKEND_CUDA ? KILN_DEVICE_CUDA : KILN_DEVICE_CPU;
-        } else if (!strcmp(a, "--threads")) {
-            TAKES_VALUE;
-            if (!parse_int(a, val, 1, 256, &v)) return 2;
-            cfg.n_threads = (int)v;
-        } else if (!strcmp(a, "--exact")) {
-            cfg.exact = true;
-        } else if (!strcmp(a, "--memory-limit")) {
-            TAKES_VALUE;
-            char *end;
-            double gb = strtod(val, &end);
-            if (!*val || *end || !(gb > 0)) {
-                fprintf(stderr, "kiln generate: --memory-limit needs a positive number of GB\n");
-                return 2;
-            }
-            cfg.memory_limit = (size_t)(gb * 1e9);
-        } else if (!strcmp(a, "--vae-tile")) {
-            TAKES_VALUE;
-            if (!strcmp(val, "off")) cfg.vae_tile = -1;
-            else if (!parse_int(a, val, 8, 4096, &v)) return 2;
-            else if (v % 4) {
-                fprintf(stderr, "kiln generate: --vae-tile %ld is not a multiple of 4\n", v);
-                return 2;
-            } else cfg.vae_tile = (int)v;
-        } else if (!strcmp(a, "--keep-text-encoder")) {
-            cfg.te_policy = KILN_TE_AUTO;
-            keep_te = true;
-        } else if (!strcmp(a, "--ref")) {
-            TAKES_VALUE;
-            if (images.n_refs == KILN_MAX_REFS) {
-                fprintf(stderr, "kiln generate: at most %d --ref images\n", KILN_MAX_REFS);
-                return 2;
-            }
-            images.ref_path[images.n_refs++] = val;
-        } else if (!strcmp(a, "--init")) {
-            TAKES_VALUE;
-            images.init_path = val;
-        } else if (!strcmp(a, "--strength")) {
-            TAKES_VALUE;
-            char *end;
-            req.strength = strtod(val, &end);
-            if (!*val || *end || !(req.strength > 0 && req.strength <= 1)) {
-                fprintf(stderr, "kiln generate: --strength %s: must be a number in (0, 1]\n", val);
-                return 2;
-            }
-            have_strength = true;
-        } else if (!strcmp(a, "--lora")) {
-            TAKES_VALUE;
-            if (n_loras == (int)(sizeof loras / sizeof *loras)) {
-                fprintf(stderr, "kiln generate: at most %d --lora adapters\n", n_loras);
-                return 2;
-            }
-            kiln_err lerr = {0};
-            if (kiln_lora_parse_arg(val, lora_paths[n_loras], sizeof lora_paths[n_loras], &loras[n_loras].strength,
-                                    &lerr) != KILN_OK) {
-                fprintf(stderr, "kiln generate: %s\n", lerr.msg);
-                return 2;
-            }
-            loras[n_loras].path = lora_paths[n_loras];
-            n_loras++;
-        } else if (!strcmp(a, "--lora-merge")) {
-            req.lora_merge = true;
-        } else if (!strcmp(a, "--tag")) {
-            TAKES_VALUE;
-            req.tag = val;
-        } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
-            quiet = true;
-        } else {
-            fprintf(stderr, "kiln generate: unknown option '%s' (kiln generate --help)\n", a);
-            return 2;
-        }
-#undef TAKES_VALUE
-    }
+    bool have_seed = false, quiet = false;
+    static gen_cli g; /* the LoRA paths are large */
+    g = (gen_cli){.cfg = &cfg, .req = &req, .images = &images};
+    char ref_help[160];
+    snprintf(ref_help, sizeof ref_help,
+             "a reference image to edit from (PNG, JPEG or WebP; repeat for up to %d);\n"
+             "without -W/-H the output takes the first reference's size (as diffusers)", KILN_MAX_REFS);
+    const kiln_opt opts[] = {
+        KILN_OPT_STR("--prompt", "-p", "TEXT", "what to draw (UTF-8)", &prompt),
+        KILN_OPT_STR("--model", NULL, "DIR",
+                     "a diffusers FLUX.2 [klein] or FLUX.1 [dev]/[schnell] folder (model_index.json,\n"
+                     "transformer/, ...): the family comes from the files", &cfg.model_dir),
+        KILN_OPT_STR("--unet", NULL, "F",
+                     "ComfyUI single files: --unet flux-2-klein-4b --clip qwen_3_4b --vae flux2-vae\n"
+                     "(.safetensors); FLUX.1: --unet flux1-dev (or -schnell) --clip clip_l --clip2 t5xxl_fp16\n"
+                     "--vae ae", &cfg.unet_path),
+        KILN_OPT_STR("--clip", NULL, "F", "the text encoder file (FLUX.1: CLIP-L)", &cfg.clip_path),
+        KILN_OPT_STR("--clip2", "--t5", "F", "FLUX.1: the T5 encoder file", &cfg.clip2_path),
+        KILN_OPT_STR("--vae", NULL, "F", "the VAE file", &cfg.vae_path),
+        {.name = "--width", .alias = "-W", .arg = "N", .help = "image width, a multiple of 16 (default 512)",
+         .kind = KILN_OPT_KIND_INT, .dst = &req.width, .lo = 1, .hi = 1 << 20, .seen = &have_w},
+        {.name = "--height", .alias = "-H", .arg = "N", .help = "image height, a multiple of 16 (default 512)",
+         .kind = KILN_OPT_KIND_INT, .dst = &req.height, .lo = 1, .hi = 1 << 20, .seen = &have_h},
+        KILN_OPT_INT("--steps", NULL, "N", "denoising steps (default 4 distilled, 50 base; FLUX.1 28 dev, 4 schnell)",
+                     &req.steps, 1, 1000),
+        {.name = "--seed", .arg = "S", .help = "seed of image 0; image i uses S + i (default: random, printed)",
+         .kind = KILN_OPT_KIND_U64, .dst = &req.seed, .lo = 0, .hi = (double)UINT64_MAX, .seen = &have_seed},
+        KILN_OPT_INT("--batch", "-n", "N", "images in one batch (default 1)", &req.batch, 1, 16),
+        KILN_OPT_STR("--output", "-o", "F", "PNG path (default out.png); n > 1: F, F-1, F-2... or a %d pattern",
+                     &output),
+        KILN_OPT_STR("--perf-dump", NULL, "F", "write the per-stage timings as JSON", &perf),
+        KILN_OPT_CALL("--lora", NULL, "FILE[:S]", "apply a LoRA adapter to the DiT at strength S (default 1); repeatable",
+                      opt_lora, &g),
+        KILN_OPT_FLAG("--lora-merge", NULL, "merge the adapters into copies of the weights they adapt (faster steps)",
+                      &req.lora_merge),
+        KILN_OPT_STR("--noise", NULL, "F",
+                     "inject the initial noise [n,128,H/16,W/16] (FLUX.1: [n,64,H/16,W/16], the\n"
+                     "packed latent; safetensors or raw f32)", &noise_path),
+        KILN_OPT_CALL("--guidance", NULL, "G",
+                      "CFG scale for klein base (default 4.0; 1 or less: no CFG, as diffusers);\n"
+                      "FLUX.1 [dev]: the distilled guidance (default 3.5); schnell ignores it", opt_guidance, &g),
+        KILN_OPT_STR("--negative-prompt", NULL, "TEXT", "klein base with CFG: the unconditional branch's text (default \"\")",
+                     &req.negative_prompt),
+        KILN_OPT_CALL("--base", NULL, NULL, "single files are klein base (true CFG, 50 steps); folders say it themselves",
+                      opt_base, &g),
+        KILN_OPT_CALL("--distilled", NULL, NULL, "force the distilled variant", opt_distilled, &g),
+        KILN_OPT_STR("--tokenizer", NULL, "DIR", "folder holding tokenizer.json (default: the model's, else kiln's copy)",
+                     &cfg.tokenizer_dir),
+        KILN_OPT_CALL("--device", NULL, "D", "cpu (default), cuda or cuda:N", opt_device, &g),
+        KILN_OPT_INT("--threads", NULL, "N", "CPU threads (default KILN_THREADS or all cores)", &cfg.n_threads, 1, 256),
+        KILN_OPT_FLAG("--exact", NULL, "f32 matmuls (matches fp32 references; slower)", &cfg.exact),
+        KILN_OPT_CALL("--memory-limit", NULL, "GB", "refuse requests that need more (default: available memory)",
+                      opt_memory_limit, &g),
+        KILN_OPT_CALL("--vae-tile", NULL, "N|off",
+                      "VAE decode in N x N latent tiles (N multiple of 4, >= 8; default: tiled\n"
+                      "only when the untiled decode would not fit memory)", opt_vae_tile, &g),
+        KILN_OPT_FLAG("--keep-text-encoder", NULL,
+                      "keep the text encoder mapped while the DiT runs (default: release it;\n"
+                      "one request per process, so releasing only lowers the peak)", &g.keep_te),
+        KILN_OPT_CALL("--ref", NULL, "F", ref_help, opt_ref, &g),
+        KILN_OPT_STR("--init", NULL, "F", "image-to-image from this picture (its size, cropped to multiples of 16)",
+                     &images.init_path),
+        {.name = "--strength", .arg = "S", .help = "with --init: 0 < S <= 1, how much is redrawn (default 0.8)",
+         .kind = KILN_OPT_KIND_CALL, .call = opt_strength, .ctx = &g, .seen = &have_strength},
+        KILN_OPT_STR("--tag", NULL, "TEXT", "recorded in the perf dump", &req.tag),
+        KILN_OPT_FLAG("--quiet", "-q", "no progress output", &quiet),
+    };
+    const kiln_opts spec = {
+        .cmd = "kiln generate", .synopsis = synopsis, .opts = opts, .n = KILN_N(opts),
+        .epilogue = "\nn > 1 writes out.png, out-1.png, out-2.png ... Every PNG carries its parameters in text chunks.\n"};
+    int prc = kiln_opts_parse(&spec, argc, argv, NULL, NULL);
+    if (prc != KILN_OPTS_CONTINUE) return prc;
+    if (g.keep_te) cfg.te_policy = KILN_TE_AUTO;
+    bool keep_te = g.keep_te;
     if (!prompt) {
         fprintf(stderr, "kiln generate: -p PROMPT is required (kiln generate --help)\n");
         return 2;
@@ -351,8 +285,8 @@ int kiln_cmd_generate(int argc, char **argv) {
     if (!have_seed) req.seed = random_seed();
     if (!keep_te) cfg.te_policy = KILN_TE_RELEASE;
     req.prompt = prompt;
-    req.loras = loras;
-    req.n_loras = n_loras;
+    req.loras = g.loras;
+    req.n_loras = g.n_loras;
 
     kiln_err err = {0};
     float *noise = NULL;

@@ -20,6 +20,7 @@
 #include "base/alloc.h"
 #include "base/sha256.h"
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "io/detect.h"
 #include "io/fp8_layout.h"
 #include "io/gguf.h"
@@ -372,55 +373,48 @@ out:
     return s;
 }
 
-static void usage(FILE *out) {
-    fprintf(out, "usage: kiln inspect FILE|DIR... [--sha256] [--json] [--summary]\n\n"
-                 "  FILE      a .safetensors file, a *.safetensors.index.json (sharded checkpoint) or a .gguf file\n"
-                 "  DIR       every checkpoint under the folder (3 levels deep; indexes cover their shards)\n"
-                 "  --sha256  also print the SHA-256 of every file (streamed; slow on multi-GB files)\n"
-                 "  --json    one JSON object {\"checkpoints\": [...]} on stdout\n"
-                 "  --summary leave out the per-tensor list\n"
-                 "exit status: 0 if every checkpoint opened cleanly, else the first failure's code (4 = corrupt)\n");
-}
-
 int kiln_cmd_inspect(int argc, char **argv) {
     opts o = {0};
     path_list targets = {0};
-    int rc = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--sha256")) o.sha = true;
-        else if (!strcmp(argv[i], "--json")) o.json = true;
-        else if (!strcmp(argv[i], "--summary")) o.summary = true;
-        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(stdout);
-            list_free(&targets);
-            return 0;
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "kiln inspect: unknown option '%s'\n", argv[i]);
-            usage(stderr);
-            list_free(&targets);
-            return 2;
-        } else {
-            struct stat st;
-            if (stat(argv[i], &st) == 0 && S_ISDIR(st.st_mode)) {
-                size_t before = targets.n;
-                if (!gather(argv[i], 0, &targets)) {
-                    fprintf(stderr, "kiln inspect: out of memory\n");
-                    list_free(&targets);
-                    return kiln_status_exit_code(KILN_E_NOMEM);
-                }
-                if (targets.n == before) {
-                    fprintf(stderr, "kiln inspect: %s: no .safetensors checkpoint (nor .gguf file) in this folder\n", argv[i]);
-                    if (!rc) rc = kiln_status_exit_code(KILN_E_NOT_FOUND);
-                }
-            } else if (!list_add(&targets, argv[i])) {
-                list_free(&targets);
-                return kiln_status_exit_code(KILN_E_NOMEM);
+    int rc = 0, n_pos = 0;
+    const kiln_opt table[] = {
+        KILN_OPT_FLAG("--sha256", NULL, "also print the SHA-256 of every file (streamed; slow on multi-GB files)",
+                      &o.sha),
+        KILN_OPT_FLAG("--json", NULL, "one JSON object {\"checkpoints\": [...]} on stdout", &o.json),
+        KILN_OPT_FLAG("--summary", NULL, "leave out the per-tensor list", &o.summary),
+    };
+    const char **pos = kiln_calloc((size_t)argc + 1, sizeof *pos);
+    if (!pos) return kiln_status_exit_code(KILN_E_NOMEM);
+    const kiln_opts spec = {
+        .cmd = "kiln inspect", .opts = table, .n = KILN_N(table), .pos_name = "paths", .max_pos = argc,
+        .synopsis = "usage: kiln inspect FILE|DIR... [--sha256] [--json] [--summary]\n\n"
+                    "  FILE      a .safetensors file, a *.safetensors.index.json (sharded checkpoint) or a .gguf file\n"
+                    "  DIR       every checkpoint under the folder (3 levels deep; indexes cover their shards)\n",
+        .epilogue = "exit status: 0 if every checkpoint opened cleanly, else the first failure's code (4 = corrupt)\n"};
+    int prc = kiln_opts_parse(&spec, argc, argv, pos, &n_pos);
+    if (prc == KILN_OPTS_CONTINUE && !n_pos) {
+        kiln_opts_usage(&spec, stderr);
+        prc = 2;
+    }
+    for (int i = 0; prc == KILN_OPTS_CONTINUE && i < n_pos; i++) {
+        struct stat st;
+        if (stat(pos[i], &st) == 0 && S_ISDIR(st.st_mode)) {
+            size_t before = targets.n;
+            if (!gather(pos[i], 0, &targets)) {
+                fprintf(stderr, "kiln inspect: out of memory\n");
+                prc = kiln_status_exit_code(KILN_E_NOMEM);
+            } else if (targets.n == before) {
+                fprintf(stderr, "kiln inspect: %s: no .safetensors checkpoint (nor .gguf file) in this folder\n", pos[i]);
+                if (!rc) rc = kiln_status_exit_code(KILN_E_NOT_FOUND);
             }
+        } else if (!list_add(&targets, pos[i])) {
+            prc = kiln_status_exit_code(KILN_E_NOMEM);
         }
     }
-    if (!targets.n && !rc) {
-        usage(stderr);
-        return 2;
+    kiln_free(pos);
+    if (prc != KILN_OPTS_CONTINUE) {
+        list_free(&targets);
+        return prc;
     }
     json_t *arr = o.json ? json_array() : NULL;
     for (size_t i = 0; i < targets.n; i++) {

@@ -1,76 +1,44 @@
 /* cmd_mkweights.c - `kiln mkweights --manifest M --out DIR [--seed S] [--threads N] [--tokenizer DIR]
  * [--dry-run] [--sparse]`: full-size random-weight checkpoints in the real layouts (io/mkweights.h). */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/threadpool.h"
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "io/manifest.h"
 #include "io/mkweights.h"
-
-static void usage(FILE *out) {
-    fprintf(out,
-            "usage: kiln mkweights --manifest M --out DIR [--seed S] [--threads N] [--tokenizer DIR] [--dry-run] [--sparse]\n\n"
-            "  --manifest M    a kiln-manifest/1 file (tests/data/manifests/*.json)\n"
-            "  --out DIR       output folder (created); files land atomically\n"
-            "  --seed S        value seed (default 0); the same seed gives byte-identical files\n"
-            "  --threads N     generation threads (default: KILN_THREADS or all CPUs)\n"
-            "  --tokenizer DIR where copy_tokenizer takes tokenizer.json from (default: data/tokenizer/qwen3)\n"
-            "  --dry-run       validate the manifest and print what would be written\n"
-            "  --sparse        headers only, data left as holes (zeros, no disk used): full-size layouts in seconds\n");
-}
 
 static void progress(void *ctx, uint64_t done, uint64_t total) {
     (void)ctx;
     fprintf(stderr, "\rkiln mkweights: %6.2f / %.2f GB", (double)done / 1e9, (double)total / 1e9);
 }
 
-static bool parse_u64(const char *s, uint64_t *out) {
-    if (!s || !*s || *s == '-') return false;
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 0);
-    if (errno || *end) return false;
-    *out = v;
-    return true;
-}
-
 int kiln_cmd_mkweights(int argc, char **argv) {
     const char *manifest = NULL, *out = NULL, *tok = NULL;
-    uint64_t seed = 0, threads = 0;
+    uint64_t seed = 0;
     bool dry = false, sparse = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--dry-run")) dry = true;
-        else if (!strcmp(a, "--sparse")) sparse = true;
-        else if (!strcmp(a, "--manifest") && v) manifest = argv[++i];
-        else if (!strcmp(a, "--out") && v) out = argv[++i];
-        else if (!strcmp(a, "--tokenizer") && v) tok = argv[++i];
-        else if (!strcmp(a, "--seed") && v) {
-            if (!parse_u64(argv[++i], &seed)) {
-                fprintf(stderr, "kiln mkweights: --seed wants a non-negative integer, got '%s'\n", argv[i]);
-                return 2;
-            }
-        } else if (!strcmp(a, "--threads") && v) {
-            if (!parse_u64(argv[++i], &threads) || threads < 1 || threads > KILN_POOL_MAX_THREADS) {
-                fprintf(stderr, "kiln mkweights: --threads wants 1..%d, got '%s'\n", KILN_POOL_MAX_THREADS, argv[i]);
-                return 2;
-            }
-        } else {
-            fprintf(stderr, "kiln mkweights: unknown or incomplete option '%s'\n", a);
-            usage(stderr);
-            return 2;
-        }
-    }
+    int threads = 0;
+    const kiln_opt opts[] = {
+        KILN_OPT_STR("--manifest", NULL, "M", "a kiln-manifest/1 file (tests/data/manifests/*.json)", &manifest),
+        KILN_OPT_STR("--out", NULL, "DIR", "output folder (created); files land atomically", &out),
+        KILN_OPT_U64("--seed", NULL, "S", "value seed (default 0); the same seed gives byte-identical files", &seed, 0,
+                     (double)UINT64_MAX),
+        KILN_OPT_INT("--threads", NULL, "N", "generation threads (default: KILN_THREADS or all CPUs)", &threads, 1,
+                     KILN_POOL_MAX_THREADS),
+        KILN_OPT_STR("--tokenizer", NULL, "DIR",
+                     "where copy_tokenizer takes tokenizer.json from (default: data/tokenizer/qwen3)", &tok),
+        KILN_OPT_FLAG("--dry-run", NULL, "validate the manifest and print what would be written", &dry),
+        KILN_OPT_FLAG("--sparse", NULL, "headers only, data left as holes (zeros, no disk used): full-size layouts in\n"
+                      "seconds", &sparse),
+    };
+    const kiln_opts spec = {.cmd = "kiln mkweights", .opts = opts, .n = KILN_N(opts),
+                            .synopsis = "usage: kiln mkweights --manifest M --out DIR [options]\n\n"};
+    int prc = kiln_opts_parse(&spec, argc, argv, NULL, NULL);
+    if (prc != KILN_OPTS_CONTINUE) return prc;
     if (!manifest || (!out && !dry)) {
-        fprintf(stderr, "kiln mkweights: --manifest and --out are required\n");
-        usage(stderr);
+        fprintf(stderr, "kiln mkweights: --manifest and --out are required (kiln mkweights --help)\n");
         return 2;
     }
     kiln_err err = {0};
@@ -94,7 +62,7 @@ int kiln_cmd_mkweights(int argc, char **argv) {
         return 0;
     }
     kiln_pool *pool = NULL;
-    if (kiln_pool_create((int)threads, &pool, &err) != KILN_OK) {
+    if (kiln_pool_create(threads, &pool, &err) != KILN_OK) {
         fprintf(stderr, "kiln mkweights: %s\n", err.msg);
         kiln_ckpt_manifest_free(m);
         return kiln_status_exit_code(err.code);

@@ -9,40 +9,25 @@
 
 #include "base/log.h"
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "server/engine_select.h"
 #include "server/server.h"
 
 static volatile sig_atomic_t stop_requested;
 static void on_signal(int sig) { stop_requested = sig; }
 
-static void usage(FILE *out) {
-    fprintf(out,
-            "usage: kiln serve [--listen ADDR] [--port N] --models DIR --output DIR [--token T]\n"
-            "                  [--database FILE] [--user-dir DIR] [--input DIR] [--unet NAME] [--clip NAME] [--vae NAME]\n"
-            "                  [--front-end-root DIR|none] [--templates-root DIR]... [--python PY]\n"
-            "                  [--preview-method none|latent2rgb]\n"
-            "                  [--max-queue N] [--max-body BYTES] [--max-side N] [--max-batch N] [--max-steps N]\n"
-            "                  [--timeout S] [--port-file FILE] [--device cpu|cuda|cuda:N] [--batch-images N]\n\n"
-            "Serves the ComfyUI API (/prompt, /history, /view, /ws, ... also under /api) and the OpenAI images API\n"
-            "(/v1/images/generations, /v1/models) from one durable job queue (SQLite; --database, default\n"
-            "<user-dir>/kiln-jobs.sqlite, outside the output folder; --queue postgresql://USER@HOST:PORT/DB: one\n"
-            "queue shared by many kiln serve processes, --lease S a dead node's job is taken over after, default 30).\n"
-            "--user-dir (default user/ beside the output\n"
-            "folder) holds the web frontend's settings and saved workflows (user/default/).\n"
-            "The web frontend: --front-end-root DIR serves ComfyUI's frontend from DIR; by default the `static`\n"
-            "folder of the comfyui-frontend-package that PY (--python, default python3) imports, and the templates of\n"
-            "its comfyui-workflow-templates packages at /templates/; 'none' or no package: kiln's own page at /.\n"
-            "kiln's own page is always at /kiln/.\n"
-            "--preview-method latent2rgb: a JPEG preview of the latent after each step on /ws (default none).\n"
-            "Binds 127.0.0.1:8188 by default; --port 0 picks a free port (written to --port-file if given).\n"
-            "--token T: every route except / and /health needs 'Authorization: Bearer T'.\n"
-            "--batch-images N: compatible queued jobs share one forward of up to N images (default 4; 1 = off).\n"
-            "--request-timeout S: how long an OpenAI request waits for its image (default 600; then 504, retry\n"
-            "with the same Idempotency-Key). --default-size WxH: the OpenAI size \"auto\" (default 1024x1024).\n"
-            "SIGTERM drains: the running job finishes (up to --drain-timeout S, default 600; 0 = stop at once), the\n"
-            "queue stays for the next start or the other nodes; SIGINT stops at once. --log-format json: one JSON\n"
-            "object per log line. GET /metrics: Prometheus text format.\n");
-}
+static const char synopsis[] =
+    "usage: kiln serve --output DIR [--models DIR] [options]\n\n"
+    "Serves the ComfyUI API (/prompt, /history, /view, /ws, ... also under /api) and the OpenAI images API\n"
+    "(/v1/images/generations, /v1/models) from one durable job queue.\n\n";
+static const char epilogue[] =
+    "\nThe queue: SQLite by default (--database, default <user-dir>/kiln-jobs.sqlite, outside the output folder);\n"
+    "--queue postgresql://USER@HOST:PORT/DB: one queue shared by many kiln serve processes.\n"
+    "The web frontend: by default the `static` folder of the comfyui-frontend-package that PY (--python) imports,\n"
+    "and the templates of its comfyui-workflow-templates packages at /templates/; 'none' or no package: kiln's\n"
+    "own page at /. kiln's own page is always at /kiln/.\n"
+    "SIGTERM drains: the running job finishes (up to --drain-timeout), the queue stays for the next start or the\n"
+    "other nodes; SIGINT stops at once. GET /metrics: Prometheus text format.\n";
 
 /* "WxH", each side 64..2048 and a multiple of 16. */
 static bool size_arg(const char *v, int *w, int *h) {
@@ -126,74 +111,116 @@ static void say(const char *fmt, ...) {
     }
 }
 
-static bool int_arg(const char *s, long lo, long hi, long *out) {
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (!*s || *end || v < lo || v > hi) return false;
-    *out = v;
+/* What the table's callbacks fill beside the server config. */
+typedef struct serve_cli {
+    kiln_server_config *cfg;
+    int n_templates;
+    bool front_given;
+} serve_cli;
+
+static bool opt_front_end(void *ctx, const char *v, char *why, size_t cap) {
+    (void)why, (void)cap;
+    serve_cli *c = ctx;
+    c->cfg->front_end_root = strcmp(v, "none") ? v : NULL;
+    c->front_given = true;
     return true;
+}
+
+static bool opt_templates(void *ctx, const char *v, char *why, size_t cap) {
+    serve_cli *c = ctx;
+    if (c->n_templates == 8) return snprintf(why, cap, "is given more than 8 times"), false;
+    c->cfg->templates_dirs[c->n_templates++] = v;
+    return true;
+}
+
+static bool opt_log_format(void *ctx, const char *v, char *why, size_t cap) {
+    (void)ctx;
+    if (strcmp(v, "json") && strcmp(v, "text")) return snprintf(why, cap, "takes text or json"), false;
+    kiln_log_set_json(!strcmp(v, "json"));
+    return true;
+}
+
+static bool opt_preview(void *ctx, const char *v, char *why, size_t cap) {
+    if (strcmp(v, "none") && strcmp(v, "latent2rgb")) return snprintf(why, cap, "takes none or latent2rgb"), false;
+    ((kiln_server_config *)ctx)->preview_method = strcmp(v, "none") ? KILN_PREVIEW_LATENT2RGB : KILN_PREVIEW_NONE;
+    return true;
+}
+
+static bool opt_default_size(void *ctx, const char *v, char *why, size_t cap) {
+    kiln_server_config *cfg = ctx;
+    if (size_arg(v, &cfg->default_width, &cfg->default_height)) return true;
+    snprintf(why, cap, "takes WxH, each side 64..2048 and a multiple of 16");
+    return false;
 }
 
 int kiln_cmd_serve(int argc, char **argv) {
     kiln_server_config cfg = kiln_server_config_default();
     const char *port_file = NULL, *device = NULL, *python = "python3";
     long drain_s = 600;
-    int n_templates = 0;
-    bool front_given = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "kiln serve: %s needs a value (or is unknown)\n", a);
-            usage(stderr);
-            return 2;
-        }
-        const char *v = argv[++i];
-        long n;
-        if (!strcmp(a, "--listen")) cfg.listen = v;
-        else if (!strcmp(a, "--port") && int_arg(v, 0, 65535, &n)) cfg.port = (int)n;
-        else if (!strcmp(a, "--models")) cfg.models_dir = v;
-        else if (!strcmp(a, "--output")) cfg.output_dir = v;
-        else if (!strcmp(a, "--input")) cfg.input_dir = v;
-        else if (!strcmp(a, "--db") || !strcmp(a, "--database") || !strcmp(a, "--queue")) cfg.db_path = v;
-        else if (!strcmp(a, "--lease") && int_arg(v, 1, 3600, &n)) cfg.lease_s = (double)n;
-        else if (!strcmp(a, "--drain-timeout") && int_arg(v, 0, 86400, &n)) drain_s = n;
-        else if (!strcmp(a, "--log-format") && (!strcmp(v, "json") || !strcmp(v, "text"))) kiln_log_set_json(!strcmp(v, "json"));
-        else if (!strcmp(a, "--user-dir")) cfg.user_dir = v;
-        else if (!strcmp(a, "--front-end-root")) {
-            cfg.front_end_root = strcmp(v, "none") ? v : NULL;
-            front_given = true;
-        } else if (!strcmp(a, "--templates-root") && n_templates < 8) cfg.templates_dirs[n_templates++] = v;
-        else if (!strcmp(a, "--python")) python = v;
-        else if (!strcmp(a, "--preview-method") && (!strcmp(v, "none") || !strcmp(v, "latent2rgb")))
-            cfg.preview_method = strcmp(v, "none") ? KILN_PREVIEW_LATENT2RGB : KILN_PREVIEW_NONE;
-        else if (!strcmp(a, "--token")) cfg.token = v;
-        else if (!strcmp(a, "--unet")) cfg.default_unet = v;
-        else if (!strcmp(a, "--clip")) cfg.default_clip = v;
-        else if (!strcmp(a, "--vae")) cfg.default_vae = v;
-        else if (!strcmp(a, "--port-file")) port_file = v;
-        else if (!strcmp(a, "--device")) device = v;
-        else if (!strcmp(a, "--max-queue") && int_arg(v, 1, 1000000, &n)) cfg.max_queue = (int)n;
-        else if (!strcmp(a, "--max-body") && int_arg(v, 1024, 1L << 30, &n)) cfg.max_body = (size_t)n;
-        else if (!strcmp(a, "--max-side") && int_arg(v, 64, 2048, &n)) cfg.limits.max_side = (int)n;
-        else if (!strcmp(a, "--max-batch") && int_arg(v, 1, 16, &n)) cfg.limits.max_batch = (int)n;
-        else if (!strcmp(a, "--max-steps") && int_arg(v, 1, 4096, &n)) cfg.limits.max_steps = (int)n;
-        else if (!strcmp(a, "--timeout") && int_arg(v, 1, 86400, &n)) cfg.conn_timeout_s = (int)n;
-        else if (!strcmp(a, "--batch-images") && int_arg(v, 1, 16, &n)) cfg.batch_images = (int)n;
-        else if (!strcmp(a, "--request-timeout") && int_arg(v, 1, 86400, &n)) cfg.request_timeout_s = (int)n;
-        else if (!strcmp(a, "--default-size") && size_arg(v, &cfg.default_width, &cfg.default_height)) continue;
-        else {
-            fprintf(stderr, "kiln serve: bad option or value: %s %s\n", a, v);
-            usage(stderr);
-            return 2;
-        }
-    }
+    serve_cli sc = {.cfg = &cfg};
+    int lease_s = 0, max_body = (int)cfg.max_body;
+    const kiln_opt opts[] = {
+        KILN_OPT_STR("--listen", NULL, "ADDR", "address to bind (default 127.0.0.1)", &cfg.listen),
+        KILN_OPT_INT("--port", NULL, "N", "port (default 8188; 0 picks a free one, see --port-file)", &cfg.port, 0,
+                     65535),
+        KILN_OPT_STR("--port-file", NULL, "FILE", "write the port listened on to FILE", &port_file),
+        KILN_OPT_STR("--models", NULL, "DIR", "the model folders (diffusion_models/, text_encoders/, vae/, loras/)",
+                     &cfg.models_dir),
+        KILN_OPT_STR("--output", NULL, "DIR", "where images are saved (required)", &cfg.output_dir),
+        KILN_OPT_STR("--input", NULL, "DIR", "uploads (default: input/ beside the output folder)", &cfg.input_dir),
+        KILN_OPT_STR("--user-dir", NULL, "DIR",
+                     "the web frontend's settings and saved workflows (default user/ beside the output folder)",
+                     &cfg.user_dir),
+        KILN_OPT_STR("--database", "--db", "FILE", "the SQLite job queue (default <user-dir>/kiln-jobs.sqlite)",
+                     &cfg.db_path),
+        KILN_OPT_STR("--queue", NULL, "URL", "postgresql://USER@HOST:PORT/DB: a queue shared by many nodes",
+                     &cfg.db_path),
+        KILN_OPT_INT("--lease", NULL, "S", "shared queue: a dead node's job is taken over after S seconds (default 30)",
+                     &lease_s, 1, 3600),
+        KILN_OPT_LONG("--drain-timeout", NULL, "S",
+                      "SIGTERM: how long the running job may take to finish (default 600; 0 = stop at once)", &drain_s, 0,
+                      86400),
+        KILN_OPT_CALL("--log-format", NULL, "text|json", "json: one JSON object per log line", opt_log_format, NULL),
+        KILN_OPT_CALL("--front-end-root", NULL, "DIR|none", "serve ComfyUI's web frontend from DIR (none: kiln's page)",
+                      opt_front_end, &sc),
+        KILN_OPT_CALL("--templates-root", NULL, "DIR", "a folder /templates/ is served from (up to 8)", opt_templates,
+                      &sc),
+        KILN_OPT_STR("--python", NULL, "PY", "the python that finds the frontend packages (default python3)", &python),
+        KILN_OPT_CALL("--preview-method", NULL, "none|latent2rgb",
+                      "latent2rgb: a JPEG preview of the latent after each step on /ws (default none)", opt_preview,
+                      &cfg),
+        KILN_OPT_STR("--token", NULL, "T", "every route except / and /health needs 'Authorization: Bearer T'",
+                     &cfg.token),
+        KILN_OPT_STR("--unet", NULL, "NAME", "the OpenAI route's diffusion model (default: the first found)",
+                     &cfg.default_unet),
+        KILN_OPT_STR("--clip", NULL, "NAME", "the OpenAI route's text encoder", &cfg.default_clip),
+        KILN_OPT_STR("--vae", NULL, "NAME", "the OpenAI route's VAE", &cfg.default_vae),
+        KILN_OPT_STR("--device", NULL, "D", "cpu (default), cuda or cuda:N", &device),
+        KILN_OPT_INT("--max-queue", NULL, "N", "pending jobs at most (default 256)", &cfg.max_queue, 1, 1000000),
+        KILN_OPT_INT("--max-body", NULL, "BYTES", "request body size at most (default 8 MiB)", &max_body, 1024, 1 << 30),
+        KILN_OPT_INT("--max-side", NULL, "N", "image side at most", &cfg.limits.max_side, 64, 2048),
+        KILN_OPT_INT("--max-batch", NULL, "N", "images per request at most", &cfg.limits.max_batch, 1, 16),
+        KILN_OPT_INT("--max-steps", NULL, "N", "steps per request at most", &cfg.limits.max_steps, 1, 4096),
+        KILN_OPT_INT("--timeout", NULL, "S", "idle connection time-out (default 30)", &cfg.conn_timeout_s, 1, 86400),
+        KILN_OPT_INT("--batch-images", NULL, "N",
+                     "compatible queued jobs share one forward of up to N images (default 4; 1 = off)",
+                     &cfg.batch_images, 1, 16),
+        KILN_OPT_INT("--request-timeout", NULL, "S",
+                     "how long an OpenAI request waits for its image (default 600; then 504,\n"
+                     "retry with the same Idempotency-Key)", &cfg.request_timeout_s, 1, 86400),
+        KILN_OPT_CALL("--default-size", NULL, "WxH", "the OpenAI size \"auto\" (default 1024x1024)", opt_default_size,
+                      &cfg),
+    };
+    const kiln_opts spec = {.cmd = "kiln serve", .synopsis = synopsis, .epilogue = epilogue, .opts = opts,
+                            .n = KILN_N(opts)};
+    int prc = kiln_opts_parse(&spec, argc, argv, NULL, NULL);
+    if (prc != KILN_OPTS_CONTINUE) return prc;
+    if (lease_s) cfg.lease_s = lease_s;
+    cfg.max_body = (size_t)max_body;
+    int n_templates = sc.n_templates;
+    bool front_given = sc.front_given;
     if (!cfg.output_dir) {
-        fprintf(stderr, "kiln serve: --output DIR is required\n");
-        usage(stderr);
+        fprintf(stderr, "kiln serve: --output DIR is required (kiln serve --help)\n");
         return 2;
     }
     if (cfg.token && !*cfg.token) {

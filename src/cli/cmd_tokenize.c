@@ -19,60 +19,18 @@
 #include "base/clock.h"
 #include "base/status.h"
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "text/tokenizer.h"
 
-/* The options: one table gives both the parsing and the help text. */
-enum opt_id { O_HELP, O_TOKENIZER, O_MODEL, O_TEMPLATE, O_PAD, O_COMFY, O_NO_PAD, O_MAX_LENGTH, O_VERBOSE, O_JSONL,
-              O_BENCH, O_REPEAT };
-typedef struct opt_def {
-    enum opt_id id;
-    const char *name, *alias, *arg, *help;
-} opt_def;
-static const opt_def opts[] = {
-    {O_HELP, "--help", "-h", NULL, "this text"},
-    {O_TOKENIZER, "--tokenizer", NULL, "NAME|PATH",
-     "qwen3 (default), clip-l or t5 (the shipped data, or --model's own), or a tokenizer.json / tokenizer folder "
-     "(its kind detected)"},
-    {O_MODEL, "--model", NULL, "DIR", "a model folder whose own tokenizer wins (FLUX.1: tokenizer/, tokenizer_2/)"},
-    {O_TEMPLATE, "--template", NULL, "klein|none",
-     "Qwen3: wrap in the FLUX.2 [klein] chat template (default none); with klein the sequence is truncated/padded "
-     "to --max-length like diffusers"},
-    {O_PAD, "--pad", NULL, NULL,
-     "truncate/pad to --max-length as diffusers does (CLIP-L default 77, otherwise 512; T5 256 = FLUX.1 schnell)"},
-    {O_COMFY, "--comfy", NULL, NULL, "Qwen3 ComfyUI padding: pad to at least --max-length, never truncate"},
-    {O_NO_PAD, "--no-pad", NULL, NULL, "no padding or truncation"},
-    {O_MAX_LENGTH, "--max-length", NULL, "N", "padding length (1..1048576)"},
-    {O_VERBOSE, "--verbose", "-v", NULL, "one line per token: position, id, piece"},
-    {O_JSONL, "--jsonl", NULL, NULL, "read one JSON string per line, print one line of ids per input line"},
-    {O_BENCH, "--bench", NULL, "FILE", "encode FILE --repeat times, print the median tokens per second"},
-    {O_REPEAT, "--repeat", NULL, "N", "repetitions for --bench (1..64, default 7)"},
-};
-#define N_OPTS (sizeof opts / sizeof opts[0])
+static const char synopsis[] =
+    "usage: kiln tokenize [options] [\"text\"]\n"
+    "  Prints the token ids of text (or of stdin when no text is given); CLIP-L and T5 ids include the\n"
+    "  special tokens transformers adds (<|startoftext|> ... <|endoftext|>, ... </s>).\n\n";
 
-static void usage(FILE *out) {
-    fprintf(out, "usage: kiln tokenize [options] [\"text\"]\n"
-                 "  Prints the token ids of text (or of stdin when no text is given); CLIP-L and T5 ids include the\n"
-                 "  special tokens transformers adds (<|startoftext|> ... <|endoftext|>, ... </s>).\n\n");
-    for (size_t i = 0; i < N_OPTS; i++) {
-        char head[64];
-        snprintf(head, sizeof head, "%s%s%s%s%s", opts[i].name, opts[i].alias ? ", " : "",
-                 opts[i].alias ? opts[i].alias : "", opts[i].arg ? " " : "", opts[i].arg ? opts[i].arg : "");
-        fprintf(out, "  %-26s %s\n", head, opts[i].help);
-    }
-}
-
-static const opt_def *find_opt(const char *a) {
-    for (size_t i = 0; i < N_OPTS; i++)
-        if (!strcmp(a, opts[i].name) || (opts[i].alias && !strcmp(a, opts[i].alias))) return &opts[i];
-    return NULL;
-}
-
-static bool parse_count(const char *v, long lo, long hi, long *out) {
-    char *end;
-    long x = strtol(v, &end, 10);
-    if (!*v || *end || x < lo || x > hi) return false;
-    *out = x;
-    return true;
+static bool opt_template(void *ctx, const char *v, char *why, size_t cap) {
+    if (kiln_tok_template_parse(v, &((kiln_tok_options *)ctx)->template_kind)) return true;
+    snprintf(why, cap, "is not a template (klein, none)");
+    return false;
 }
 
 /* Reads all of f (at most KILN_TOK_MAX_INPUT_BYTES + 1 bytes, so the limit check still fires). */
@@ -230,56 +188,32 @@ int kiln_cmd_tokenize(int argc, char **argv) {
     bool verbose = false, jsonl = false, no_pad = false, comfy = false, pad = false;
     const char *text = NULL, *tok_arg = NULL, *model_dir = NULL, *bench = NULL;
     int repeat = 7;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (a[0] != '-' || !a[1]) {
-            if (text) {
-                fprintf(stderr, "kiln tokenize: one text only (quote it)\n");
-                return 2;
-            }
-            text = a;
-            continue;
-        }
-        const opt_def *o = find_opt(a);
-        if (!o || (o->arg && i + 1 >= argc)) {
-            fprintf(stderr, "kiln tokenize: unknown or incomplete option '%s'\n", a);
-            usage(stderr);
-            return 2;
-        }
-        const char *v = o->arg ? argv[++i] : NULL;
-        long x;
-        switch (o->id) {
-        case O_HELP: usage(stdout); return 0;
-        case O_TOKENIZER: tok_arg = v; break;
-        case O_MODEL: model_dir = v; break;
-        case O_TEMPLATE:
-            if (!kiln_tok_template_parse(v, &opt.template_kind)) {
-                fprintf(stderr, "kiln tokenize: unknown template '%s' (klein, none)\n", v);
-                return 2;
-            }
-            break;
-        case O_PAD: pad = true; break;
-        case O_COMFY: comfy = true; break;
-        case O_NO_PAD: no_pad = true; break;
-        case O_MAX_LENGTH:
-            if (!parse_count(v, 1, 1 << 20, &x)) {
-                fprintf(stderr, "kiln tokenize: --max-length wants 1..1048576\n");
-                return 2;
-            }
-            opt.max_length = (size_t)x;
-            break;
-        case O_VERBOSE: verbose = true; break;
-        case O_JSONL: jsonl = true; break;
-        case O_BENCH: bench = v; break;
-        case O_REPEAT:
-            if (!parse_count(v, 1, 64, &x)) {
-                fprintf(stderr, "kiln tokenize: --repeat wants 1..64\n");
-                return 2;
-            }
-            repeat = (int)x;
-            break;
-        }
-    }
+    int max_length = 0;
+    const kiln_opt opts[] = {
+        KILN_OPT_STR("--tokenizer", NULL, "NAME|PATH",
+                     "qwen3 (default), clip-l or t5 (the shipped data, or --model's own), or a\n"
+                     "tokenizer.json / tokenizer folder (its kind detected)", &tok_arg),
+        KILN_OPT_STR("--model", NULL, "DIR", "a model folder whose own tokenizer wins (FLUX.1: tokenizer/, tokenizer_2/)",
+                     &model_dir),
+        KILN_OPT_CALL("--template", NULL, "klein|none",
+                      "Qwen3: wrap in the FLUX.2 [klein] chat template (default none); with klein the\n"
+                      "sequence is truncated/padded to --max-length like diffusers", opt_template, &opt),
+        KILN_OPT_FLAG("--pad", NULL,
+                      "truncate/pad to --max-length as diffusers does (CLIP-L default 77, otherwise 512;\n"
+                      "T5 256 = FLUX.1 schnell)", &pad),
+        KILN_OPT_FLAG("--comfy", NULL, "Qwen3 ComfyUI padding: pad to at least --max-length, never truncate", &comfy),
+        KILN_OPT_FLAG("--no-pad", NULL, "no padding or truncation", &no_pad),
+        KILN_OPT_INT("--max-length", NULL, "N", "padding length", &max_length, 1, 1 << 20),
+        KILN_OPT_FLAG("--verbose", "-v", "one line per token: position, id, piece", &verbose),
+        KILN_OPT_FLAG("--jsonl", NULL, "read one JSON string per line, print one line of ids per input line", &jsonl),
+        KILN_OPT_STR("--bench", NULL, "FILE", "encode FILE --repeat times, print the median tokens per second", &bench),
+        KILN_OPT_INT("--repeat", NULL, "N", "repetitions for --bench (default 7)", &repeat, 1, 64),
+    };
+    const kiln_opts spec = {.cmd = "kiln tokenize", .synopsis = synopsis, .opts = opts, .n = KILN_N(opts),
+                            .pos_name = "text (quote it)", .max_pos = 1};
+    int prc = kiln_opts_parse(&spec, argc, argv, &text, NULL);
+    if (prc != KILN_OPTS_CONTINUE) return prc;
+    if (max_length) opt.max_length = (size_t)max_length;
     /* padding applies to templated encodings and --pad; plain ids are HF's encode() unless asked otherwise */
     if (no_pad || (opt.template_kind == KILN_TEMPLATE_NONE && !comfy && !pad)) opt.padding = KILN_PAD_NONE;
     if (comfy && !no_pad) opt.padding = KILN_PAD_COMFY;

@@ -26,7 +26,7 @@ grep -qF "fp8:        comfy-quant layout: e4m3 x 31" <<<"$("$bin" inspect --summ
 [ $rc -eq 2 ] && grep -qF "is not one of gguf-q8_0" "$tmp/err" && ok "unknown --to" || bad "unknown --to: $rc"
 "$bin" convert "$in" --to gguf-q8_0 2>/dev/null; [ $? -eq 2 ] && ok "missing OUT" || bad "missing OUT"
 "$bin" convert "$in" "$tmp/x.gguf" --bogus 2>/dev/null; [ $? -eq 2 ] && ok "unknown option" || bad "unknown option"
-"$bin" convert --help | grep -qF -- "--to      FORMAT  gguf-q8_0 | gguf-q4_k" && ok "help from the table" || bad "help"
+"$bin" convert --help | grep -qF -- "--to FORMAT             gguf-q8_0 | gguf-q4_k" && ok "help from the table" || bad "help"
 "$bin" convert "$in" "$tmp/gguf-f16.gguf" --to gguf-f16 2>"$tmp/err"; rc=$?
 [ $rc -eq 2 ] && grep -qF "exists (--force replaces it)" "$tmp/err" && ok "existing OUT refused" || bad "existing OUT: $rc"
 "$bin" convert "$in" "$tmp/gguf-f16.gguf" --to gguf-q8_0 --force >/dev/null && ok "--force" || bad "--force"
