@@ -8,11 +8,9 @@
  *   Decoding            tokens -> BN de-normalise -> unpatchify -> VAE decode -> RGB8, one image at a time
  */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "base/alloc.h"
 #include "base/clock.h"
@@ -26,6 +24,7 @@
 #include "pipeline/engine_internal.h"
 #include "pipeline/memory.h"
 #include "pipeline/noise.h"
+#include "pipeline/run_common.h"
 #include "pipeline/ref_image.h"
 #include "pipeline/schedule.h"
 #include "pipeline/trace.h"
@@ -40,8 +39,7 @@ typedef struct run {
     kiln_engine *e;
     const kiln_request *req;
     kiln_result *res;
-    double t0, stage_t0, stage_cpu0;
-    kiln_stage stage;
+    kiln_stage_clock clk;
     bool base;            /* the klein base variant (50 steps by default) */
     bool cfg;             /* classifier-free guidance (cfg_decision: the request's rule) */
     bool neg_zero;        /* CFG's unconditional branch is all-zero features (ConditioningZeroOut) */
@@ -75,9 +73,7 @@ static void trace(run *r, const char *name, const float *data, size_t n) {
 }
 
 static bool report(run *r, int step, int n_steps, double eta) {
-    if (!r->req->progress) return true;
-    kiln_progress p = {r->stage, step, n_steps, kiln_clock_s() - r->t0, eta, NULL, 0, 0};
-    return r->req->progress(r->req->progress_ctx, &p);
+    return kiln_stage_report(&r->clk, r->req, step, n_steps, eta);
 }
 
 /* latent_preview: the step's report with image 0's latent downloaded to the host. */
@@ -87,32 +83,18 @@ static kiln_status report_latent(run *r, int step, double eta, bool *go_on, kiln
     if (!host) return KILN_FAIL(err, KILN_E_NOMEM, "latent preview: out of memory");
     kiln_status s = r->e->be->ops->download(r->e->be, host, r->x, n * sizeof(float), err);
     if (s == KILN_OK) {
-        kiln_progress p = {r->stage, step, r->steps, kiln_clock_s() - r->t0, eta, host, r->h16, r->w16};
+        kiln_progress p = {r->clk.stage, step, r->steps, kiln_clock_s() - r->clk.t0, eta, host, r->h16, r->w16};
         *go_on = r->req->progress(r->req->progress_ctx, &p);
     }
     kiln_free(host);
     return s;
 }
 
-static double cpu_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static kiln_status stage_begin(run *r, kiln_stage s, kiln_err *err) {
-    r->stage = s;
-    r->stage_t0 = kiln_clock_s();
-    r->stage_cpu0 = cpu_s();
-    if (!report(r, 0, s == KILN_STAGE_DENOISING ? r->steps - r->k0 : 0, -1.0))
-        return KILN_FAIL(err, KILN_E_CANCELLED, "cancelled during %s", kiln_stage_name(s));
-    return KILN_OK;
+    return kiln_stage_begin(&r->clk, r->req, s, s == KILN_STAGE_DENOISING ? r->steps - r->k0 : 0, err);
 }
 
-static void stage_end(run *r) {
-    r->res->stage_ms[r->stage] += (kiln_clock_s() - r->stage_t0) * 1e3;
-    r->res->stage_cpu_ms[r->stage] += (cpu_s() - r->stage_cpu0) * 1e3;
-}
+static void stage_end(run *r) { kiln_stage_end(&r->clk, r->res); }
 
 /* The guidance scale the request runs with and whether CFG runs, by the request's rule (kiln.h kiln_cfg_rule). */
 static float cfg_guidance(const kiln_request *q) {
@@ -160,24 +142,6 @@ static void plan_vae(const kiln_engine *e, run *r, size_t *keep, size_t *release
     }
 }
 
-/* Appends one line to the result's warnings (kiln.h: kiln_result.warnings) and logs it. */
-static void add_warning(run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void add_warning(run *r, const char *fmt, ...) {
-    char line[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    log_info("%s", line);
-    size_t have = r->res->warnings ? strlen(r->res->warnings) : 0, add = strlen(line);
-    char *w = kiln_realloc(r->res->warnings, have + add + 2);
-    if (!w) return; /* out of memory: the warning stays in the log only */
-    memcpy(w + have, line, add);
-    w[have + add] = '\n';
-    w[have + add + 1] = 0;
-    r->res->warnings = w;
-}
-
 /* Tokenizes one prompt with the klein template. A prompt longer than the template's 512 tokens is cut as the
  * official pipeline cuts it (the tokenizer's truncation drops the tail, the template's end included), and a
  * warning says how many tokens went. */
@@ -185,7 +149,7 @@ static kiln_status tokenize(run *r, const char *what, const char *p, kiln_tokens
     kiln_tok_options opt = kiln_tok_options_klein();
     KILN_TRY(kiln_tokenizer_encode_prompt(r->e->tok, p, strlen(p), &opt, out, err));
     if (out->truncated)
-        add_warning(r, "%s truncated: %zu tokens dropped (with the klein template it is %zu tokens, the text encoder "
+        kiln_result_add_warning(r->res, "%s truncated: %zu tokens dropped (with the klein template it is %zu tokens, the text encoder "
                     "takes %zu; the end of the template is among those dropped, as in the official pipeline)",
                     what, out->n_full - out->n_real, out->n_full, out->n_real);
     return KILN_OK;
@@ -282,9 +246,9 @@ static kiln_status validate(run *r, kiln_err *err) {
             return KILN_FAIL(err, KILN_E_INVALID, "strength %g with %d steps leaves no step to run", q->strength, r->steps);
     }
     if (!comfy && !r->base && q->guidance > 1.0f)
-        add_warning(r, "guidance %.2f ignored: the distilled klein runs without CFG", q->guidance);
+        kiln_result_add_warning(r->res, "guidance %.2f ignored: the distilled klein runs without CFG", q->guidance);
     if (!r->cfg && q->negative_prompt && *q->negative_prompt)
-        add_warning(r, "negative prompt ignored: %s", comfy    ? "cfg 1 turns classifier-free guidance off"
+        kiln_result_add_warning(r->res, "negative prompt ignored: %s", comfy    ? "cfg 1 turns classifier-free guidance off"
                                                       : r->base ? "guidance <= 1 turns classifier-free guidance off"
                                                                 : "the distilled klein runs without CFG");
     size_t need_noise = (size_t)r->B * 128 * r->N;
@@ -382,8 +346,6 @@ done:
 }
 
 /* Image i's seed: the request's per-image seeds when given, else seed + i. */
-static uint64_t image_seed(const kiln_request *q, int i) { return q->seeds ? q->seeds[i] : q->seed + (uint64_t)i; }
-
 static kiln_status prepare_latents(run *r, kiln_err *err) {
     kiln_backend *be = r->e->be;
     size_t per = (size_t)128 * r->N, nb = (size_t)r->B * per * sizeof(float);
@@ -414,7 +376,7 @@ static kiln_status prepare_latents(run *r, kiln_err *err) {
     for (int i = 0; i < r->B; i++) {
         const float *g = grid;
         if (r->req->noise) g = r->req->noise + (size_t)i * per;
-        else kiln_noise_fill(grid, per, image_seed(r->req, i));
+        else kiln_noise_fill(grid, per, kiln_request_image_seed(r->req, i));
         float *t = host + (size_t)i * per;
         kiln_grid_to_tokens(g, 128, r->h16, r->w16, t);
         if (x0) /* sigma * noise + (1 - sigma) * sample, in f32 as torch */
@@ -533,26 +495,7 @@ static kiln_status decode(run *r, kiln_err *err) {
             if ((s = kiln_flux2_vae_decode(vae, be, zd, 2 * r->h16, 2 * r->w16, pd, err))) break;
             if ((s = be->ops->download(be, pix, pd, (size_t)3 * H * W * sizeof(float), err))) break;
         }
-        kiln_image *im = &r->res->images[i];
-        im->width = W;
-        im->height = H;
-        im->seed = image_seed(r->req, i);
-        im->pixels = kiln_malloc((size_t)3 * H * W);
-        if (!im->pixels) {
-            s = KILN_FAIL(err, KILN_E_NOMEM, "decoding: out of memory");
-            break;
-        }
-        kiln_image_from_vae(pix, H, W, im->pixels);
-        if (r->trace) {
-            size_t np = (size_t)H * W;
-            float *hwc = kiln_malloc(np * 3 * sizeof(float));
-            if (hwc) {
-                kiln_image_unit_from_vae(pix, H, W, hwc);
-                trace(r, "image_float.image", hwc, np * 3);
-                kiln_free(hwc);
-            }
-        }
-        r->res->n_images = i + 1;
+        s = kiln_result_store_image(r->res, r->req, i, pix, H, W, r->trace, r->trace_ctx, err);
     }
 done:
     kiln_free(tok);
@@ -585,12 +528,7 @@ static void fill_meta(run *r) {
     res->batch = r->B;
     res->guidance = r->cfg || r->base ? r->guidance : 1.0f;
     res->variant = r->e->variant;
-    snprintf(res->prompt_used, sizeof res->prompt_used, "%s", q->prompt ? q->prompt : "");
-    snprintf(res->tag, sizeof res->tag, "%s", q->tag ? q->tag : "");
-    snprintf(res->commit, sizeof res->commit, "%s", r->e->commit);
-    if (q->request_id) snprintf(res->request_id, sizeof res->request_id, "%s", q->request_id);
-    else snprintf(res->request_id, sizeof res->request_id, "kiln-%llx-%llu", (unsigned long long)(res->timestamp * 1e3),
-                  (unsigned long long)r->e->n_requests);
+    kiln_result_fill_ids(res, q, r->e->commit, r->e->n_requests);
 }
 
 kiln_status kiln_generate(kiln_engine *e, const kiln_request *req, kiln_result **out, kiln_err *err) {
@@ -611,7 +549,7 @@ kiln_status kiln_generate_traced(kiln_engine *e, const kiln_request *req, kiln_t
     r.req = req;
     r.trace = trace_fn;
     r.trace_ctx = trace_ctx;
-    r.t0 = kiln_clock_s();
+    r.clk.t0 = kiln_clock_s();
     kiln_status s = KILN_OK;
     struct kiln_lora_set *lora = NULL; /* the request's adapters, on the DiT for this request only */
     r.res = kiln_calloc(1, sizeof *r.res);
@@ -649,7 +587,7 @@ kiln_status kiln_generate_traced(kiln_engine *e, const kiln_request *req, kiln_t
     STAGE(KILN_STAGE_DENOISING, denoise(&r, err));
     STAGE(KILN_STAGE_DECODING, decode(&r, err));
 #undef STAGE
-    r.res->total_ms = (kiln_clock_s() - r.t0) * 1e3;
+    r.res->total_ms = (kiln_clock_s() - r.clk.t0) * 1e3;
     r.res->peak_memory_bytes = kiln_mem_peak_rss();
 done:
     kiln_lora_detach(lora);

@@ -10,14 +10,12 @@
  *   Denoising           n x (DiT over the whole batch with timestep t/1000 and, for dev, the guidance; Euler)
  *   Decoding            unpack 2x2 -> latents / scaling_factor + shift_factor -> VAE decode -> RGB8, per image
  *
- * The stage helpers repeat generate.c's (a few lines) so that the FLUX.2 path stays as it is.
+ * The stage clock, warnings, result ids and image storing are generate.c's too (run_common.h).
  */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "base/alloc.h"
 #include "base/clock.h"
@@ -29,6 +27,7 @@
 #include "pipeline/engine_internal.h"
 #include "pipeline/memory.h"
 #include "pipeline/noise.h"
+#include "pipeline/run_common.h"
 #include "pipeline/schedule.h"
 
 #define MAX_SIDE 2048
@@ -41,8 +40,7 @@ typedef struct run {
     kiln_flux1_models *f;
     const kiln_request *req;
     kiln_result *res;
-    double t0, stage_t0, stage_cpu0;
-    kiln_stage stage;
+    kiln_stage_clock clk;
     int B, C, h16, w16, N, L, steps, n_seq;
     float guidance;           /* dev: fed to the DiT; schnell: unused */
     kiln_tokens clip[MAX_BATCH], t5[MAX_BATCH];
@@ -59,47 +57,14 @@ static void trace(run *r, const char *name, const float *data, size_t n) {
 }
 
 static bool report(run *r, int step, int n_steps, double eta) {
-    if (!r->req->progress) return true;
-    kiln_progress p = {r->stage, step, n_steps, kiln_clock_s() - r->t0, eta, NULL, 0, 0};
-    return r->req->progress(r->req->progress_ctx, &p);
-}
-
-static double cpu_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+    return kiln_stage_report(&r->clk, r->req, step, n_steps, eta);
 }
 
 static kiln_status stage_begin(run *r, kiln_stage s, kiln_err *err) {
-    r->stage = s;
-    r->stage_t0 = kiln_clock_s();
-    r->stage_cpu0 = cpu_s();
-    if (!report(r, 0, s == KILN_STAGE_DENOISING ? r->steps : 0, -1.0))
-        return KILN_FAIL(err, KILN_E_CANCELLED, "cancelled during %s", kiln_stage_name(s));
-    return KILN_OK;
+    return kiln_stage_begin(&r->clk, r->req, s, s == KILN_STAGE_DENOISING ? r->steps : 0, err);
 }
 
-static void stage_end(run *r) {
-    r->res->stage_ms[r->stage] += (kiln_clock_s() - r->stage_t0) * 1e3;
-    r->res->stage_cpu_ms[r->stage] += (cpu_s() - r->stage_cpu0) * 1e3;
-}
-
-static void add_warning(run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void add_warning(run *r, const char *fmt, ...) {
-    char line[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    log_info("%s", line);
-    size_t have = r->res->warnings ? strlen(r->res->warnings) : 0, add = strlen(line);
-    char *w = kiln_realloc(r->res->warnings, have + add + 2);
-    if (!w) return;
-    memcpy(w + have, line, add);
-    w[have + add] = '\n';
-    w[have + add + 1] = 0;
-    r->res->warnings = w;
-}
+static void stage_end(run *r) { kiln_stage_end(&r->clk, r->res); }
 
 /* T5's token budget: what FLUX.1's model cards run (dev 512, schnell 256; FluxPipeline's own default is 512). */
 static int t5_length(const kiln_flux1_models *f) { return f->dev ? 512 : 256; }
@@ -130,11 +95,11 @@ static kiln_status tokenize(run *r, const char *what, const char *p, int i, kiln
     /* FluxPipeline's warnings: "The following part of your input was truncated because CLIP can only handle
      * sequences up to 77 tokens" / "... because `max_sequence_length` is set to N tokens" */
     if (r->clip[i].truncated)
-        add_warning(r, "%s truncated for CLIP: %zu of its %zu tokens dropped (CLIP takes 77 with its start and end "
+        kiln_result_add_warning(r->res, "%s truncated for CLIP: %zu of its %zu tokens dropped (CLIP takes 77 with its start and end "
                     "tokens, as in the official pipeline)", what, r->clip[i].n_full - r->clip[i].n_real,
                     r->clip[i].n_full);
     if (r->t5[i].truncated)
-        add_warning(r, "%s truncated for T5: %zu of its %zu tokens dropped (max_sequence_length %d with the end "
+        kiln_result_add_warning(r->res, "%s truncated for T5: %zu of its %zu tokens dropped (max_sequence_length %d with the end "
                     "token, as in the official pipeline)", what, r->t5[i].n_full - r->t5[i].n_real, r->t5[i].n_full,
                     r->L);
     return KILN_OK;
@@ -174,9 +139,9 @@ static kiln_status validate(run *r, kiln_err *err) {
     r->steps = q->steps ? q->steps : (f->dev ? 28 : 4);
     r->guidance = f->dev ? (q->guidance > 0 ? q->guidance : 3.5f) : 0.0f;
     if (!f->dev && q->guidance > 0)
-        add_warning(r, "guidance %.2f ignored: FLUX.1 [schnell] has no guidance embedder", q->guidance);
+        kiln_result_add_warning(r->res, "guidance %.2f ignored: FLUX.1 [schnell] has no guidance embedder", q->guidance);
     if ((q->negative_prompt && *q->negative_prompt) || q->negative_zero)
-        add_warning(r, "negative prompt ignored: FluxPipeline runs without classifier-free guidance "
+        kiln_result_add_warning(r->res, "negative prompt ignored: FluxPipeline runs without classifier-free guidance "
                     "(true_cfg_scale 1)");
     size_t need = (size_t)r->B * r->C * r->N;
     if (q->noise && q->noise_count != need)
@@ -265,8 +230,6 @@ done:
     return s;
 }
 
-static uint64_t image_seed(const kiln_request *q, int i) { return q->seeds ? q->seeds[i] : q->seed + (uint64_t)i; }
-
 static kiln_status prepare_latents(run *r, kiln_err *err) {
     kiln_backend *be = r->e->be;
     size_t per = (size_t)r->C * r->N, nb = (size_t)r->B * per * sizeof(float);
@@ -282,7 +245,7 @@ static kiln_status prepare_latents(run *r, kiln_err *err) {
     for (int i = 0; i < r->B; i++) {
         const float *g = grid;
         if (r->req->noise) g = r->req->noise + (size_t)i * per;
-        else kiln_noise_fill(grid, per, image_seed(r->req, i));
+        else kiln_noise_fill(grid, per, kiln_request_image_seed(r->req, i));
         kiln_grid_to_tokens(g, r->C, r->h16, r->w16, host + (size_t)i * per); /* _pack_latents' token order */
         trace(r, "noise.image", g, per);
     }
@@ -358,26 +321,7 @@ static kiln_status decode(run *r, kiln_err *err) {
         if ((s = be->ops->upload(be, zd, z, per * sizeof(float), err))) break;
         if ((s = kiln_flux2_vae_decode(vae, be, zd, 2 * r->h16, 2 * r->w16, pd, err))) break;
         if ((s = be->ops->download(be, pix, pd, (size_t)3 * H * W * sizeof(float), err))) break;
-        kiln_image *im = &r->res->images[i];
-        im->width = W;
-        im->height = H;
-        im->seed = image_seed(r->req, i);
-        im->pixels = kiln_malloc((size_t)3 * H * W);
-        if (!im->pixels) {
-            s = KILN_FAIL(err, KILN_E_NOMEM, "decoding: out of memory");
-            break;
-        }
-        kiln_image_from_vae(pix, H, W, im->pixels);
-        if (r->trace) {
-            size_t np = (size_t)H * W;
-            float *hwc = kiln_malloc(np * 3 * sizeof(float));
-            if (hwc) {
-                kiln_image_unit_from_vae(pix, H, W, hwc);
-                trace(r, "image_float.image", hwc, np * 3);
-                kiln_free(hwc);
-            }
-        }
-        r->res->n_images = i + 1;
+        s = kiln_result_store_image(r->res, r->req, i, pix, H, W, r->trace, r->trace_ctx, err);
     }
 done:
     kiln_free(tok);
@@ -411,12 +355,7 @@ static void fill_meta(run *r) {
     res->batch = r->B;
     res->guidance = r->guidance;
     res->variant = r->e->variant;
-    snprintf(res->prompt_used, sizeof res->prompt_used, "%s", q->prompt ? q->prompt : "");
-    snprintf(res->tag, sizeof res->tag, "%s", q->tag ? q->tag : "");
-    snprintf(res->commit, sizeof res->commit, "%s", r->e->commit);
-    if (q->request_id) snprintf(res->request_id, sizeof res->request_id, "%s", q->request_id);
-    else snprintf(res->request_id, sizeof res->request_id, "kiln-%llx-%llu", (unsigned long long)(res->timestamp * 1e3),
-                  (unsigned long long)r->e->n_requests);
+    kiln_result_fill_ids(res, q, r->e->commit, r->e->n_requests);
 }
 
 kiln_status kiln_generate_flux1(kiln_engine *e, const kiln_request *req, kiln_trace_fn trace_fn, void *trace_ctx,
@@ -432,7 +371,7 @@ kiln_status kiln_generate_flux1(kiln_engine *e, const kiln_request *req, kiln_tr
     r.req = req;
     r.trace = trace_fn;
     r.trace_ctx = trace_ctx;
-    r.t0 = kiln_clock_s();
+    r.clk.t0 = kiln_clock_s();
     kiln_status s = KILN_OK;
     r.res = kiln_calloc(1, sizeof *r.res);
     if (!r.res) {
@@ -469,7 +408,7 @@ kiln_status kiln_generate_flux1(kiln_engine *e, const kiln_request *req, kiln_tr
     STAGE(KILN_STAGE_DENOISING, denoise(&r, err));
     STAGE(KILN_STAGE_DECODING, decode(&r, err));
 #undef STAGE
-    r.res->total_ms = (kiln_clock_s() - r.t0) * 1e3;
+    r.res->total_ms = (kiln_clock_s() - r.clk.t0) * 1e3;
     r.res->peak_memory_bytes = kiln_mem_peak_rss();
 done:
     run_free(&r);
