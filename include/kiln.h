@@ -90,6 +90,11 @@ typedef struct kiln_engine_config {
      * when the untiled decode would not fit memory_limit), -1 = never, N > 0 = always, N x N latent tiles
      * (a multiple of 4, >= 8). Tiles differ from the untiled image: docs/parallel.md states by how much. */
     int vae_tile;
+    /* Tensor-parallel degree under mpirun (docs/parallel.md): 0 or 1 = none; t > 1 splits the DiT's and the text
+     * encoder's heads and MLP units over groups of t consecutive ranks (the rank count must be a multiple of t);
+     * the groups themselves split the image tokens (sequence parallelism) when they divide the heads per rank.
+     * FLUX.2 only. */
+    int tp;
     const char *commit;       /* recorded in perf dumps; NULL = KILN_COMMIT from the environment or "unknown" */
 } kiln_engine_config;
 

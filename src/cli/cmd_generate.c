@@ -62,6 +62,8 @@ static void usage(FILE *out) {
             "  --memory-limit GB     refuse requests that need more (default: available memory)\n"
             "  --vae-tile N|off      VAE decode in N x N latent tiles (N multiple of 4, >= 8; default: tiled\n"
             "                        only when the untiled decode would not fit memory)\n"
+            "  --tp N                under mpirun: tensor parallelism over groups of N ranks (DiT and text\n"
+            "                        encoder; the groups split the image tokens when they can; docs/parallel.md)\n"
             "  --keep-text-encoder   keep Qwen3 mapped while the DiT runs (default: release it; one request\n"
             "                        per process, so releasing only lowers the peak)\n"
             "  --ref F               a reference image to edit from (PNG, JPEG or WebP; repeat for up to %d);\n"
@@ -272,6 +274,10 @@ int kiln_cmd_generate(int argc, char **argv) {
                 fprintf(stderr, "kiln generate: --vae-tile %ld is not a multiple of 4\n", v);
                 return 2;
             } else cfg.vae_tile = (int)v;
+        } else if (!strcmp(a, "--tp")) {
+            TAKES_VALUE;
+            if (!parse_int(a, val, 1, 1024, &v)) return 2;
+            cfg.tp = (int)v;
         } else if (!strcmp(a, "--keep-text-encoder")) {
             cfg.te_policy = KILN_TE_AUTO;
             keep_te = true;

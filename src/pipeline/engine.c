@@ -151,6 +151,9 @@ void kiln_engine_close_text_encoder(kiln_engine *e) {
 static kiln_status open_all(kiln_engine *e, kiln_err *err) {
     bool flux1 = false;
     KILN_TRY(kiln_engine_is_flux1(&e->cfg, &flux1, err));
+    if (flux1 && e->cfg.tp > 1)
+        return KILN_FAIL(err, KILN_E_UNSUPPORTED, "--tp %d: tensor parallelism is implemented for FLUX.2 only",
+                         e->cfg.tp);
     if (flux1) return kiln_engine_open_flux1(e, err); /* engine_flux1.c */
     KILN_TRY(find_files(e, err));
     if (kiln_sched_config_read(e->sched_config, &e->sched, err) != KILN_OK) return kiln_err_prefix(err, "%s", e->model_dir);
@@ -195,6 +198,11 @@ static kiln_status open_all(kiln_engine *e, kiln_err *err) {
     if (s != KILN_OK) return kiln_err_prefix(err, "tokenizer");
 
     KILN_TRY(kiln_comm_open(&e->comm, err));
+    if (e->cfg.tp > 1) {
+        KILN_TRY(kiln_comm_grid(e->comm, e->cfg.tp, &e->grid_sp, &e->grid_tp, err));
+        KILN_TRY(kiln_flux2_dit_tp_check(e->dit, e->cfg.tp, err));
+        KILN_TRY(kiln_qwen3_tp_check(e->te, e->cfg.tp, err));
+    }
     /* several ranks on one host: rank k takes GPU device_index + (its local rank) */
     const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
     int dev = e->cfg.device_index + (e->comm->size > 1 && lr ? atoi(lr) : 0);
@@ -259,6 +267,8 @@ void kiln_engine_close(kiln_engine *e) {
     kiln_st_close(e->vae_ck);
     kiln_tokenizer_free(e->tok);
     if (e->be) kiln_backend_close(e->be);
+    kiln_comm_close(e->grid_sp);
+    kiln_comm_close(e->grid_tp);
     kiln_comm_close(e->comm);
     kiln_free(e->model_dir);
     kiln_free(e->unet_path);

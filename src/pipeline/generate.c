@@ -350,7 +350,7 @@ static kiln_status encode_text(run *r, kiln_err *err) {
         memcpy(ids + (size_t)i * L, r->tok[i].ids, (size_t)L * sizeof *ids);
         memcpy(mask + (size_t)i * L, r->tok[i].mask, (size_t)L);
     }
-    s = kiln_qwen3_encode(e->te, be, ids, mask, seqs, L, one, err);
+    s = kiln_qwen3_encode_tp(e->te, be, e->grid_tp, ids, mask, seqs, L, one, err);
     if (s != KILN_OK) goto done;
     /* DiT batch order: the B images' prompt features, then (CFG) B copies of the negative prompt's. */
     kiln_tensor src = kiln_f32_2d(one, (int64_t)seqs * L, C), dst = kiln_f32_2d(r->feat, (int64_t)r->Bd * L, C);
@@ -449,14 +449,17 @@ static kiln_status denoise(run *r, kiln_err *err) {
     /* several ranks: Ulysses sequence parallelism when they divide the heads and the image-stream tokens
      * (references included), else every rank runs the whole DiT (the same numbers; only the VAE decode is then
      * spread) */
-    kiln_comm *sp = e->comm && e->comm->size > 1 ? e->comm : NULL;
+    kiln_comm *tp = e->grid_tp, *sp = tp ? e->grid_sp : e->comm; /* --tp: the grid (kiln_comm_grid) */
+    if (sp && sp->size == 1) sp = NULL;
+    const int heads = e->dit->heads / (tp ? tp->size : 1);
     kiln_err why = {0};
-    if (sp && kiln_dit_ulysses_check(sp->size, e->dit->heads, r->N + r->n_ref_tok, &why) != KILN_OK) {
-        log_info("%s; every rank runs the whole DiT", why.msg);
+    if (tp) log_info("tensor parallelism: %d ranks x %d heads", tp->size, heads);
+    if (sp && kiln_dit_ulysses_check(sp->size, heads, r->N + r->n_ref_tok, &why) != KILN_OK) {
+        log_info("%s; every %s runs the whole DiT", why.msg, tp ? "tensor-parallel group" : "rank");
         sp = NULL;
     }
     if (sp) log_info("sequence parallelism (Ulysses): %d ranks x %d image tokens", sp->size, (r->N + r->n_ref_tok) / sp->size);
-    KILN_TRY(kiln_flux2_dit_ws_create_full(e->dit, be, sp, r->Bd, r->L, r->h16, r->w16, r->n_refs, r->ref_h16,
+    KILN_TRY(kiln_flux2_dit_ws_create_full(e->dit, be, sp, tp, r->Bd, r->L, r->h16, r->w16, r->n_refs, r->ref_h16,
                                            r->ref_w16, &r->ws, err));
     r->dt = be->ops->alloc(be, 128 * sizeof(float));
     if (!r->dt) return KILN_FAIL(err, KILN_E_NOMEM, "denoising: out of memory");
