@@ -5,7 +5,10 @@
 #ifdef KILN_HAVE_NCCL
 #include <cuda_runtime_api.h>
 #include <mpi.h>
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wstrict-prototypes" /* nccl.h declares f() for f(void) */
 #include <nccl.h>
+#pragma GCC diagnostic pop
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -16,14 +19,15 @@
 #include "compute/cuda/cuda_internal.h"
 
 /* comm_nccl.h's copies of NCCL's enums are what nccl.h says */
-_Static_assert(KILN_NCCL_FLOAT32 == ncclFloat32 && KILN_NCCL_BFLOAT16 == ncclBfloat16 &&
-                   KILN_NCCL_FLOAT16 == ncclFloat16 && KILN_NCCL_UINT8 == ncclUint8 && KILN_NCCL_INT32 == ncclInt32 &&
-                   KILN_NCCL_INT8 == ncclInt8, "ncclDataType_t");
-_Static_assert(KILN_NCCL_SUCCESS == ncclSuccess && KILN_NCCL_CUDA_ERROR == ncclUnhandledCudaError &&
-                   KILN_NCCL_SYSTEM_ERROR == ncclSystemError && KILN_NCCL_INTERNAL_ERROR == ncclInternalError &&
-                   KILN_NCCL_INVALID_ARGUMENT == ncclInvalidArgument && KILN_NCCL_INVALID_USAGE == ncclInvalidUsage &&
-                   KILN_NCCL_REMOTE_ERROR == ncclRemoteError && KILN_NCCL_IN_PROGRESS == ncclInProgress,
-               "ncclResult_t");
+#define SAME(a, b) ((int)(a) == (int)(b))
+_Static_assert(SAME(KILN_NCCL_FLOAT32, ncclFloat32) && SAME(KILN_NCCL_BFLOAT16, ncclBfloat16) &&
+                   SAME(KILN_NCCL_FLOAT16, ncclFloat16) && SAME(KILN_NCCL_UINT8, ncclUint8) &&
+                   SAME(KILN_NCCL_INT32, ncclInt32) && SAME(KILN_NCCL_INT8, ncclInt8), "ncclDataType_t");
+_Static_assert(SAME(KILN_NCCL_SUCCESS, ncclSuccess) && SAME(KILN_NCCL_CUDA_ERROR, ncclUnhandledCudaError) &&
+                   SAME(KILN_NCCL_SYSTEM_ERROR, ncclSystemError) && SAME(KILN_NCCL_INTERNAL_ERROR, ncclInternalError) &&
+                   SAME(KILN_NCCL_INVALID_ARGUMENT, ncclInvalidArgument) &&
+                   SAME(KILN_NCCL_INVALID_USAGE, ncclInvalidUsage) && SAME(KILN_NCCL_REMOTE_ERROR, ncclRemoteError) &&
+                   SAME(KILN_NCCL_IN_PROGRESS, ncclInProgress), "ncclResult_t");
 
 typedef struct comm_nccl {
     kiln_comm c;
