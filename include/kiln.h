@@ -170,7 +170,7 @@ typedef struct kiln_request {
     /* Optional: one prompt per image (batch entries), for a batch of different prompts in one forward.
      * When set, prompt is only used for the result's metadata. */
     const char *const *prompts;
-    int width, height;        /* multiples of 16, 16..2048 */
+    int width, height;        /* multiples of 16, 16..8192 (FLUX.2; FLUX.1 2048), within the memory estimate */
     int steps;                /* >= 1; 0 = the variant's default (4 distilled, 50 base; FLUX.1 28 dev, 4 schnell) */
     int batch;                /* images in one forward, 1..16 */
     uint64_t seed;            /* image i uses seed + i (so image i equals a batch-1 run with seed + i) */

@@ -32,7 +32,10 @@
 #include "pipeline/vae_dist.h"
 #include "pipeline/vae_plan.h"
 
-#define MAX_SIDE 2048
+/* A bound on geometry, not on memory: 8192 keeps every pixel and token index inside an int (8192^2 x 3 bytes, 262,144
+ * tokens). What a size really needs is the memory estimate's to refuse (validate): at 4096x4096 the DiT's 65,536
+ * image tokens fit (attention takes O(sequence) extra memory) and the VAE decode tiles itself. */
+#define MAX_SIDE 8192
 #define MAX_BATCH 16
 #define MAX_STEPS 1000
 
@@ -248,8 +251,9 @@ static kiln_status validate(run *r, kiln_err *err) {
         return KILN_FAIL(err, KILN_E_INVALID, "image size %dx%d: width and height must be positive multiples of 16",
                          r->W, r->H);
     if (r->W > MAX_SIDE || r->H > MAX_SIDE)
-        return KILN_FAIL(err, KILN_E_LIMIT, "image size %dx%d: the largest side kiln accepts is %d", r->W,
-                         r->H, MAX_SIDE);
+        return KILN_FAIL(err, KILN_E_LIMIT, "image size %dx%d: the largest side kiln accepts is %d (beyond, "
+                         "pixel indices would overflow; what fits below is the memory estimate's call)", r->W, r->H,
+                         MAX_SIDE);
     if (e->cfg.vae_tile > 0 && (e->cfg.vae_tile < 8 || e->cfg.vae_tile % 4))
         return KILN_FAIL(err, KILN_E_INVALID, "VAE tile %d: must be a multiple of 4, >= 8", e->cfg.vae_tile);
     if (q->steps < 0 || q->steps > MAX_STEPS)
