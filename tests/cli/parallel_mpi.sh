@@ -7,6 +7,7 @@
 #   rank 0; the DiT sequence parallel over 2 ranks - Ulysses, models/dit_ulysses.h - and replicated over 4, whose
 #   count does not divide the tiny DiT's 2 heads) write the single-rank image byte for byte, and only rank 0
 #   writes; klein base with CFG (two samples per DiT batch) the same over 2 ranks;
+# - FLUX.1 with sequence parallelism over 2 and 4 ranks (a 4-head copy of the tiny [dev] DiT): byte-identical;
 # - tensor parallelism (--tp, docs/parallel.md) on a 4-head copy of the tiny DiT (tests/py/dit_regroup_heads.py):
 #   TP 2 over 2 ranks, SP 2 x TP 2 over 4, TP 4 over 4, and klein base with CFG at TP 2, each >= 60 dB from the
 #   single-rank --exact image (TP's all-reduce sums the K dimension in another order: not bit-identical), and SP
@@ -72,6 +73,21 @@ base=(generate -q -p "a red fox" --model "$tiny/diffusers-base" -W 128 -H 96 --s
 mkdir -p "$tmp/base2" && cd "$tmp/base2" && mpi 2 "$bin" "${base[@]}" -o "$tmp/base2/out.png" || { echo "FAIL -np 2 base"; fail=1; }
 if cmp -s "$tmp/base1.png" "$tmp/base2/out.png"; then echo "ok -np 2 base + CFG, sequence parallel: the single-rank image"
 else echo "FAIL -np 2 base + CFG: the image differs from the single-rank one"; fail=1; fi
+
+# --- FLUX.1 sequence parallelism: the tiny [dev] DiT's one head of 128 cut into 4 of 32 (dit_regroup_heads.py), a
+# batch of 2, over 2 and 4 ranks: the single-rank images byte for byte
+python3 "$src/tests/py/dit_regroup_heads.py" "$tiny/flux1/dev" "$tmp/f1h4" 32 || { echo "FAIL making the 4-head FLUX.1 DiT"; exit 1; }
+f1=(generate -q -p "a red fox" --model "$tmp/f1h4" -W 96 -H 64 --steps 2 --seed 5 -n 2 --exact)
+"$bin" "${f1[@]}" -o "$tmp/f1one.png" || { echo "FAIL single-rank FLUX.1"; fail=1; }
+for np in 2 4; do
+    mkdir -p "$tmp/f1np$np" && cd "$tmp/f1np$np" || exit 1
+    KILN_LOG=info mpi "$np" -x KILN_LOG "$bin" "${f1[@]}" -o out.png 2>err.txt || { echo "FAIL FLUX.1 -np $np"; fail=1; }
+    want="sequence parallelism (Ulysses): $np ranks x $((24 / np)) image tokens"
+    grep -qF "$want" err.txt || { echo "FAIL FLUX.1 -np $np: no '$want'"; fail=1; }
+    if cmp -s "$tmp/f1one.png" out.png && cmp -s "$tmp/f1one-1.png" out-1.png; then
+        echo "ok FLUX.1 -np $np, batch 2, sequence parallel: the single-rank images, byte for byte"
+    else echo "FAIL FLUX.1 -np $np: the images differ from the single-rank ones"; fail=1; fi
+done
 
 # --- tensor parallelism ----------------------------------------------------------------------------------------
 psnr() { python3 "$src/tests/py/png_psnr.py" "$1" "$2"; }

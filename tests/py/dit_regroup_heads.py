@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""dit_regroup_heads.py SRC DST HEAD_DIM: a copy of the tiny diffusers FLUX.2 folder SRC whose DiT has the same
-hidden width cut into more, narrower heads (the tiny DiT has 2 heads of 32; HEAD_DIM 16 makes 4 of 16), for the
-parallelism tests that need more heads than ranks (sequence x tensor parallelism over 4 ranks).
+"""dit_regroup_heads.py SRC DST HEAD_DIM: a copy of a tiny diffusers FLUX.2 or FLUX.1 folder SRC whose DiT has the
+same hidden width cut into more, narrower heads (the tiny FLUX.2 DiT has 2 heads of 32: HEAD_DIM 16 makes 4 of 16;
+the tiny FLUX.1 one 1 of 128), for the parallelism tests that need more heads than ranks.
 
 Every weight is the same but the per-head q/k RMS gains, which keep their first HEAD_DIM values; the config gets
-the new head count and four equal RoPE axes. A different (random) model, not an approximation of the tiny one:
+the new head count and RoPE axes summing to HEAD_DIM (FLUX.2's four equal; FLUX.1's three as 1/4, 3/8, 3/8). A different (random) model, not an approximation of the tiny one:
 the tests compare kiln with itself on it. The other folders are symlinked. Standard library only."""
 import json
 import os
@@ -20,7 +20,12 @@ cfg = json.load(open(os.path.join(src, "transformer", "config.json")))
 width = cfg["attention_head_dim"] * cfg["num_attention_heads"]
 if dh % 8 or width % dh:
     sys.exit(f"dit_regroup_heads: head dim {dh} must be a multiple of 8 dividing the width {width}")
-cfg.update(attention_head_dim=dh, num_attention_heads=width // dh, axes_dims_rope=[dh // 4] * 4)
+if len(cfg["axes_dims_rope"]) == 4:
+    axes = [dh // 4] * 4
+else:
+    a = dh * 3 // 8 // 2 * 2
+    axes = [dh - 2 * a, a, a]
+cfg.update(attention_head_dim=dh, num_attention_heads=width // dh, axes_dims_rope=axes)
 json.dump(cfg, open(os.path.join(dst, "transformer", "config.json"), "w"), indent=2)
 
 blob = open(os.path.join(src, "transformer", "diffusion_pytorch_model.safetensors"), "rb").read()
