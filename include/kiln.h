@@ -90,6 +90,11 @@ typedef struct kiln_engine_config {
      * when the untiled decode would not fit memory_limit), -1 = never, N > 0 = always, N x N latent tiles
      * (a multiple of 4, >= 8). Tiles differ from the untiled image: docs/parallel.md states by how much. */
     int vae_tile;
+    /* Tensor-parallel degree under mpirun (docs/parallel.md): 0 or 1 = none; t > 1 splits the DiT's and the text
+     * encoder's heads and MLP units over groups of t consecutive ranks (the rank count must be a multiple of t);
+     * the groups themselves split the image tokens (sequence parallelism) when they divide the heads per rank.
+     * FLUX.2 only. */
+    int tp;
     const char *commit;       /* recorded in perf dumps; NULL = KILN_COMMIT from the environment or "unknown" */
 } kiln_engine_config;
 
@@ -165,7 +170,7 @@ typedef struct kiln_request {
     /* Optional: one prompt per image (batch entries), for a batch of different prompts in one forward.
      * When set, prompt is only used for the result's metadata. */
     const char *const *prompts;
-    int width, height;        /* multiples of 16, 16..2048 */
+    int width, height;        /* multiples of 16, 16..8192 (FLUX.2; FLUX.1 2048), within the memory estimate */
     int steps;                /* >= 1; 0 = the variant's default (4 distilled, 50 base; FLUX.1 28 dev, 4 schnell) */
     int batch;                /* images in one forward, 1..16 */
     uint64_t seed;            /* image i uses seed + i (so image i equals a batch-1 run with seed + i) */

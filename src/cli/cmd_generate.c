@@ -237,6 +237,9 @@ int kiln_cmd_generate(int argc, char **argv) {
         KILN_OPT_CALL("--vae-tile", NULL, "N|off",
                       "VAE decode in N x N latent tiles (N multiple of 4, >= 8; default: tiled\n"
                       "only when the untiled decode would not fit memory)", opt_vae_tile, &g),
+        KILN_OPT_INT("--tp", NULL, "N",
+                     "under mpirun: tensor parallelism over groups of N ranks (DiT and text\n"
+                     "encoder; the groups split the image tokens when they can; docs/parallel.md)", &cfg.tp, 1, 1024),
         KILN_OPT_FLAG("--keep-text-encoder", NULL,
                       "keep the text encoder mapped while the DiT runs (default: release it;\n"
                       "one request per process, so releasing only lowers the peak)", &g.keep_te),

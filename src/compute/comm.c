@@ -43,9 +43,13 @@ static kiln_status s_barrier(kiln_comm *c, kiln_err *err) {
     (void)c, (void)err;
     return KILN_OK;
 }
+static kiln_status s_split(kiln_comm *c, int color, int key, kiln_comm **out, kiln_err *err) {
+    (void)c, (void)color, (void)key;
+    return kiln_comm_open_single(out, err);
+}
 static void s_close(kiln_comm *c) { kiln_free(c); }
 
-static const kiln_comm_ops single_ops = {"single", s_a2a, s_a2a, s_a2a, s_red, s_bcast, s_barrier, s_close};
+static const kiln_comm_ops single_ops = {"single", s_a2a, s_a2a, s_a2a, s_red, s_bcast, s_barrier, s_split, s_close};
 
 kiln_status kiln_comm_open_single(kiln_comm **out, kiln_err *err) {
     kiln_comm *c = kiln_calloc(1, sizeof *c);
@@ -65,4 +69,19 @@ kiln_status kiln_comm_open(kiln_comm **out, kiln_err *err) {
 
 void kiln_comm_close(kiln_comm *c) {
     if (c) c->ops->close(c);
+}
+
+kiln_status kiln_comm_grid(kiln_comm *world, int tp, kiln_comm **sp_group, kiln_comm **tp_group, kiln_err *err) {
+    *sp_group = *tp_group = NULL;
+    if (tp < 1 || world->size % tp)
+        return KILN_FAIL(err, KILN_E_INVALID, "tensor parallelism of degree %d: the %d ranks are not a multiple of it",
+                         tp, world->size);
+    const int s = world->rank / tp, t = world->rank % tp;
+    KILN_TRY(world->ops->split(world, s, t, tp_group, err));
+    kiln_status st = world->ops->split(world, t, s, sp_group, err);
+    if (st != KILN_OK) {
+        kiln_comm_close(*tp_group);
+        *tp_group = NULL;
+    }
+    return st;
 }

@@ -44,6 +44,9 @@ typedef struct kiln_comm_ops {
     /* buf [bytes] of rank root, to every rank (host memory when be is NULL). */
     kiln_status (*broadcast)(kiln_comm *c, kiln_backend *be, void *buf, size_t bytes, int root, kiln_err *err);
     kiln_status (*barrier)(kiln_comm *c, kiln_err *err);
+    /* A new communicator of the ranks that pass the same color, ranked by key (MPI_Comm_split; a collective of
+     * c). Closed by kiln_comm_close, before c. */
+    kiln_status (*split)(kiln_comm *c, int color, int key, kiln_comm **out, kiln_err *err);
     void (*close)(kiln_comm *c);
 } kiln_comm_ops;
 
@@ -63,6 +66,11 @@ int kiln_comm_launcher_size(void);
 /* KILN_COMM_TIMEOUT (seconds, > 0) or 300. */
 double kiln_comm_timeout_from_env(void);
 void kiln_comm_close(kiln_comm *c); /* NULL allowed */
+
+/* The 2-D grid of a job of sp x tp ranks (docs/parallel.md): rank = s * tp + t; *tp_group holds the tp
+ * consecutive ranks of one s (tensor parallelism: all-reduces every block), *sp_group the sp ranks of one t
+ * (sequence parallelism). KILN_E_INVALID unless tp >= 1 divides the rank count. Both are closed by the caller. */
+kiln_status kiln_comm_grid(kiln_comm *world, int tp, kiln_comm **sp_group, kiln_comm **tp_group, kiln_err *err);
 
 /* The MPI implementation (comm_mpi.c); KILN_E_UNSUPPORTED without MPI. */
 kiln_status kiln_comm_open_mpi(kiln_comm **out, kiln_err *err);

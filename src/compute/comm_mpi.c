@@ -22,6 +22,7 @@ typedef struct comm_mpi {
     float *host;       /* staging for device buffers */
     size_t host_bytes;
     bool we_init;      /* MPI_Init was ours (so MPI_Finalize is) */
+    MPI_Comm comm;     /* MPI_COMM_WORLD, or a group of it (split) */
 } comm_mpi;
 
 /* A failed or timed-out collective: say so and end the whole job (the other ranks would wait forever). */
@@ -102,7 +103,7 @@ static kiln_status m_a2a(kiln_comm *c, kiln_backend *be, const float *send, floa
     MPI_Request rq;
     KILN_TRY(count_ok(n, c->size, err));
     KILN_TRY(stage(m, be, send, tot, recv, tot, &hs, &hr, err));
-    KILN_TRY(started(m, MPI_Ialltoall(hs, (int)n, MPI_FLOAT, hr, (int)n, MPI_FLOAT, MPI_COMM_WORLD, &rq), "all-to-all", err));
+    KILN_TRY(started(m, MPI_Ialltoall(hs, (int)n, MPI_FLOAT, hr, (int)n, MPI_FLOAT, m->comm, &rq), "all-to-all", err));
     KILN_TRY(wait_req(m, &rq, "all-to-all", err));
     return unstage(be, recv, hr, tot, err);
 }
@@ -114,7 +115,7 @@ static kiln_status m_gather(kiln_comm *c, kiln_backend *be, const float *send, f
     MPI_Request rq;
     KILN_TRY(count_ok(n, c->size, err));
     KILN_TRY(stage(m, be, send, n, recv, n * c->size, &hs, &hr, err));
-    KILN_TRY(started(m, MPI_Iallgather(hs, (int)n, MPI_FLOAT, hr, (int)n, MPI_FLOAT, MPI_COMM_WORLD, &rq), "all-gather", err));
+    KILN_TRY(started(m, MPI_Iallgather(hs, (int)n, MPI_FLOAT, hr, (int)n, MPI_FLOAT, m->comm, &rq), "all-gather", err));
     KILN_TRY(wait_req(m, &rq, "all-gather", err));
     return unstage(be, recv, hr, n * c->size, err);
 }
@@ -126,7 +127,7 @@ static kiln_status m_rs(kiln_comm *c, kiln_backend *be, const float *send, float
     MPI_Request rq;
     KILN_TRY(count_ok(n, c->size, err));
     KILN_TRY(stage(m, be, send, n * c->size, recv, n, &hs, &hr, err));
-    KILN_TRY(started(m, MPI_Ireduce_scatter_block(hs, hr, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &rq),
+    KILN_TRY(started(m, MPI_Ireduce_scatter_block(hs, hr, (int)n, MPI_FLOAT, MPI_SUM, m->comm, &rq),
                      "reduce-scatter", err));
     KILN_TRY(wait_req(m, &rq, "reduce-scatter", err));
     return unstage(be, recv, hr, n, err);
@@ -140,7 +141,7 @@ static kiln_status m_ar(kiln_comm *c, kiln_backend *be, float *buf, size_t n, ki
     KILN_TRY(count_ok(n, 1, err));
     KILN_TRY(stage(m, be, buf, n, buf, 0, &hs, &hr, err));
     float *io = (float *)hs; /* in place: CPU buf itself, or the staged copy */
-    KILN_TRY(started(m, MPI_Iallreduce(MPI_IN_PLACE, io, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &rq),
+    KILN_TRY(started(m, MPI_Iallreduce(MPI_IN_PLACE, io, (int)n, MPI_FLOAT, MPI_SUM, m->comm, &rq),
                      "all-reduce", err));
     KILN_TRY(wait_req(m, &rq, "all-reduce", err));
     return unstage(be, buf, io, n, err);
@@ -156,7 +157,7 @@ static kiln_status m_bcast(kiln_comm *c, kiln_backend *be, void *buf, size_t byt
     MPI_Request rq;
     KILN_TRY(stage(m, be, buf, c->rank == root ? nf : 0, NULL, 0, &hs, &hr, err));
     void *io = (be && be->kind != KILN_BACKEND_CPU) ? (void *)m->host : buf;
-    KILN_TRY(started(m, MPI_Ibcast(io, (int)bytes, MPI_BYTE, root, MPI_COMM_WORLD, &rq), "broadcast", err));
+    KILN_TRY(started(m, MPI_Ibcast(io, (int)bytes, MPI_BYTE, root, m->comm, &rq), "broadcast", err));
     KILN_TRY(wait_req(m, &rq, "broadcast", err));
     if (be && be->kind != KILN_BACKEND_CPU) return be->ops->upload(be, buf, io, bytes, err);
     return KILN_OK;
@@ -165,19 +166,41 @@ static kiln_status m_bcast(kiln_comm *c, kiln_backend *be, void *buf, size_t byt
 static kiln_status m_barrier(kiln_comm *c, kiln_err *err) {
     comm_mpi *m = (comm_mpi *)c;
     MPI_Request rq;
-    KILN_TRY(started(m, MPI_Ibarrier(MPI_COMM_WORLD, &rq), "barrier", err));
+    KILN_TRY(started(m, MPI_Ibarrier(m->comm, &rq), "barrier", err));
     return wait_req(m, &rq, "barrier", err);
+}
+
+static kiln_status m_split(kiln_comm *c, int color, int key, kiln_comm **out, kiln_err *err) {
+    comm_mpi *m = (comm_mpi *)c, *g = kiln_calloc(1, sizeof *g);
+    if (!g) return KILN_FAIL(err, KILN_E_NOMEM, "communicator: out of memory");
+    /* MPI_Comm_split is itself a blocking collective of the parent: a barrier first turns a dead rank into the
+     * time-out of every other collective instead of a hang here */
+    kiln_status s = m_barrier(c, err);
+    if (s == KILN_OK && MPI_Comm_split(m->comm, color, key, &g->comm) != MPI_SUCCESS)
+        s = fatal(m, "split", "failed", err);
+    if (s != KILN_OK) {
+        kiln_free(g);
+        return s;
+    }
+    MPI_Comm_set_errhandler(g->comm, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(g->comm, &g->c.rank);
+    MPI_Comm_size(g->comm, &g->c.size);
+    g->c.ops = c->ops;
+    g->c.timeout_s = c->timeout_s;
+    *out = &g->c;
+    return KILN_OK;
 }
 
 static void m_close(kiln_comm *c) {
     comm_mpi *m = (comm_mpi *)c;
     int fin = 0;
+    if (m->comm != MPI_COMM_WORLD && MPI_Finalized(&fin) == MPI_SUCCESS && !fin) MPI_Comm_free(&m->comm);
     if (m->we_init && MPI_Finalized(&fin) == MPI_SUCCESS && !fin) MPI_Finalize();
     kiln_free(m->host);
     kiln_free(m);
 }
 
-static const kiln_comm_ops mpi_ops = {"mpi", m_a2a, m_gather, m_rs, m_ar, m_bcast, m_barrier, m_close};
+static const kiln_comm_ops mpi_ops = {"mpi", m_a2a, m_gather, m_rs, m_ar, m_bcast, m_barrier, m_split, m_close};
 
 kiln_status kiln_comm_open_mpi(kiln_comm **out, kiln_err *err) {
     comm_mpi *m = kiln_calloc(1, sizeof *m);
@@ -191,6 +214,7 @@ kiln_status kiln_comm_open_mpi(kiln_comm **out, kiln_err *err) {
         }
         m->we_init = true;
     }
+    m->comm = MPI_COMM_WORLD;
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     MPI_Comm_rank(MPI_COMM_WORLD, &m->c.rank);
     MPI_Comm_size(MPI_COMM_WORLD, &m->c.size);

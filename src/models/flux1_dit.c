@@ -10,6 +10,7 @@
 
 #include "base/alloc.h"
 #include "models/dit_attention.h"
+#include "models/dit_ulysses.h"
 #include "models/flux1_dit.h"
 #include "models/flux2_dit.h"
 #include "models/rope_tables.h"
@@ -35,7 +36,11 @@ struct kiln_flux1_dit_ws {
     float *mod_i, *mod_t; /* [B, 6D] */
     float *mod_s;         /* [B, 3D] */
     float *mod_o;         /* [B, 2D] norm_out: scale | shift */
-    float *rcos, *rsin;   /* [L+N, Dh/2] */
+    float *rcos, *rsin;   /* [L+N, Dh/2] (with sequence parallelism: L + all ranks' image tokens) */
+    /* Ulysses sequence parallelism (dit_ulysses.h; sp.comm NULL: one rank), as in flux2_dit.c: N above is this
+     * rank's share of the image tokens; forward slices its rows of x into x_l and all-gathers v from v_l. */
+    kiln_dit_sp sp;
+    float *x_l, *v_l;     /* [B*N, in_ch], [B*N, out_ch] */
 };
 
 #define WS_NBUF 25
@@ -66,6 +71,9 @@ void kiln_flux1_dit_ws_free(kiln_backend *be, kiln_flux1_dit_ws *w) {
     ws_bufs(w, bufs);
     for (int i = 0; i < WS_NBUF; i++)
         if (bufs[i]) be->ops->free(be, bufs[i]);
+    float *sp[] = {w->sp.send, w->sp.recv, w->sp.cat, w->sp.cato, w->sp.tgather, w->x_l, w->v_l};
+    for (size_t i = 0; i < sizeof sp / sizeof *sp; i++)
+        if (sp[i]) be->ops->free(be, sp[i]);
     kiln_free(w);
 }
 
@@ -79,11 +87,19 @@ static float *zalloc(kiln_backend *be, size_t floats, bool *ok) {
 
 kiln_status kiln_flux1_dit_ws_create(const kiln_flux1_dit *m, kiln_backend *be, int batch, int n_txt, int h, int w,
                                      kiln_flux1_dit_ws **out, kiln_err *err) {
+    return kiln_flux1_dit_ws_create_sp(m, be, NULL, batch, n_txt, h, w, out, err);
+}
+
+kiln_status kiln_flux1_dit_ws_create_sp(const kiln_flux1_dit *m, kiln_backend *be, kiln_comm *comm, int batch,
+                                        int n_txt, int h, int w, kiln_flux1_dit_ws **out, kiln_err *err) {
     if (batch < 1 || n_txt < 1 || h < 1 || w < 1)
         return KILN_FAIL(err, KILN_E_INVALID, "FLUX.1 DiT: batch %d, %d text tokens, %dx%d grid", batch, n_txt, h, w);
+    const int P = comm ? comm->size : 1;
+    const size_t Nf = (size_t)h * w, Tf = (size_t)n_txt + Nf;
+    if (P > 1) KILN_TRY(kiln_dit_ulysses_check(P, m->heads, (int64_t)Nf, err));
     kiln_flux1_dit_ws *ws = kiln_calloc(1, sizeof *ws);
     if (!ws) return KILN_FAIL(err, KILN_E_NOMEM, "FLUX.1 DiT: out of memory");
-    size_t D = m->hidden, F = m->mlp_hidden, B = batch, L = n_txt, N = (size_t)h * w, T = L + N;
+    size_t D = m->hidden, F = m->mlp_hidden, B = batch, L = n_txt, N = Nf / P, T = L + N;
     size_t rmax = B * (N > L ? N : L), Dh2 = m->head_dim / 2;
     ws->B = batch;
     ws->L = n_txt;
@@ -112,20 +128,33 @@ kiln_status kiln_flux1_dit_ws_create(const kiln_flux1_dit *m, kiln_backend *be, 
     ws->mod_t = zalloc(be, B * 6 * D, &ok);
     ws->mod_s = zalloc(be, B * 3 * D, &ok);
     ws->mod_o = zalloc(be, B * 2 * D, &ok);
-    ws->rcos = zalloc(be, T * Dh2, &ok);
-    ws->rsin = zalloc(be, T * Dh2, &ok);
+    ws->rcos = zalloc(be, Tf * Dh2, &ok);
+    ws->rsin = zalloc(be, Tf * Dh2, &ok);
+    if (P > 1) {
+        kiln_dit_sp *sp = &ws->sp;
+        size_t Dp = D / P;
+        sp->comm = comm;
+        sp->N = (int64_t)Nf;
+        sp->send = zalloc(be, N * 3 * D, &ok);
+        sp->recv = zalloc(be, N * 3 * D, &ok);
+        sp->cat = zalloc(be, Tf * 3 * Dp, &ok);
+        sp->cato = zalloc(be, Tf * Dp, &ok);
+        sp->tgather = zalloc(be, (size_t)P * L * Dp, &ok);
+        ws->x_l = zalloc(be, B * N * (size_t)m->in_ch, &ok);
+        ws->v_l = zalloc(be, B * N * (size_t)m->out_ch, &ok);
+    }
     if (!ok) {
         kiln_flux1_dit_ws_free(be, ws);
         return KILN_FAIL(err, KILN_E_NOMEM, "FLUX.1 DiT: out of memory for activations (batch %d, %zu text + %zu "
                          "image tokens)", batch, L, N);
     }
     /* RoPE tables for [txt ids ; img ids], built on the host and uploaded */
-    int32_t *ids = kiln_malloc(T * 3 * sizeof(int32_t));
+    int32_t *ids = kiln_malloc(Tf * 3 * sizeof(int32_t));
     kiln_status s = ids ? KILN_OK : KILN_FAIL(err, KILN_E_NOMEM, "FLUX.1 DiT: out of memory");
     if (s == KILN_OK) {
         kiln_flux1_text_ids((int64_t)L, ids);
         kiln_flux1_image_ids(h, w, ids + 3 * L);
-        s = kiln_dit_rope_upload(be, ids, (int64_t)T, m->axes, 3, m->theta, (int64_t)Dh2, ws->rcos, ws->rsin, err);
+        s = kiln_dit_rope_upload(be, ids, (int64_t)Tf, m->axes, 3, m->theta, (int64_t)Dh2, ws->rcos, ws->rsin, err);
     }
     kiln_free(ids);
     if (s != KILN_OK) {
@@ -214,7 +243,18 @@ static kiln_status double_block(const kiln_flux1_dit *m, kiln_backend *be, kiln_
     kiln_tensor CAT = kiln_f32_2d(w->cat, T, 3 * D), CATO = kiln_f32_2d(w->catout, T, D);
     kiln_tensor COS = kiln_f32_2d(w->rcos, T, m->head_dim / 2), SIN = kiln_f32_2d(w->rsin, T, m->head_dim / 2);
     kiln_dit_attn at = {B, L, N, D, m->heads, m->head_dim, &COS, &SIN};
-    CK(kiln_dit_joint_attention(be, &at, &QKVT, &QKVI, &CAT, &CATO, &ATT, &ATI, err));
+    if (w->sp.comm) { /* Ulysses: this rank's N image tokens, the full [txt ; img] table */
+        const int64_t Tf = L + w->sp.N;
+        COS = kiln_f32_2d(w->rcos, Tf, m->head_dim / 2);
+        SIN = kiln_f32_2d(w->rsin, Tf, m->head_dim / 2);
+        for (int64_t b = 0; b < B; b++) {
+            kiln_tensor qt = kiln_tensor_rows(&QKVT, b * L, L), qi = kiln_tensor_rows(&QKVI, b * N, N);
+            kiln_tensor ot = kiln_tensor_rows(&ATT, b * L, L), oi = kiln_tensor_rows(&ATI, b * N, N);
+            CK(kiln_dit_ulysses_attention(be, &w->sp, &at, &qt, &qi, &ot, &oi, err));
+        }
+    } else {
+        CK(kiln_dit_joint_attention(be, &at, &QKVT, &QKVI, &CAT, &CATO, &ATT, &ATI, err));
+    }
     /* per stream: x += gate_msa out(attn); x += gate_mlp ff((1 + scale_mlp) LN(x) + shift_mlp) */
     for (int s = 0; s < 2; s++) {
         const kiln_flux1_stream *st = s ? &blk->txt : &blk->img;
@@ -249,7 +289,18 @@ static kiln_status single_block(const kiln_flux1_dit *m, kiln_backend *be, kiln_
     CK(be->ops->gelu_tanh(be, &mlp, &mlp, err));
     CK(qkv_proj(be, &QKV, &nrm, &blk->q, &blk->k, &blk->v, &blk->q_norm, &blk->k_norm, D, err));
     kiln_dit_attn at = {B, w->L, w->N, D, m->heads, m->head_dim, &COS, &SIN};
-    CK(kiln_dit_single_attention(be, &at, &QKV, &att, err));
+    if (w->sp.comm) { /* Ulysses: per sample, text rows then this rank's image rows */
+        const int64_t L = w->L, N = w->N;
+        COS = kiln_f32_2d(w->rcos, L + w->sp.N, m->head_dim / 2);
+        SIN = kiln_f32_2d(w->rsin, L + w->sp.N, m->head_dim / 2);
+        for (int64_t b = 0; b < B; b++) {
+            kiln_tensor qt = kiln_tensor_rows(&QKV, b * T, L), qi = kiln_tensor_rows(&QKV, b * T + L, N);
+            kiln_tensor ot = kiln_tensor_rows(&att, b * T, L), oi = kiln_tensor_rows(&att, b * T + L, N);
+            CK(kiln_dit_ulysses_attention(be, &w->sp, &at, &qt, &qi, &ot, &oi, err));
+        }
+    } else {
+        CK(kiln_dit_single_attention(be, &at, &QKV, &att, err));
+    }
     CK(lin(be, &P, &OM, &blk->out, err));
     return gated(be, &S, &P, &MOD, T, D, 2 * D, err);
 }
@@ -293,6 +344,18 @@ kiln_status kiln_flux1_dit_forward(const kiln_flux1_dit *m, kiln_backend *be, ki
                                    kiln_err *err) {
     const kiln_ops *op = be->ops;
     const int64_t D = m->hidden, B = w->B, L = w->L, N = w->N, T = L + N;
+    float *v_all = v;
+    if (w->sp.comm) { /* this rank's rows of each sample's image tokens */
+        const int64_t Nf = w->sp.N, r0 = (int64_t)w->sp.comm->rank * N;
+        kiln_tensor XF = kiln_tensor_make((void *)x, KILN_DT_F32, 2, (int64_t[]){B * Nf, m->in_ch});
+        kiln_tensor XL = kiln_f32_2d(w->x_l, B * N, m->in_ch);
+        for (int64_t b = 0; b < B; b++) {
+            kiln_tensor src = kiln_tensor_rows(&XF, b * Nf + r0, N), dst = kiln_tensor_rows(&XL, b * N, N);
+            CK(op->copy(be, &dst, &src, err));
+        }
+        x = w->x_l;
+        v = w->v_l;
+    }
     CK(conditioning(m, be, w, pooled, sigma, guidance, err));
 
     kiln_tensor IMG = kiln_f32_2d(w->img, B * N, D), TXT = kiln_f32_2d(w->txt, B * L, D);
@@ -327,5 +390,11 @@ kiln_status kiln_flux1_dit_forward(const kiln_flux1_dit *m, kiln_backend *be, ki
     CK(lin_each(be, &MOD, &VEC, &m->norm_out, err));
     CK(ln_mod(be, &nrm, &IMG, &MOD, N, D, m->bfl ? 0 : D, m->bfl ? D : 0, err));
     kiln_tensor V = kiln_f32_2d(v, B * N, m->out_ch);
-    return lin(be, &V, &nrm, &m->proj_out, err);
+    CK(lin(be, &V, &nrm, &m->proj_out, err));
+    for (int64_t b = 0; w->sp.comm && b < B; b++) { /* every rank gets every rank's velocity rows */
+        size_t per = (size_t)N * m->out_ch;
+        kiln_comm *c = w->sp.comm;
+        CK(c->ops->all_gather(c, be, v + b * per, v_all + b * per * c->size, per, err));
+    }
+    return KILN_OK;
 }

@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "base/status.h"
+#include "compute/comm.h"
 #include "compute/ops.h"
 #include "io/safetensors.h"
 #include "models/weights.h"
@@ -90,6 +91,12 @@ void kiln_flux1_text_ids(int64_t n_txt, int32_t *ids);
 void kiln_flux1_image_ids(int h, int w, int32_t *ids);
 
 typedef struct kiln_flux1_dit_ws kiln_flux1_dit_ws;
+/* The same over the ranks of comm (NULL or one rank: kiln_flux1_dit_ws_create): Ulysses sequence parallelism
+ * (models/dit_ulysses.h), as kiln_flux2_dit_ws_create_sp: forward then takes and returns the FULL x and v on every
+ * rank, each computing its share of the image tokens. KILN_E_INVALID unless the ranks divide the heads and the
+ * image tokens. */
+kiln_status kiln_flux1_dit_ws_create_sp(const kiln_flux1_dit *m, kiln_backend *be, kiln_comm *comm, int batch,
+                                        int n_txt, int h, int w, kiln_flux1_dit_ws **out, kiln_err *err);
 
 /* Activations for batch sequences of n_txt text tokens and an h x w token grid (RoPE tables built here). The
  * context projection is computed on the first forward after ws_create or kiln_flux1_dit_ws_new_text. */

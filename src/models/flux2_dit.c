@@ -4,6 +4,13 @@
  * (img [B*N, D], txt [B*L, D]) so every matmul runs over the whole batch at once; attention needs each sample's
  * [txt ; img] sequence (TEXT FIRST), so q/k/v are gathered per sample into `cat` and the output scattered back.
  * The single blocks run on S [B*(L+N), D], sample-major with text first in each sample.
+ *
+ * Tensor parallelism (tp.comm, t ranks, this one r; docs/parallel.md): the residual streams, the modulation and
+ * the input/output projections stay whole on every rank; each attention and MLP is split Megatron-style - the
+ * projections into it column-parallel (rank r computes heads r*H/t.. and MLP units r*F/t.., from row views of the
+ * weights), the projections out of it row-parallel (the matching column views: a partial product of the whole
+ * width), summed by one all-reduce per block half (both streams' partials in one buffer), then gated into the
+ * stream. With t = 1 every view is the whole weight and the fused matmuls and epilogues are the same calls.
  */
 #include <math.h>
 #include <string.h>
@@ -37,6 +44,10 @@ struct kiln_flux2_dit_ws {
      * tokens; run() slices its rows of x into x_l and all-gathers v from v_l. */
     kiln_dit_sp sp;
     float *x_l, *v_l;     /* [B*N, in_ch], [B*N, out_ch] */
+    /* Tensor parallelism (tp NULL: none): Dq = D/t attention and Fl = F/t MLP columns per rank */
+    kiln_comm *tp;
+    int64_t Dq, Fl;
+    float *red;           /* [B*(L+N), D] the row-parallel partial products, all-reduced in place */
 };
 
 float kiln_flux2_timestep_value(float sigma) {
@@ -72,34 +83,60 @@ static void *zalloc(kiln_backend *be, size_t floats, bool *ok) {
 
 kiln_status kiln_flux2_dit_ws_create(const kiln_flux2_dit *m, kiln_backend *be, int batch, int n_txt, int h16,
                                      int w16, kiln_flux2_dit_ws **out, kiln_err *err) {
-    return kiln_flux2_dit_ws_create_full(m, be, NULL, batch, n_txt, h16, w16, 0, NULL, NULL, out, err);
+    return kiln_flux2_dit_ws_create_full(m, be, NULL, NULL, batch, n_txt, h16, w16, 0, NULL, NULL, out, err);
 }
 
 kiln_status kiln_flux2_dit_ws_create_refs(const kiln_flux2_dit *m, kiln_backend *be, int batch, int n_txt, int h16,
                                           int w16, int n_refs, const int *ref_h16, const int *ref_w16,
                                           kiln_flux2_dit_ws **out, kiln_err *err) {
-    return kiln_flux2_dit_ws_create_full(m, be, NULL, batch, n_txt, h16, w16, n_refs, ref_h16, ref_w16, out, err);
+    return kiln_flux2_dit_ws_create_full(m, be, NULL, NULL, batch, n_txt, h16, w16, n_refs, ref_h16, ref_w16, out,
+                                         err);
 }
 
 kiln_status kiln_flux2_dit_ws_create_sp(const kiln_flux2_dit *m, kiln_backend *be, kiln_comm *comm, int batch,
                                         int n_txt, int h16, int w16, kiln_flux2_dit_ws **out, kiln_err *err) {
-    return kiln_flux2_dit_ws_create_full(m, be, comm, batch, n_txt, h16, w16, 0, NULL, NULL, out, err);
+    return kiln_flux2_dit_ws_create_full(m, be, comm, NULL, batch, n_txt, h16, w16, 0, NULL, NULL, out, err);
 }
 
-kiln_status kiln_flux2_dit_ws_create_full(const kiln_flux2_dit *m, kiln_backend *be, kiln_comm *comm, int batch,
-                                          int n_txt, int h16, int w16, int n_refs, const int *ref_h16,
+kiln_status kiln_flux2_dit_tp_check(const kiln_flux2_dit *m, int t, kiln_err *err) {
+    if (t < 1 || m->heads % t || m->mlp_hidden % t)
+        return KILN_FAIL(err, KILN_E_INVALID, "tensor parallelism over %d ranks: the DiT's %d heads and %d MLP units "
+                         "are not both divisible by %d", t, m->heads, m->mlp_hidden, t);
+    /* the projections out of a block take column views of their weights, which GGML blocks do not allow; a
+     * LoRA's low-rank terms would have to be split with the weight views, which they are not */
+    for (int i = 0; i < m->n_double + m->n_single; i++) {
+        const kiln_flux2_stream *a = i < m->n_double ? &m->dbl[i].img : NULL, *b = a ? &m->dbl[i].txt : NULL;
+        const kiln_flux2_single *g = a ? NULL : &m->sgl[i - m->n_double];
+        const kiln_tensor *ws[] = {a ? &a->q : &g->linear1, a ? &a->k : &g->linear2, a ? &a->v : NULL,
+                                   a ? &a->proj : NULL, a ? &a->mlp_in : NULL, a ? &a->mlp_out : NULL,
+                                   b ? &b->q : NULL, b ? &b->k : NULL, b ? &b->v : NULL, b ? &b->proj : NULL,
+                                   b ? &b->mlp_in : NULL, b ? &b->mlp_out : NULL};
+        for (size_t j = 0; j < sizeof ws / sizeof *ws; j++)
+            if (ws[j] && (ws[j]->dtype == KILN_DT_QBLOCK || ws[j]->lora))
+                return KILN_FAIL(err, KILN_E_UNSUPPORTED, "tensor parallelism: the DiT's %s weights cannot be split "
+                                 "(%s); run without --tp", ws[j]->lora ? "LoRA-patched" : "GGUF-quantised",
+                                 ws[j]->lora ? "the low-rank terms are not sharded" : "blocks span the columns");
+    }
+    return KILN_OK;
+}
+
+kiln_status kiln_flux2_dit_ws_create_full(const kiln_flux2_dit *m, kiln_backend *be, kiln_comm *comm, kiln_comm *tp,
+                                          int batch, int n_txt, int h16, int w16, int n_refs, const int *ref_h16,
                                           const int *ref_w16, kiln_flux2_dit_ws **out, kiln_err *err) {
     size_t n_ref_tok = 0;
     for (int k = 0; k < n_refs; k++) n_ref_tok += (size_t)ref_h16[k] * ref_w16[k];
-    int P = comm ? comm->size : 1;
+    int P = comm ? comm->size : 1, Tp = tp ? tp->size : 1;
     /* Nf: every image-stream token of a sample, the noisy ones first, then the references'; each rank holds
      * Nf / P of them */
     size_t Nf = (size_t)h16 * w16 + n_ref_tok, Tf = (size_t)n_txt + Nf;
-    if (P > 1) KILN_TRY(kiln_dit_ulysses_check(P, m->heads, (int64_t)Nf, err));
+    if (Tp > 1) KILN_TRY(kiln_flux2_dit_tp_check(m, Tp, err));
+    if (P > 1) KILN_TRY(kiln_dit_ulysses_check(P, m->heads / Tp, (int64_t)Nf, err));
     kiln_flux2_dit_ws *w = kiln_calloc(1, sizeof *w);
     if (!w) return KILN_FAIL(err, KILN_E_NOMEM, "DiT: out of memory");
     size_t D = m->hidden, F = m->mlp_hidden, B = batch, L = n_txt, N = Nf / P, T = L + N;
-    size_t rmax = B * (N > L ? N : L), Dh2 = m->head_dim / 2;
+    size_t rmax = B * (N > L ? N : L), Dh2 = m->head_dim / 2, Dq = D / Tp, Fl = F / Tp;
+    w->Dq = (int64_t)Dq;
+    w->Fl = (int64_t)Fl;
     w->B = batch;
     w->L = n_txt;
     w->N = (int)N;
@@ -108,29 +145,33 @@ kiln_status kiln_flux2_dit_ws_create_full(const kiln_flux2_dit *m, kiln_backend 
     w->txt = zalloc(be, B * L * D, &ok);
     w->txt0 = zalloc(be, B * L * D, &ok);
     w->nrm = zalloc(be, B * T * D, &ok);
-    w->qkv_i = zalloc(be, B * N * 3 * D, &ok);
-    w->qkv_t = zalloc(be, B * L * 3 * D, &ok);
-    w->cat = zalloc(be, T * 3 * D, &ok);
-    w->catout = zalloc(be, T * D, &ok);
-    w->att_i = zalloc(be, B * N * D, &ok);
-    w->att_t = zalloc(be, B * L * D, &ok);
-    w->mlp = zalloc(be, rmax * 2 * F, &ok);
-    w->act = zalloc(be, rmax * F, &ok);
+    w->qkv_i = zalloc(be, B * N * 3 * Dq, &ok);
+    w->qkv_t = zalloc(be, B * L * 3 * Dq, &ok);
+    w->cat = zalloc(be, T * 3 * Dq, &ok);
+    w->catout = zalloc(be, T * Dq, &ok);
+    w->att_i = zalloc(be, B * N * Dq, &ok);
+    w->att_t = zalloc(be, B * L * Dq, &ok);
+    w->mlp = zalloc(be, rmax * 2 * Fl, &ok);
+    w->act = zalloc(be, rmax * Fl, &ok);
     w->S = zalloc(be, B * T * D, &ok);
-    w->P = zalloc(be, B * T * (3 * D + 2 * F), &ok);
-    w->OM = zalloc(be, B * T * (D + F), &ok);
+    w->P = zalloc(be, B * T * (3 * Dq + 2 * Fl), &ok);
+    w->OM = zalloc(be, B * T * (Dq + Fl), &ok);
+    if (Tp > 1) {
+        w->tp = tp;
+        w->red = zalloc(be, B * T * D, &ok);
+    }
     w->vec = zalloc(be, D, &ok);
     w->temb = zalloc(be, (size_t)m->t_ch + D, &ok);
     w->mods = zalloc(be, 17 * D, &ok);
     w->rcos = zalloc(be, Tf * Dh2, &ok);
     w->rsin = zalloc(be, Tf * Dh2, &ok);
-    if (P > 1) {
+    if (P > 1) { /* Ulysses over the attention columns this rank holds (all of them without TP) */
         kiln_dit_sp *sp = &w->sp;
-        size_t Dp = D / P;
+        size_t Dp = Dq / P;
         sp->comm = comm;
         sp->N = (int64_t)Nf;
-        sp->send = zalloc(be, N * 3 * D, &ok);
-        sp->recv = zalloc(be, N * 3 * D, &ok);
+        sp->send = zalloc(be, N * 3 * Dq, &ok);
+        sp->recv = zalloc(be, N * 3 * Dq, &ok);
         sp->cat = zalloc(be, Tf * 3 * Dp, &ok);
         sp->cato = zalloc(be, Tf * Dp, &ok);
         sp->tgather = zalloc(be, (size_t)P * L * Dp, &ok);
@@ -179,7 +220,7 @@ void kiln_flux2_dit_ws_free(kiln_backend *be, kiln_flux2_dit_ws *w) {
     ws_bufs(w, bufs);
     for (int i = 0; i < WS_NBUF; i++)
         if (bufs[i]) be->ops->free(be, bufs[i]);
-    float *sp[] = {w->sp.send, w->sp.recv, w->sp.cat, w->sp.cato, w->sp.tgather, w->x_l, w->v_l};
+    float *sp[] = {w->sp.send, w->sp.recv, w->sp.cat, w->sp.cato, w->sp.tgather, w->x_l, w->v_l, w->red};
     for (size_t i = 0; i < sizeof sp / sizeof *sp; i++)
         if (sp[i]) be->ops->free(be, sp[i]);
     kiln_free(w);
@@ -197,40 +238,75 @@ void kiln_flux2_dit_ws_new_text(kiln_flux2_dit_ws *ws) { ws->have_txt = false; }
 
 #define CK(x) KILN_TRY(x)
 
-/* q|k|v of one stream: one fused matmul (BFL) or three matmuls into the column blocks (diffusers). */
+/* q|k|v of one stream, this rank's heads (Dq columns of each): one fused matmul (BFL, no TP) or three matmuls of
+ * row views into the column blocks (diffusers; and BFL's q/k/v row views under TP). */
 static kiln_status stream_qkv(kiln_backend *be, const kiln_flux2_stream *st, kiln_tensor *qkv, const kiln_tensor *x,
-                              int64_t D, kiln_err *err) {
-    if (st->qkv.data) return kiln_matmul(be, qkv, x, &st->qkv, NULL, err);
-    kiln_tensor q = kiln_cols(qkv, 0, D), k = kiln_cols(qkv, D, D), v = kiln_cols(qkv, 2 * D, D);
-    CK(kiln_matmul(be, &q, x, &st->q, NULL, err));
-    CK(kiln_matmul(be, &k, x, &st->k, NULL, err));
-    return kiln_matmul(be, &v, x, &st->v, NULL, err);
+                              int64_t D, int64_t Dq, int r, kiln_err *err) {
+    if (st->qkv.data && Dq == D) return kiln_matmul(be, qkv, x, &st->qkv, NULL, err);
+    const kiln_tensor *w[3] = {&st->q, &st->k, &st->v};
+    for (int j = 0; j < 3; j++) {
+        kiln_tensor y = kiln_cols(qkv, j * Dq, Dq), wr = kiln_tensor_rows(w[j], r * Dq, Dq);
+        CK(kiln_matmul(be, &y, x, &wr, NULL, err));
+    }
+    return KILN_OK;
 }
 
-/* The MLP half of a double block for one stream: X += g2 * mlp_out(SwiGLU(mlp_in((1+sc2) LN(X) + sh2))). */
+/* y (op)= x . w[:, c0 : c0 + x cols]^T: a row-parallel projection's share (the whole weight without TP). */
+static kiln_status matmul_kslice(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, const kiln_tensor *w,
+                                 int64_t c0, const kiln_epilogue *epi, kiln_err *err) {
+    kiln_tensor wc = kiln_cols(w, c0, x->shape[1]);
+    return kiln_matmul_epi(be, y, x, &wc, NULL, epi, err);
+}
+
+/* The MLP of a double block for one stream: X += g2 * mlp_out(SwiGLU(mlp_in((1+sc2) LN(X) + sh2))); under TP this
+ * rank's Fl units, and the product goes to `part` (all-reduced and gated by the caller) instead of into X. */
 static kiln_status stream_mlp(const kiln_flux2_dit *m, kiln_backend *be, kiln_flux2_dit_ws *w,
-                              const kiln_flux2_stream *st, kiln_tensor *X, const float *mod, kiln_err *err) {
+                              const kiln_flux2_stream *st, kiln_tensor *X, const float *mod, kiln_tensor *part,
+                              kiln_err *err) {
     const kiln_ops *op = be->ops;
-    int64_t D = m->hidden, F = m->mlp_hidden, R = X->shape[0];
+    int64_t D = m->hidden, F = m->mlp_hidden, Fl = w->Fl, R = X->shape[0];
+    int r = w->tp ? w->tp->rank : 0;
     kiln_tensor sh2 = kiln_f32_1d((float *)mod + 3 * D, D), sc2 = kiln_f32_1d((float *)mod + 4 * D, D);
     kiln_tensor g2 = kiln_f32_1d((float *)mod + 5 * D, D);
-    kiln_tensor nrm = kiln_f32_2d(w->nrm, R, D), mlp = kiln_f32_2d(w->mlp, R, 2 * F), act = kiln_f32_2d(w->act, R, F);
+    kiln_tensor nrm = kiln_f32_2d(w->nrm, R, D), mlp = kiln_f32_2d(w->mlp, R, 2 * Fl), act = kiln_f32_2d(w->act, R, Fl);
     kiln_epilogue gated = {KILN_EPI_GATED_RESIDUAL, &g2};
     CK(op->layer_norm_modulate(be, &nrm, X, &sh2, &sc2, m->eps, err));
-    CK(kiln_matmul(be, &mlp, &nrm, &st->mlp_in, NULL, err));
+    if (!part) {
+        CK(kiln_matmul(be, &mlp, &nrm, &st->mlp_in, NULL, err));
+        CK(op->swiglu(be, &act, &mlp, err));
+        return kiln_matmul_epi(be, X, &act, &st->mlp_out, NULL, &gated, err);
+    }
+    for (int j = 0; j < 2; j++) { /* gate units r*Fl.., value units F + r*Fl.. */
+        kiln_tensor y = kiln_cols(&mlp, j * Fl, Fl), wr = kiln_tensor_rows(&st->mlp_in, j * F + r * Fl, Fl);
+        CK(kiln_matmul(be, &y, &nrm, &wr, NULL, err));
+    }
     CK(op->swiglu(be, &act, &mlp, err));
-    return kiln_matmul_epi(be, X, &act, &st->mlp_out, NULL, &gated, err);
+    return matmul_kslice(be, part, &act, &st->mlp_out, r * Fl, NULL, err);
+}
+
+/* Tensor parallelism: the partial products of both streams (img rows, then txt rows of w->red) summed over the
+ * ranks, then X += gate * sum per stream. */
+static kiln_status tp_reduce_gate(kiln_backend *be, kiln_flux2_dit_ws *w, kiln_tensor *X[], kiln_tensor *part[],
+                                  const kiln_tensor *gate[], int n, kiln_err *err) {
+    size_t rows = 0;
+    for (int i = 0; i < n; i++) rows += (size_t)X[i]->shape[0];
+    CK(w->tp->ops->all_reduce(w->tp, be, w->red, rows * (size_t)X[0]->shape[1], err));
+    for (int i = 0; i < n; i++) CK(be->ops->gated_add(be, X[i], gate[i], part[i], err));
+    return KILN_OK;
 }
 
 static kiln_status double_block(const kiln_flux2_dit *m, kiln_backend *be, kiln_flux2_dit_ws *w,
                                 const kiln_flux2_double *blk, kiln_err *err) {
     const kiln_ops *op = be->ops;
-    const int64_t D = m->hidden, B = w->B, L = w->L, N = w->N, T = L + N;
+    const int64_t D = m->hidden, Dq = w->Dq, B = w->B, L = w->L, N = w->N, T = L + N;
+    const int r = w->tp ? w->tp->rank : 0, heads = m->heads / (int)(D / Dq);
     const float *mi = w->mods, *mt = w->mods + 6 * D;
     kiln_tensor IMG = kiln_f32_2d(w->img, B * N, D), TXT = kiln_f32_2d(w->txt, B * L, D);
-    kiln_tensor QKVI = kiln_f32_2d(w->qkv_i, B * N, 3 * D), QKVT = kiln_f32_2d(w->qkv_t, B * L, 3 * D);
-    kiln_tensor CAT = kiln_f32_2d(w->cat, T, 3 * D), CATO = kiln_f32_2d(w->catout, T, D);
-    kiln_tensor ATI = kiln_f32_2d(w->att_i, B * N, D), ATT = kiln_f32_2d(w->att_t, B * L, D);
+    kiln_tensor QKVI = kiln_f32_2d(w->qkv_i, B * N, 3 * Dq), QKVT = kiln_f32_2d(w->qkv_t, B * L, 3 * Dq);
+    kiln_tensor CAT = kiln_f32_2d(w->cat, T, 3 * Dq), CATO = kiln_f32_2d(w->catout, T, Dq);
+    kiln_tensor ATI = kiln_f32_2d(w->att_i, B * N, Dq), ATT = kiln_f32_2d(w->att_t, B * L, Dq);
+    /* TP: partial products of the img rows then the txt rows */
+    kiln_tensor PI = kiln_f32_2d(w->red, B * N, D), PT = kiln_f32_2d(w->red ? w->red + B * N * D : NULL, B * L, D);
 
     /* 1-3. per stream: modulated LN, q|k|v, per-head RMS on q and k */
     for (int s = 0; s < 2; s++) {
@@ -240,14 +316,14 @@ static kiln_status double_block(const kiln_flux2_dit *m, kiln_backend *be, kiln_
         kiln_tensor sh1 = kiln_f32_1d((float *)mod, D), sc1 = kiln_f32_1d((float *)mod + D, D);
         kiln_tensor nrm = kiln_f32_2d(w->nrm, X->shape[0], D);
         CK(op->layer_norm_modulate(be, &nrm, X, &sh1, &sc1, m->eps, err));
-        CK(stream_qkv(be, st, QKV, &nrm, D, err));
-        kiln_tensor q = kiln_cols(QKV, 0, D), k = kiln_cols(QKV, D, D);
+        CK(stream_qkv(be, st, QKV, &nrm, D, Dq, r, err));
+        kiln_tensor q = kiln_cols(QKV, 0, Dq), k = kiln_cols(QKV, Dq, Dq);
         CK(op->rms_norm(be, &q, &q, &st->q_norm, 1e-6f, err));
         CK(op->rms_norm(be, &k, &k, &st->k_norm, 1e-6f, err));
     }
-    /* 4-5. per sample: [txt ; img] sequence, RoPE, joint attention, split back */
+    /* 4-5. per sample: [txt ; img] sequence, RoPE, joint attention (this rank's heads), split back */
     kiln_tensor COS = kiln_f32_2d(w->rcos, T, m->head_dim / 2), SIN = kiln_f32_2d(w->rsin, T, m->head_dim / 2);
-    kiln_dit_attn at = {B, L, N, D, m->heads, m->head_dim, &COS, &SIN};
+    kiln_dit_attn at = {B, L, N, Dq, heads, m->head_dim, &COS, &SIN};
     if (w->sp.comm) { /* Ulysses: this rank's N image tokens, the full [txt ; img] table */
         const int64_t Tf = L + w->sp.N;
         COS = kiln_f32_2d(w->rcos, Tf, m->head_dim / 2);
@@ -261,51 +337,83 @@ static kiln_status double_block(const kiln_flux2_dit *m, kiln_backend *be, kiln_
         CK(kiln_dit_joint_attention(be, &at, &QKVT, &QKVI, &CAT, &CATO, &ATT, &ATI, err));
     }
     /* 6-7. per stream: gated attention projection, then the gated SwiGLU MLP */
-    for (int s = 0; s < 2; s++) {
-        const kiln_flux2_stream *st = s ? &blk->txt : &blk->img;
-        kiln_tensor *X = s ? &TXT : &IMG, *A = s ? &ATT : &ATI;
-        const float *mod = s ? mt : mi;
-        kiln_tensor g1 = kiln_f32_1d((float *)mod + 2 * D, D);
-        kiln_epilogue gated = {KILN_EPI_GATED_RESIDUAL, &g1};
-        CK(kiln_matmul_epi(be, X, A, &st->proj, NULL, &gated, err));
-        CK(stream_mlp(m, be, w, st, X, mod, err));
+    if (!w->tp) {
+        for (int s = 0; s < 2; s++) {
+            const kiln_flux2_stream *st = s ? &blk->txt : &blk->img;
+            kiln_tensor *X = s ? &TXT : &IMG, *A = s ? &ATT : &ATI;
+            const float *mod = s ? mt : mi;
+            kiln_tensor g1 = kiln_f32_1d((float *)mod + 2 * D, D);
+            kiln_epilogue gated = {KILN_EPI_GATED_RESIDUAL, &g1};
+            CK(kiln_matmul_epi(be, X, A, &st->proj, NULL, &gated, err));
+            CK(stream_mlp(m, be, w, st, X, mod, NULL, err));
+        }
+        return KILN_OK;
     }
-    return KILN_OK;
+    /* TP: both streams' projection shares, one all-reduce; then both MLP shares, one all-reduce */
+    kiln_tensor *X[2] = {&IMG, &TXT}, *PART[2] = {&PI, &PT};
+    kiln_tensor g1[2] = {kiln_f32_1d((float *)mi + 2 * D, D), kiln_f32_1d((float *)mt + 2 * D, D)};
+    kiln_tensor g2[2] = {kiln_f32_1d((float *)mi + 5 * D, D), kiln_f32_1d((float *)mt + 5 * D, D)};
+    const kiln_tensor *G1[2] = {&g1[0], &g1[1]}, *G2[2] = {&g2[0], &g2[1]};
+    CK(matmul_kslice(be, &PI, &ATI, &blk->img.proj, r * Dq, NULL, err));
+    CK(matmul_kslice(be, &PT, &ATT, &blk->txt.proj, r * Dq, NULL, err));
+    CK(tp_reduce_gate(be, w, X, PART, G1, 2, err));
+    CK(stream_mlp(m, be, w, &blk->img, &IMG, mi, &PI, err));
+    CK(stream_mlp(m, be, w, &blk->txt, &TXT, mt, &PT, err));
+    return tp_reduce_gate(be, w, X, PART, G2, 2, err);
 }
 
 static kiln_status single_block(const kiln_flux2_dit *m, kiln_backend *be, kiln_flux2_dit_ws *w,
                                 const kiln_flux2_single *blk, kiln_err *err) {
     const kiln_ops *op = be->ops;
-    const int64_t D = m->hidden, F = m->mlp_hidden, B = w->B, T = (int64_t)w->L + w->N, R = B * T;
+    const int64_t D = m->hidden, F = m->mlp_hidden, Dq = w->Dq, Fl = w->Fl, B = w->B, T = (int64_t)w->L + w->N;
+    const int64_t R = B * T;
+    const int r = w->tp ? w->tp->rank : 0, heads = m->heads / (int)(D / Dq);
     const float *ms = w->mods + 12 * D;
     kiln_tensor sh = kiln_f32_1d((float *)ms, D), sc = kiln_f32_1d((float *)ms + D, D);
     kiln_tensor g = kiln_f32_1d((float *)ms + 2 * D, D);
     kiln_tensor S = kiln_f32_2d(w->S, R, D), nrm = kiln_f32_2d(w->nrm, R, D);
-    kiln_tensor P = kiln_f32_2d(w->P, R, 3 * D + 2 * F), OM = kiln_f32_2d(w->OM, R, D + F);
+    kiln_tensor P = kiln_f32_2d(w->P, R, 3 * Dq + 2 * Fl), OM = kiln_f32_2d(w->OM, R, Dq + Fl);
     kiln_tensor COS = kiln_f32_2d(w->rcos, T, m->head_dim / 2), SIN = kiln_f32_2d(w->rsin, T, m->head_dim / 2);
     kiln_epilogue gated = {KILN_EPI_GATED_RESIDUAL, &g};
 
     CK(op->layer_norm_modulate(be, &nrm, &S, &sh, &sc, m->eps, err));
-    CK(kiln_matmul(be, &P, &nrm, &blk->linear1, NULL, err));
-    kiln_tensor q = kiln_cols(&P, 0, D), k = kiln_cols(&P, D, D);
+    if (!w->tp) {
+        CK(kiln_matmul(be, &P, &nrm, &blk->linear1, NULL, err));
+    } else { /* this rank's rows of linear1: q, k, v of its heads, then its gate and value units */
+        const int64_t row0[5] = {r * Dq, D + r * Dq, 2 * D + r * Dq, 3 * D + r * Fl, 3 * D + F + r * Fl};
+        const int64_t col0[5] = {0, Dq, 2 * Dq, 3 * Dq, 3 * Dq + Fl}, n[5] = {Dq, Dq, Dq, Fl, Fl};
+        for (int j = 0; j < 5; j++) {
+            kiln_tensor y = kiln_cols(&P, col0[j], n[j]), wr = kiln_tensor_rows(&blk->linear1, row0[j], n[j]);
+            CK(kiln_matmul(be, &y, &nrm, &wr, NULL, err));
+        }
+    }
+    kiln_tensor q = kiln_cols(&P, 0, Dq), k = kiln_cols(&P, Dq, Dq);
     CK(op->rms_norm(be, &q, &q, &blk->q_norm, 1e-6f, err));
     CK(op->rms_norm(be, &k, &k, &blk->k_norm, 1e-6f, err));
-    kiln_dit_attn at = {B, w->L, w->N, D, m->heads, m->head_dim, &COS, &SIN};
+    kiln_dit_attn at = {B, w->L, w->N, Dq, heads, m->head_dim, &COS, &SIN};
     if (w->sp.comm) { /* Ulysses: per sample, text rows then this rank's image rows */
         const int64_t L = w->L, N = w->N;
         COS = kiln_f32_2d(w->rcos, L + w->sp.N, m->head_dim / 2);
         SIN = kiln_f32_2d(w->rsin, L + w->sp.N, m->head_dim / 2);
         for (int64_t b = 0; b < B; b++) {
             kiln_tensor qt = kiln_tensor_rows(&P, b * T, L), qi = kiln_tensor_rows(&P, b * T + L, N);
-            kiln_tensor ot = kiln_block(&OM, b * T, L, 0, D), oi = kiln_block(&OM, b * T + L, N, 0, D);
+            kiln_tensor ot = kiln_block(&OM, b * T, L, 0, Dq), oi = kiln_block(&OM, b * T + L, N, 0, Dq);
             CK(kiln_dit_ulysses_attention(be, &w->sp, &at, &qt, &qi, &ot, &oi, err));
         }
     } else {
         CK(kiln_dit_single_attention(be, &at, &P, &OM, err));
     }
-    kiln_tensor ab = kiln_cols(&P, 3 * D, 2 * F), mo = kiln_cols(&OM, D, F);
+    kiln_tensor ab = kiln_cols(&P, 3 * Dq, 2 * Fl), mo = kiln_cols(&OM, Dq, Fl);
     CK(op->swiglu(be, &mo, &ab, err));
-    return kiln_matmul_epi(be, &S, &OM, &blk->linear2, NULL, &gated, err);
+    if (!w->tp) return kiln_matmul_epi(be, &S, &OM, &blk->linear2, NULL, &gated, err);
+    /* TP: linear2's columns of this rank's heads and units, summed into one partial, one all-reduce */
+    kiln_tensor part = kiln_f32_2d(w->red, R, D), oa = kiln_cols(&OM, 0, Dq);
+    kiln_epilogue add = {KILN_EPI_ADD, NULL};
+    CK(matmul_kslice(be, &part, &oa, &blk->linear2, r * Dq, NULL, err));
+    CK(matmul_kslice(be, &part, &mo, &blk->linear2, D + r * Fl, &add, err));
+    kiln_tensor *X[1] = {&S}, *PART[1] = {&part};
+    const kiln_tensor *G[1] = {&g};
+    return tp_reduce_gate(be, w, X, PART, G, 1, err);
 }
 
 kiln_status kiln_flux2_dit_set_timestep(const kiln_flux2_dit *m, kiln_backend *be, kiln_flux2_dit_ws *w, float t,

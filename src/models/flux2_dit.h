@@ -109,10 +109,16 @@ kiln_status kiln_flux2_dit_ws_create_refs(const kiln_flux2_dit *m, kiln_backend 
  * tokens. */
 kiln_status kiln_flux2_dit_ws_create_sp(const kiln_flux2_dit *m, kiln_backend *be, kiln_comm *comm, int batch,
                                         int n_txt, int h16, int w16, kiln_flux2_dit_ws **out, kiln_err *err);
-/* Both: references and sequence parallelism (the image stream, references included, split over the ranks). */
-kiln_status kiln_flux2_dit_ws_create_full(const kiln_flux2_dit *m, kiln_backend *be, kiln_comm *comm, int batch,
-                                          int n_txt, int h16, int w16, int n_refs, const int *ref_h16,
+/* All of it: references, sequence parallelism over sp (the image stream, references included, split over its
+ * ranks; NULL: none) and tensor parallelism over tp (NULL or one rank: none; docs/parallel.md): each rank of tp
+ * computes H/t heads and F/t MLP units of every block from row and column views of the weights, and one
+ * all-reduce per block half sums the projections out. With both, sp must divide H/t. */
+kiln_status kiln_flux2_dit_ws_create_full(const kiln_flux2_dit *m, kiln_backend *be, kiln_comm *sp, kiln_comm *tp,
+                                          int batch, int n_txt, int h16, int w16, int n_refs, const int *ref_h16,
                                           const int *ref_w16, kiln_flux2_dit_ws **out, kiln_err *err);
+/* KILN_OK when tensor parallelism over t ranks can split m: t divides the heads and the MLP units, and no block
+ * weight is GGML-quantised (blocks cannot be cut by columns) or LoRA-patched; else the reason. */
+kiln_status kiln_flux2_dit_tp_check(const kiln_flux2_dit *m, int t, kiln_err *err);
 void kiln_flux2_dit_ws_free(kiln_backend *be, kiln_flux2_dit_ws *ws);
 void kiln_flux2_dit_ws_new_text(kiln_flux2_dit_ws *ws);
 /* Bytes kiln_flux2_dit_ws_create allocates. */

@@ -162,16 +162,55 @@ size_t kiln_qwen3_workspace(const kiln_qwen3 *m, int batch, int seq) {
     return sizeof(float) * (R * (2 * D + 2 * Q + 2 * KV + 2 * F) + (size_t)seq * m->head_dim) + R;
 }
 
+/* X += a . w^T: fused into the residual on one rank; under TP this rank's columns c0.. of w, all-reduced. */
+static kiln_status project_out(kiln_backend *be, kiln_comm *tp, kiln_tensor *X, const kiln_tensor *a,
+                               const kiln_tensor *w, int64_t c0, kiln_tensor *part, const kiln_epilogue *add,
+                               kiln_err *err) {
+    if (!tp) return kiln_matmul_epi(be, X, a, w, NULL, add, err);
+    kiln_tensor wc = kiln_cols(w, c0, a->shape[1]);
+    KILN_TRY(kiln_matmul(be, part, a, &wc, NULL, err));
+    KILN_TRY(tp->ops->all_reduce(tp, be, (float *)part->data, (size_t)(part->shape[0] * part->shape[1]), err));
+    return be->ops->add(be, X, X, part, err);
+}
+
 #define CK(x)                                                                                                 \
     do {                                                                                                      \
         if ((s = (x)) != KILN_OK) goto done;                                                                  \
     } while (0)
 
+kiln_status kiln_qwen3_tp_check(const kiln_qwen3 *m, int t, kiln_err *err) {
+    const int g = m->n_heads / m->n_kv_heads, hq = t >= 1 ? m->n_heads / t : 0;
+    if (t < 1 || m->n_heads % t || m->ffn % t || (hq % g && g % hq))
+        return KILN_FAIL(err, KILN_E_INVALID, "tensor parallelism over %d ranks: the text encoder's %d query heads "
+                         "(%d per key/value head) and %d MLP units cannot be split %d ways", t, m->n_heads, g, m->ffn,
+                         t);
+    for (int l = 0; l < m->n_layers; l++) {
+        const kiln_tensor *w[] = {&m->layers[l].wo, &m->layers[l].w_down};
+        for (int j = 0; j < 2; j++)
+            if (w[j]->dtype == KILN_DT_QBLOCK)
+                return KILN_FAIL(err, KILN_E_UNSUPPORTED, "tensor parallelism: the text encoder's GGUF-quantised "
+                                 "weights cannot be split by columns; run without --tp");
+    }
+    return KILN_OK;
+}
+
 kiln_status kiln_qwen3_encode(const kiln_qwen3 *m, kiln_backend *be, const int32_t *ids, const uint8_t *mask,
                               int batch, int seq, float *out, kiln_err *err) {
+    return kiln_qwen3_encode_tp(m, be, NULL, ids, mask, batch, seq, out, err);
+}
+
+kiln_status kiln_qwen3_encode_tp(const kiln_qwen3 *m, kiln_backend *be, kiln_comm *tp, const int32_t *ids,
+                                 const uint8_t *mask, int batch, int seq, float *out, kiln_err *err) {
     const kiln_ops *op = be->ops;
     const int64_t R = (int64_t)batch * seq, D = m->hidden, Dh = m->head_dim;
-    const int64_t Q = (int64_t)m->n_heads * Dh, KV = (int64_t)m->n_kv_heads * Dh, F = m->ffn;
+    /* Tensor parallelism: rank r of t takes query heads r*Hq/t.. and the key/value heads they read (a split of
+     * them when each rank has whole groups, else the one group its heads share, computed on every rank of it),
+     * MLP units r*F/t..; o_proj and down_proj take the matching columns and an all-reduce sums them. */
+    if (tp && tp->size == 1) tp = NULL;
+    if (tp) KILN_TRY(kiln_qwen3_tp_check(m, tp->size, err));
+    const int t = tp ? tp->size : 1, r = tp ? tp->rank : 0, g = m->n_heads / m->n_kv_heads;
+    const int hq = m->n_heads / t, kv0 = r * hq / g, hkv = (r * hq + hq - 1) / g + 1 - kv0;
+    const int64_t Q = (int64_t)hq * Dh, KV = (int64_t)hkv * Dh, F = m->ffn / t;
     for (int64_t i = 0; i < R; i++)
         if (ids[i] < 0 || ids[i] >= m->vocab)
             return KILN_FAIL(err, KILN_E_INVALID, "Qwen3: token id %d outside the embedding (%lld rows)", ids[i],
@@ -180,10 +219,11 @@ kiln_status kiln_qwen3_encode(const kiln_qwen3 *m, kiln_backend *be, const int32
     float *x = op->alloc(be, (size_t)(R * D) * 4), *h = op->alloc(be, (size_t)(R * D) * 4);
     float *q = op->alloc(be, (size_t)(R * Q) * 4), *att = op->alloc(be, (size_t)(R * Q) * 4);
     float *k = op->alloc(be, (size_t)(R * KV) * 4), *v = op->alloc(be, (size_t)(R * KV) * 4);
-    float *g = op->alloc(be, (size_t)(R * F) * 4), *u = op->alloc(be, (size_t)(R * F) * 4);
+    float *gt = op->alloc(be, (size_t)(R * F) * 4), *u = op->alloc(be, (size_t)(R * F) * 4);
     float *cs = op->alloc(be, (size_t)(seq * Dh / 2) * 4), *sn = op->alloc(be, (size_t)(seq * Dh / 2) * 4);
     uint8_t *msk = op->alloc(be, (size_t)R);
-    if (!x || !h || !q || !att || !k || !v || !g || !u || !cs || !sn || !msk) {
+    float *part = tp ? op->alloc(be, (size_t)(R * D) * 4) : NULL;
+    if (!x || !h || !q || !att || !k || !v || !gt || !u || !cs || !sn || !msk || (tp && !part)) {
         s = KILN_FAIL(err, KILN_E_NOMEM, "Qwen3: out of memory for activations (%d x %d tokens)", batch, seq);
         goto done;
     }
@@ -207,10 +247,11 @@ kiln_status kiln_qwen3_encode(const kiln_qwen3 *m, kiln_backend *be, const int32
     kiln_tensor X = kiln_f32_2d(x, R, D), H = kiln_f32_2d(h, R, D);
     kiln_tensor Qt = kiln_f32_2d(q, R, Q), A = kiln_f32_2d(att, R, Q);
     kiln_tensor Kt = kiln_f32_2d(k, R, KV), Vt = kiln_f32_2d(v, R, KV);
-    kiln_tensor G = kiln_f32_2d(g, R, F), U = kiln_f32_2d(u, R, F);
+    kiln_tensor G = kiln_f32_2d(gt, R, F), U = kiln_f32_2d(u, R, F);
     kiln_tensor COS = kiln_f32_2d(cs, seq, Dh / 2), SIN = kiln_f32_2d(sn, seq, Dh / 2);
     kiln_tensor OUT = kiln_f32_2d(out, R, 3 * D);
     kiln_epilogue add = {KILN_EPI_ADD, NULL};
+    kiln_tensor PART = kiln_f32_2d(part, R, D);
 
     /* Embedding lookup: one row copy (bf16 -> f32) per token. */
     for (int64_t i = 0; i < R; i++) {
@@ -222,9 +263,11 @@ kiln_status kiln_qwen3_encode(const kiln_qwen3 *m, kiln_backend *be, const int32
         const kiln_qwen3_layer *L = &m->layers[l];
         /* attention */
         CK(op->rms_norm(be, &H, &X, &L->in_norm, m->eps, err));
-        CK(kiln_matmul(be, &Qt, &H, &L->wq, NULL, err));
-        CK(kiln_matmul(be, &Kt, &H, &L->wk, NULL, err));
-        CK(kiln_matmul(be, &Vt, &H, &L->wv, NULL, err));
+        kiln_tensor wq = kiln_tensor_rows(&L->wq, r * Q, Q), wk = kiln_tensor_rows(&L->wk, kv0 * Dh, KV);
+        kiln_tensor wv = kiln_tensor_rows(&L->wv, kv0 * Dh, KV);
+        CK(kiln_matmul(be, &Qt, &H, &wq, NULL, err));
+        CK(kiln_matmul(be, &Kt, &H, &wk, NULL, err));
+        CK(kiln_matmul(be, &Vt, &H, &wv, NULL, err));
         CK(op->rms_norm(be, &Qt, &Qt, &L->q_norm, m->eps, err));
         CK(op->rms_norm(be, &Kt, &Kt, &L->k_norm, m->eps, err));
         for (int b = 0; b < batch; b++) {
@@ -233,18 +276,18 @@ kiln_status kiln_qwen3_encode(const kiln_qwen3 *m, kiln_backend *be, const int32
             kiln_tensor vb = kiln_tensor_rows(&Vt, (int64_t)b * seq, seq);
             kiln_tensor ab = kiln_tensor_rows(&A, (int64_t)b * seq, seq);
             kiln_tensor mb = kiln_tensor_make(msk + (size_t)b * seq, KILN_DT_U8, 1, (int64_t[]){seq});
-            CK(op->rope(be, &qb, &COS, &SIN, m->n_heads, false, err));
-            CK(op->rope(be, &kb, &COS, &SIN, m->n_kv_heads, false, err));
-            CK(op->attention(be, &ab, &qb, &kb, &vb, m->n_heads, m->n_kv_heads, 1.0f / sqrtf((float)Dh), true,
-                             &mb, err));
+            CK(op->rope(be, &qb, &COS, &SIN, hq, false, err));
+            CK(op->rope(be, &kb, &COS, &SIN, hkv, false, err));
+            CK(op->attention(be, &ab, &qb, &kb, &vb, hq, hkv, 1.0f / sqrtf((float)Dh), true, &mb, err));
         }
-        CK(kiln_matmul_epi(be, &X, &A, &L->wo, NULL, &add, err));
+        CK(project_out(be, tp, &X, &A, &L->wo, r * Q, &PART, &add, err));
         /* MLP */
         CK(op->rms_norm(be, &H, &X, &L->post_norm, m->eps, err));
-        CK(kiln_matmul(be, &G, &H, &L->w_gate, NULL, err));
-        CK(kiln_matmul(be, &U, &H, &L->w_up, NULL, err));
+        kiln_tensor wg = kiln_tensor_rows(&L->w_gate, r * F, F), wu = kiln_tensor_rows(&L->w_up, r * F, F);
+        CK(kiln_matmul(be, &G, &H, &wg, NULL, err));
+        CK(kiln_matmul(be, &U, &H, &wu, NULL, err));
         CK(op->silu_mul(be, &G, &G, &U, err));
-        CK(kiln_matmul_epi(be, &X, &G, &L->w_down, NULL, &add, err));
+        CK(project_out(be, tp, &X, &G, &L->w_down, r * F, &PART, &add, err));
         if (next_out < KILN_QWEN3_N_OUT && l == m->out_layers[next_out]) {
             kiln_tensor dst = kiln_cols(&OUT, next_out * D, D);
             bool normed = m->norm_last && l == m->n_layers - 1; /* hidden_states[27] of a 27-layer model */
@@ -261,7 +304,8 @@ done:
     op->free(be, att);
     op->free(be, k);
     op->free(be, v);
-    op->free(be, g);
+    op->free(be, gt);
+    if (part) op->free(be, part);
     op->free(be, u);
     op->free(be, cs);
     op->free(be, sn);

@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "base/status.h"
+#include "compute/comm.h"
 #include "compute/ops.h"
 #include "io/safetensors.h"
 #include "models/weights.h"
@@ -70,6 +71,16 @@ void kiln_qwen3_free(kiln_qwen3 *m);
  * [batch*seq, 3*hidden] in the backend's memory (host memory on the CPU). Errors: KILN_E_INVALID for an id outside the embedding. */
 kiln_status kiln_qwen3_encode(const kiln_qwen3 *m, kiln_backend *be, const int32_t *ids, const uint8_t *mask,
                               int batch, int seq, float *out, kiln_err *err);
+
+/* The same over the ranks of tp (NULL or one rank: kiln_qwen3_encode; docs/parallel.md): each rank computes
+ * H/t query heads, the key/value heads they read and F/t MLP units, from row views of q/k/v/gate/up and column
+ * views of o_proj/down_proj; one all-reduce after each. Every rank gets the whole of out. KILN_E_INVALID when
+ * kiln_qwen3_tp_check refuses t. */
+kiln_status kiln_qwen3_encode_tp(const kiln_qwen3 *m, kiln_backend *be, kiln_comm *tp, const int32_t *ids,
+                                 const uint8_t *mask, int batch, int seq, float *out, kiln_err *err);
+/* KILN_OK when t divides the query heads and MLP units and each rank's heads are whole key/value groups or lie
+ * in one (Qwen3-4B: 32 q / 8 kv heads: t = 2, 4, 8, 16, 32); else the reason. */
+kiln_status kiln_qwen3_tp_check(const kiln_qwen3 *m, int t, kiln_err *err);
 
 /* Bytes of activations kiln_qwen3_encode allocates for batch x seq. */
 size_t kiln_qwen3_workspace(const kiln_qwen3 *m, int batch, int seq);

@@ -1,5 +1,6 @@
 /* engine.c - opening a FLUX.2 [klein] engine (FLUX.1 files: engine_flux1.c): find the files of a diffusers folder or three single files,
  * memory-map them, load the three models (shapes checked), the tokenizer and the compute backend (kiln.h). */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,6 +8,7 @@
 
 #include "base/alloc.h"
 #include "base/log.h"
+#include "compute/comm_nccl.h"
 #include "models/config.h"
 #include "pipeline/engine_flux1.h"
 #include "pipeline/engine_internal.h"
@@ -151,6 +153,9 @@ void kiln_engine_close_text_encoder(kiln_engine *e) {
 static kiln_status open_all(kiln_engine *e, kiln_err *err) {
     bool flux1 = false;
     KILN_TRY(kiln_engine_is_flux1(&e->cfg, &flux1, err));
+    if (flux1 && e->cfg.tp > 1)
+        return KILN_FAIL(err, KILN_E_UNSUPPORTED, "--tp %d: tensor parallelism is implemented for FLUX.2 only",
+                         e->cfg.tp);
     if (flux1) return kiln_engine_open_flux1(e, err); /* engine_flux1.c */
     KILN_TRY(find_files(e, err));
     if (kiln_sched_config_read(e->sched_config, &e->sched, err) != KILN_OK) return kiln_err_prefix(err, "%s", e->model_dir);
@@ -196,11 +201,29 @@ static kiln_status open_all(kiln_engine *e, kiln_err *err) {
 
     KILN_TRY(kiln_comm_open(&e->comm, err));
     /* several ranks on one host: rank k takes GPU device_index + (its local rank) */
-    const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
-    int dev = e->cfg.device_index + (e->comm->size > 1 && lr ? atoi(lr) : 0);
+    int dev = e->cfg.device_index, ngpu = e->cfg.device == KILN_DEVICE_CUDA ? kiln_nccl_gpu_count() : -1;
+    if (e->comm->size > 1 && e->cfg.device == KILN_DEVICE_CUDA)
+        KILN_TRY(kiln_nccl_local_device(e->cfg.device_index, getenv("OMPI_COMM_WORLD_LOCAL_RANK"),
+                                        ngpu < 0 ? INT_MAX : ngpu, &dev, err));
     if (e->cfg.device == KILN_DEVICE_CUDA) KILN_TRY(kiln_backend_open_cuda(dev, &e->be, err));
     else KILN_TRY(kiln_backend_open_cpu(e->cfg.n_threads, &e->be, err));
+    if (e->comm->size > 1 && e->cfg.device == KILN_DEVICE_CUDA) { /* GPUs talk over NCCL when kiln has it */
+        kiln_comm *nc;
+        kiln_err why = {0};
+        kiln_status ns = kiln_comm_open_nccl(e->comm, e->be, &nc, &why);
+        if (ns == KILN_E_UNSUPPORTED) log_info("%s; the MPI communicator stages device buffers through the host", why.msg);
+        else if (ns != KILN_OK) {
+            e->comm = NULL; /* closed by the failed open */
+            *err = why;
+            return ns;
+        } else e->comm = nc;
+    }
     e->be->precision = e->cfg.exact ? KILN_PREC_EXACT : KILN_PREC_FAST;
+    if (e->cfg.tp > 1) { /* after NCCL: the groups are split from the communicator the GPUs use */
+        KILN_TRY(kiln_comm_grid(e->comm, e->cfg.tp, &e->grid_sp, &e->grid_tp, err));
+        KILN_TRY(kiln_flux2_dit_tp_check(e->dit, e->cfg.tp, err));
+        KILN_TRY(kiln_qwen3_tp_check(e->te, e->cfg.tp, err));
+    }
     /* Placement (compute/ops.h): the weights become the backend's now, once; ops never see the mapping. */
     KILN_TRY(kiln_wset_place(&e->dit->ws, e->be, err));
     KILN_TRY(kiln_wset_place(&e->vae->ws, e->be, err));
@@ -259,6 +282,8 @@ void kiln_engine_close(kiln_engine *e) {
     kiln_st_close(e->vae_ck);
     kiln_tokenizer_free(e->tok);
     if (e->be) kiln_backend_close(e->be);
+    kiln_comm_close(e->grid_sp);
+    kiln_comm_close(e->grid_tp);
     kiln_comm_close(e->comm);
     kiln_free(e->model_dir);
     kiln_free(e->unet_path);

@@ -1,6 +1,7 @@
 /* engine_flux1.c - opening a FLUX.1 [dev] / [schnell] engine (engine_flux1.h): find the files of a diffusers
  * folder or four single files, memory-map them, load CLIP-L, T5, the DiT and the VAE (shapes checked against each
  * other), the two tokenizers, the scheduler config and the backend. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +9,7 @@
 
 #include "base/alloc.h"
 #include "base/log.h"
+#include "compute/comm_nccl.h"
 #include "models/config.h"
 #include "models/flux1_vae.h"
 #include "pipeline/engine_flux1.h"
@@ -182,7 +184,13 @@ kiln_status kiln_engine_open_flux1(kiln_engine *e, kiln_err *err) {
     KILN_TRY(load_models(e, f, err));
     KILN_TRY(load_tokenizers(e, f, err));
     e->variant = f->dev ? KILN_VARIANT_FLUX1_DEV : KILN_VARIANT_FLUX1_SCHNELL;
-    if (e->cfg.device == KILN_DEVICE_CUDA) KILN_TRY(kiln_backend_open_cuda(e->cfg.device_index, &e->be, err));
+    /* under mpirun the ranks split the DiT's image tokens (sequence parallelism, generate_flux1.c); one GPU per
+     * rank, the MPI communicator between them */
+    KILN_TRY(kiln_comm_open(&e->comm, err));
+    int dev = e->cfg.device_index;
+    if (e->comm->size > 1 && e->cfg.device == KILN_DEVICE_CUDA)
+        KILN_TRY(kiln_nccl_local_device(e->cfg.device_index, getenv("OMPI_COMM_WORLD_LOCAL_RANK"), INT_MAX, &dev, err));
+    if (e->cfg.device == KILN_DEVICE_CUDA) KILN_TRY(kiln_backend_open_cuda(dev, &e->be, err));
     else KILN_TRY(kiln_backend_open_cpu(e->cfg.n_threads, &e->be, err));
     e->be->precision = e->cfg.exact ? KILN_PREC_EXACT : KILN_PREC_FAST;
     KILN_TRY(kiln_wset_place(&f->dit->ws, e->be, err));

@@ -25,6 +25,7 @@ struct kiln_engine {
     kiln_sched_config sched;     /* scheduler/scheduler_config.json, else klein's */
     kiln_backend *be;
     kiln_comm *comm;             /* the ranks running each request together (one rank unless under mpirun) */
+    kiln_comm *grid_sp, *grid_tp; /* cfg.tp > 1: comm's sequence- and tensor-parallel groups (kiln_comm_grid) */
     kiln_tokenizer *tok;
     kiln_st_file *te_ck, *dit_ck, *vae_ck;  /* te_ck may be closed between requests when memory is tight */
     kiln_qwen3 *te;

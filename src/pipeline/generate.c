@@ -31,7 +31,10 @@
 #include "pipeline/vae_dist.h"
 #include "pipeline/vae_plan.h"
 
-#define MAX_SIDE 2048
+/* A bound on geometry, not on memory: 8192 keeps every pixel and token index inside an int (8192^2 x 3 bytes, 262,144
+ * tokens). What a size really needs is the memory estimate's to refuse (validate): at 4096x4096 the DiT's 65,536
+ * image tokens fit (attention takes O(sequence) extra memory) and the VAE decode tiles itself. */
+#define MAX_SIDE 8192
 #define MAX_BATCH 16
 #define MAX_STEPS 1000
 
@@ -212,8 +215,9 @@ static kiln_status validate(run *r, kiln_err *err) {
         return KILN_FAIL(err, KILN_E_INVALID, "image size %dx%d: width and height must be positive multiples of 16",
                          r->W, r->H);
     if (r->W > MAX_SIDE || r->H > MAX_SIDE)
-        return KILN_FAIL(err, KILN_E_LIMIT, "image size %dx%d: the largest side kiln accepts is %d", r->W,
-                         r->H, MAX_SIDE);
+        return KILN_FAIL(err, KILN_E_LIMIT, "image size %dx%d: the largest side kiln accepts is %d (beyond, "
+                         "pixel indices would overflow; what fits below is the memory estimate's call)", r->W, r->H,
+                         MAX_SIDE);
     if (e->cfg.vae_tile > 0 && (e->cfg.vae_tile < 8 || e->cfg.vae_tile % 4))
         return KILN_FAIL(err, KILN_E_INVALID, "VAE tile %d: must be a multiple of 4, >= 8", e->cfg.vae_tile);
     if (q->steps < 0 || q->steps > MAX_STEPS)
@@ -314,7 +318,7 @@ static kiln_status encode_text(run *r, kiln_err *err) {
         memcpy(ids + (size_t)i * L, r->tok[i].ids, (size_t)L * sizeof *ids);
         memcpy(mask + (size_t)i * L, r->tok[i].mask, (size_t)L);
     }
-    s = kiln_qwen3_encode(e->te, be, ids, mask, seqs, L, one, err);
+    s = kiln_qwen3_encode_tp(e->te, be, e->grid_tp, ids, mask, seqs, L, one, err);
     if (s != KILN_OK) goto done;
     /* DiT batch order: the B images' prompt features, then (CFG) B copies of the negative prompt's. */
     kiln_tensor src = kiln_f32_2d(one, (int64_t)seqs * L, C), dst = kiln_f32_2d(r->feat, (int64_t)r->Bd * L, C);
@@ -411,14 +415,17 @@ static kiln_status denoise(run *r, kiln_err *err) {
     /* several ranks: Ulysses sequence parallelism when they divide the heads and the image-stream tokens
      * (references included), else every rank runs the whole DiT (the same numbers; only the VAE decode is then
      * spread) */
-    kiln_comm *sp = e->comm && e->comm->size > 1 ? e->comm : NULL;
+    kiln_comm *tp = e->grid_tp, *sp = tp ? e->grid_sp : e->comm; /* --tp: the grid (kiln_comm_grid) */
+    if (sp && sp->size == 1) sp = NULL;
+    const int heads = e->dit->heads / (tp ? tp->size : 1);
     kiln_err why = {0};
-    if (sp && kiln_dit_ulysses_check(sp->size, e->dit->heads, r->N + r->n_ref_tok, &why) != KILN_OK) {
-        log_info("%s; every rank runs the whole DiT", why.msg);
+    if (tp) log_info("tensor parallelism: %d ranks x %d heads", tp->size, heads);
+    if (sp && kiln_dit_ulysses_check(sp->size, heads, r->N + r->n_ref_tok, &why) != KILN_OK) {
+        log_info("%s; every %s runs the whole DiT", why.msg, tp ? "tensor-parallel group" : "rank");
         sp = NULL;
     }
     if (sp) log_info("sequence parallelism (Ulysses): %d ranks x %d image tokens", sp->size, (r->N + r->n_ref_tok) / sp->size);
-    KILN_TRY(kiln_flux2_dit_ws_create_full(e->dit, be, sp, r->Bd, r->L, r->h16, r->w16, r->n_refs, r->ref_h16,
+    KILN_TRY(kiln_flux2_dit_ws_create_full(e->dit, be, sp, tp, r->Bd, r->L, r->h16, r->w16, r->n_refs, r->ref_h16,
                                            r->ref_w16, &r->ws, err));
     r->dt = be->ops->alloc(be, 128 * sizeof(float));
     if (!r->dt) return KILN_FAIL(err, KILN_E_NOMEM, "denoising: out of memory");

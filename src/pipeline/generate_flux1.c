@@ -20,6 +20,7 @@
 #include "base/alloc.h"
 #include "base/clock.h"
 #include "base/log.h"
+#include "models/dit_ulysses.h"
 #include "models/flux1_vae.h"
 #include "models/latent.h"
 #include "models/views.h"
@@ -261,7 +262,16 @@ static kiln_status denoise(run *r, kiln_err *err) {
     kiln_backend *be = e->be;
     const kiln_ops *op = be->ops;
     int64_t BN = (int64_t)r->B * r->N;
-    KILN_TRY(kiln_flux1_dit_ws_create(r->f->dit, be, r->B, r->L, r->h16, r->w16, &r->ws, err));
+    /* several ranks: Ulysses sequence parallelism when they divide the heads and the image tokens, else every rank
+     * runs the whole DiT (the same numbers) */
+    kiln_comm *sp = e->comm && e->comm->size > 1 ? e->comm : NULL;
+    kiln_err why = {0};
+    if (sp && kiln_dit_ulysses_check(sp->size, r->f->dit->heads, r->N, &why) != KILN_OK) {
+        log_info("%s; every rank runs the whole DiT", why.msg);
+        sp = NULL;
+    }
+    if (sp) log_info("sequence parallelism (Ulysses): %d ranks x %d image tokens", sp->size, r->N / sp->size);
+    KILN_TRY(kiln_flux1_dit_ws_create_sp(r->f->dit, be, sp, r->B, r->L, r->h16, r->w16, &r->ws, err));
     kiln_tensor X = kiln_f32_2d(r->x, BN, r->C), V = kiln_f32_2d(r->v, BN, r->C), T = kiln_f32_2d(r->tmp, BN, r->C);
     double loop_t0 = kiln_clock_s();
     for (int k = 0; k < r->steps; k++) {

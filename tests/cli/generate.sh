@@ -92,5 +92,12 @@ long=$(for i in $(seq 1 700); do printf 'word '; done)
 expect 0 "tokens dropped" -- -p "$long" --model "$tiny/diffusers" -W 32 -H 32 -o "$tmp/long.png"
 expect 6 "not enough memory" -- -p "x" --model "$tiny/diffusers" -W 2048 -H 2048 --memory-limit 0.01 -o "$tmp/e.png"
 [ -e "$tmp/e.png" ] && { echo "FAIL a failed request left e.png"; fail=1; }
+# sides past the former 2048 cap: the memory estimate decides (docs/parallel.md); a 4096-pixel side runs, a side
+# past the geometric bound (8192) is refused by name, and 4096x4096 within too little memory by the estimate
+expect 0 "" -- -p "x" --model "$tiny/diffusers" -W 4096 -H 32 --steps 1 --seed 3 -o "$tmp/wide.png"
+w=$(python3 -c 'import struct,sys; print(struct.unpack(">II", open(sys.argv[1],"rb").read()[16:24]))' "$tmp/wide.png")
+[ "$w" = "(4096, 32)" ] && echo "ok a 4096-pixel side: 4096x32 PNG" || { echo "FAIL 4096x32: PNG is $w"; fail=1; }
+expect 6 "the largest side kiln accepts is 8192" -- -p "x" --model "$tiny/diffusers" -W 8208 -H 16 -o "$tmp/e.png"
+expect 6 "not enough memory: 4096x4096" -- -p "x" --model "$tiny/diffusers" -W 4096 -H 4096 --memory-limit 0.2 -o "$tmp/e.png"
 
 exit $fail

@@ -25,7 +25,8 @@
 #             warm-up submit first so the timed ones are later requests in the same process, NVML telemetry
 #   memory    device memory kiln used at its peak (arena, placed weights, outside the arena) from the backend's
 #             close line of that bench process - not nvidia-smi's memory.used
-#   parallel  Ulysses SP over 2 GPUs under mpirun vs one GPU, >= 60 dB (optional: "not run" with one GPU)
+#   parallel  Ulysses SP and TP (--tp 2) over 2 GPUs under mpirun vs one GPU, >= 60 dB; SP x TP on 4 (optional:
+#             "not run" with one GPU)
 #   sanitize  compute-sanitizer memcheck over the ops test (optional: unsupported on gVisor machines)
 # Output files (at most 8 come back from a device call): run.log summary.txt build.log ops.log pipeline.log
 # bench.json gemm.log.
@@ -352,27 +353,37 @@ EOF
   rm -rf "$g" "$blog"
 fi
 
-# ---- parallel: Ulysses SP over the GPUs (issue 20; optional: needs >= 2 GPUs and mpirun) ------------------------------
-# The tiny DiT has 2 heads, so SP runs on 2 ranks (one per GPU: a rank takes GPU local-rank + N of --device cuda:N)
-# with the tiled VAE decode spread over them; the image against the single-GPU one, --exact, >= 60 dB. TP: not
-# implemented (docs/parallel.md).
+# ---- parallel: Ulysses SP and tensor parallelism over the GPUs (issue 20; optional: needs >= 2 GPUs and mpirun) -------
+# One rank per GPU (a rank takes GPU local-rank + N of --device cuda:N), NCCL between them when kiln was built with
+# it (else the MPI communicator staging through the host), the tiled VAE decode spread over them; each image against
+# the single-GPU one, --exact, >= 60 dB. SP: the tiny DiT (2 heads) over 2 GPUs. TP: a 4-head copy of it
+# (tests/py/dit_regroup_heads.py) with --tp 2, and SP 2 x TP 2 when there are 4 GPUs.
 NGPU=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | grep -c .)
 if [ "$NGPU" -lt 2 ]; then
-  row parallel skipped "not run: $NGPU GPU (sequence parallelism needs >= 2); TP not implemented"
-elif [ $BUILT = 0 ] || [ ! -x "$KILN" ] || ! command -v mpirun >/dev/null || ! fits 60; then
+  row parallel skipped "not run: $NGPU GPU (sequence and tensor parallelism need >= 2)"
+elif [ $BUILT = 0 ] || [ ! -x "$KILN" ] || ! command -v mpirun >/dev/null || ! fits 90; then
   row parallel "not run" "$NGPU GPUs, but no kiln program, no mpirun or out of time"
 else
   d=$OUT/parallel.tmp
   mkdir -p "$d"
+  pmpi() { local np=$1; shift; OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 KILN_LOG=info timeout 180 \
+           mpirun --oversubscribe -np "$np" -x KILN_LOG "$KILN" "$@" >>"$OUT/pipeline.log" 2>&1; }
   pgen=(generate -q --model "$TINY" --device cuda:0 -W 128 -H 128 --steps 4 --seed 5 --vae-tile 8 --exact -p "$PROMPT")
-  if timeout 120 "$KILN" "${pgen[@]}" -o "$d/one.png" >>"$OUT/pipeline.log" 2>&1 &&
-     OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 KILN_LOG=info timeout 180 mpirun --oversubscribe -np 2 \
-       -x KILN_LOG "$KILN" "${pgen[@]}" -o "$d/sp2.png" >>"$OUT/pipeline.log" 2>&1 &&
-     r=$("$PY" "$ROOT/tests/gpu/report.py" png "$d/sp2.png" "$d/one.png" 60); then
-    row parallel PASS "SP over 2 of $NGPU GPUs vs one GPU: $r"
-  else
-    row parallel FAIL "SP over 2 GPUs: ${r:-mpirun kiln generate failed (pipeline.log)}"
-  fi
+  "$PY" "$ROOT/tests/py/dit_regroup_heads.py" "$TINY" "$d/h4" 16 >>"$OUT/pipeline.log" 2>&1
+  tgen=("${pgen[@]}")
+  tgen[3]=$d/h4
+  res="" bad=0
+  if timeout 120 "$KILN" "${pgen[@]}" -o "$d/one.png" >>"$OUT/pipeline.log" 2>&1 && pmpi 2 "${pgen[@]}" -o "$d/sp2.png" &&
+     r=$("$PY" "$ROOT/tests/gpu/report.py" png "$d/sp2.png" "$d/one.png" 60); then res="SP 2: $r"
+  else res="SP 2 FAILED"; bad=1; fi
+  if timeout 120 "$KILN" "${tgen[@]}" -o "$d/h4one.png" >>"$OUT/pipeline.log" 2>&1 && pmpi 2 "${tgen[@]}" --tp 2 -o "$d/tp2.png" &&
+     r=$("$PY" "$ROOT/tests/gpu/report.py" png "$d/tp2.png" "$d/h4one.png" 60); then res="$res; TP 2: $r"
+  else res="$res; TP 2 FAILED"; bad=1; fi
+  if [ "$NGPU" -ge 4 ]; then
+    if pmpi 4 "${tgen[@]}" --tp 2 -o "$d/sp2tp2.png" && r=$("$PY" "$ROOT/tests/gpu/report.py" png "$d/sp2tp2.png" "$d/h4one.png" 60)
+    then res="$res; SP 2 x TP 2: $r"; else res="$res; SP 2 x TP 2 FAILED"; bad=1; fi
+  else res="$res; SP 2 x TP 2 not run ($NGPU GPUs, needs 4)"; fi
+  if [ $bad = 0 ]; then row parallel PASS "$NGPU GPUs: $res"; else row parallel FAIL "$res (pipeline.log)"; fi
   rm -rf "$d"
 fi
 
