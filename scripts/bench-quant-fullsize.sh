@@ -68,7 +68,7 @@ for f in "${formats[@]}"; do
     path[$f]=$(file_of "$f")
     # the engine's estimate: a 1 MB limit makes generate refuse after printing what the request needs
     est[$f]=$("$bin" generate -q -p x --unet "${path[$f]}" "${enc[@]}" -W "$size" -H "$size" --memory-limit 0.001 2>&1 |
-        sed -n 's/.*needs about \([0-9.]* GB\) (\([0-9.]* GB\) with the text encoder released.*/\1 all resident, \2 released/p' || true)
+        sed -n 's/.*needs about \([0-9.]* GB\) (\([0-9.]* GB\) with \(the text encoder\|T5\) released.*/\1 all resident, \2 released/p' || true)
     echo "== $f: $(du -h --apparent-size "${path[$f]}" | cut -f1) DiT file; estimate ${est[$f]:-?}"
 done
 
