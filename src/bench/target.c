@@ -2,6 +2,7 @@
 #include "bench/target.h"
 
 #include <spng.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
@@ -31,7 +32,17 @@ kiln_status kiln_target_open_spec(const char *spec, const kiln_http_opts *opts, 
          * is not followed by digits only up to the next ':' */
         const char *d = spec + 7, *rest = NULL;
         char dev[32];
-        if (!strncmp(d, "cpu:", 4)) {
+        int threads = 0;
+        if (!strncmp(d, "cpu,threads=", 12)) { /* engine@cpu,threads=N:DIR: a thread count, as --threads */
+            char *end;
+            long n = strtol(d + 12, &end, 10);
+            if (end == d + 12 || *end != ':' || n < 1 || n > 1024)
+                return KILN_FAIL(err, KILN_E_INVALID, "target %s: threads= wants a count from 1 to 1024, then :DIR",
+                                 spec);
+            threads = (int)n;
+            snprintf(dev, sizeof dev, "cpu");
+            rest = end + 1;
+        } else if (!strncmp(d, "cpu:", 4)) {
             snprintf(dev, sizeof dev, "cpu");
             rest = d + 4;
         } else if (!strncmp(d, "cuda:", 5)) {
@@ -46,9 +57,9 @@ kiln_status kiln_target_open_spec(const char *spec, const kiln_http_opts *opts, 
             }
         }
         if (!rest || !*rest)
-            return KILN_FAIL(err, KILN_E_INVALID, "target %s: expected engine@cpu:DIR, engine@cuda:DIR or "
-                             "engine@cuda:N:DIR", spec);
-        return kiln_target_engine_open(rest, 0, dev, out, err);
+            return KILN_FAIL(err, KILN_E_INVALID, "target %s: expected engine@cpu:DIR, engine@cpu,threads=N:DIR, "
+                             "engine@cuda:DIR or engine@cuda:N:DIR", spec);
+        return kiln_target_engine_open(rest, threads, dev, out, err);
     }
     return kiln_target_http_open(spec, opts, out, err);
 }

@@ -2,6 +2,11 @@
  * knobs become a kiln_request: prompt (the CLIPTextEncode text), seed (RandomNoise / KSampler), width, height,
  * steps, batch, cfg as guidance. The model files named by the graph's loaders are found under a models root
  * (diffusion_models/ or unet/, text_encoders/ or clip/, vae/), so the same graph file runs here and on a server.
+ * FLUX.1 graphs (the official templates' nodes): DualCLIPLoader's two files (which is T5 is read from the file,
+ * as ComfyUI does not care about their order), CLIPTextEncodeFlux (its t5xxl text), FluxGuidance as
+ * the distilled guidance, EmptySD3LatentImage, BasicScheduler's steps, BasicGuider; a true CFG above 1 and
+ * ModelSamplingFlux shifts other than the scheduler's 1.15 / 0.5 are refused (the engine runs the official
+ * FluxPipeline schedule).
  * The engine is opened on the first submit and kept for the next ones, as a server would keep it. Graph nodes
  * the engine does not run (ImagePixelize and any other post-process) are refused with a clear error: measure
  * those graphs through `kiln serve`. exec_seconds is the engine's end-to-end time (total_ms); the per-stage
@@ -16,12 +21,14 @@
 #include "compute/cuda/cuda_device.h"
 #include "bench/digest.h"
 #include "bench/target.h"
+#include "io/detect.h"
+#include "io/safetensors.h"
 #include "kiln.h"
 
 typedef struct engine_target {
     kiln_target base;
     char models[1024];
-    char unet[1024], clip[1024], vae[1024]; /* the files the open engine was made from */
+    char unet[1024], clip[1024], clip2[1024], vae[1024]; /* the files the open engine was made from */
     kiln_engine *eng;
     int threads;
     kiln_device_kind device; /* from engine@DEVICE: */
@@ -49,13 +56,77 @@ static bool find_model(const char *root, const char *const *dirs, const char *na
     return false;
 }
 
+/* Whether a checkpoint file is a T5 encoder (what DualCLIPLoader's order does not say). */
+static bool is_t5(const char *path) {
+    kiln_st_file *ck = NULL;
+    kiln_err e = {0};
+    if (kiln_st_open(path, &ck, &e) != KILN_OK) return false;
+    kiln_detect_result d;
+    kiln_detect(ck, &d);
+    kiln_st_close(ck);
+    return d.family == KILN_FAMILY_T5;
+}
+
+/* The text encoders: CLIPLoader's one file (FLUX.2), or DualCLIPLoader's two as CLIP-L (clip) and T5 (clip2). */
+static kiln_status find_text_encoders(const engine_target *t, const json_t *g, char *clip, char *clip2, size_t cap,
+                                      kiln_err *err) {
+    static const char *const dirs[] = {"text_encoders", "clip", NULL};
+    clip2[0] = 0;
+    const char *cn = json_string_value(input_of(g, "CLIPLoader", "clip_name"));
+    if (cn) {
+        if (!find_model(t->models, dirs, cn, clip, cap))
+            return KILN_FAIL(err, KILN_E_NOT_FOUND, "engine target: text encoder %s is not under %s", cn, t->models);
+        return KILN_OK;
+    }
+    const char *n1 = json_string_value(input_of(g, "DualCLIPLoader", "clip_name1"));
+    const char *n2 = json_string_value(input_of(g, "DualCLIPLoader", "clip_name2"));
+    const char *type = json_string_value(input_of(g, "DualCLIPLoader", "type"));
+    if (!n1 || !n2)
+        return KILN_FAIL(err, KILN_E_NOT_FOUND, "engine target: the graph has no CLIPLoader clip_name or "
+                         "DualCLIPLoader clip_name1 / clip_name2");
+    if (type && strcmp(type, "flux"))
+        return KILN_FAIL(err, KILN_E_UNSUPPORTED, "engine target: DualCLIPLoader type %s (kiln runs type flux)", type);
+    char a[1024], b[1024];
+    if (!find_model(t->models, dirs, n1, a, sizeof a) || !find_model(t->models, dirs, n2, b, sizeof b))
+        return KILN_FAIL(err, KILN_E_NOT_FOUND, "engine target: text encoders %s and %s are not both under %s", n1, n2,
+                         t->models);
+    bool t5a = is_t5(a), t5b = is_t5(b);
+    if (t5a == t5b)
+        return KILN_FAIL(err, KILN_E_FORMAT, "engine target: DualCLIPLoader needs one CLIP-L and one T5 file; %s and "
+                         "%s are %s T5", n1, n2, t5a ? "both" : "neither");
+    snprintf(clip, cap, "%s", t5a ? b : a);
+    snprintf(clip2, cap, "%s", t5a ? a : b);
+    return KILN_OK;
+}
+
+/* The FLUX.1 knobs: CLIPTextEncodeFlux's text, FluxGuidance, no true CFG, the default shifts. */
+static kiln_status flux1_knobs(const json_t *g, kiln_request *req, kiln_err *err) {
+    const json_t *v;
+    const char *tt = json_string_value(input_of(g, "CLIPTextEncodeFlux", "t5xxl"));
+    if (tt) { /* (the bench writes its prompt into both clip_l and t5xxl: kiln_workflow_instantiate) */
+        req->prompt = tt;
+        if ((v = input_of(g, "CLIPTextEncodeFlux", "guidance"))) req->guidance = (float)json_number_value(v);
+    }
+    if ((v = input_of(g, "FluxGuidance", "guidance"))) req->guidance = (float)json_number_value(v);
+    if (((v = input_of(g, "CFGGuider", "cfg")) || (v = input_of(g, "KSampler", "cfg"))) && json_number_value(v) != 1.0)
+        return KILN_FAIL(err, KILN_E_UNSUPPORTED, "engine target: FLUX.1 with a true CFG of %g (the official "
+                         "FluxPipeline runs the distilled guidance only: cfg 1 and FluxGuidance)", json_number_value(v));
+    const json_t *mx = input_of(g, "ModelSamplingFlux", "max_shift"), *bs = input_of(g, "ModelSamplingFlux", "base_shift");
+    if ((mx && fabs(json_number_value(mx) - 1.15) > 1e-9) || (bs && fabs(json_number_value(bs) - 0.5) > 1e-9))
+        return KILN_FAIL(err, KILN_E_UNSUPPORTED, "engine target: ModelSamplingFlux shifts %g / %g (the engine uses "
+                         "the scheduler's 1.15 / 0.5)", json_number_value(mx), json_number_value(bs));
+    return KILN_OK;
+}
+
 static kiln_status engine_submit(kiln_target *base, const json_t *g, kiln_submit_result *out, kiln_err *err) {
     engine_target *t = (engine_target *)base;
     /* Refuse what the engine does not do, before any work. */
     static const char *const known[] = {"UNETLoader", "CLIPLoader", "VAELoader", "CLIPTextEncode",
                                         "ConditioningZeroOut", "EmptyFlux2LatentImage", "EmptyLatentImage",
                                         "RandomNoise", "KSamplerSelect", "Flux2Scheduler", "CFGGuider",
-                                        "SamplerCustomAdvanced", "KSampler", "VAEDecode", "SaveImage", NULL};
+                                        "SamplerCustomAdvanced", "KSampler", "VAEDecode", "SaveImage",
+                                        "DualCLIPLoader", "CLIPTextEncodeFlux", "FluxGuidance", "EmptySD3LatentImage",
+                                        "ModelSamplingFlux", "BasicGuider", "BasicScheduler", NULL};
     const char *id;
     json_t *n;
     json_object_foreach((json_t *)g, id, n) {
@@ -68,17 +139,15 @@ static kiln_status engine_submit(kiln_target *base, const json_t *g, kiln_submit
                              "kiln serve (--url)", id, c ? c : "?");
     }
     static const char *const unet_dirs[] = {"diffusion_models", "unet", NULL};
-    static const char *const clip_dirs[] = {"text_encoders", "clip", NULL};
     static const char *const vae_dirs[] = {"vae", NULL};
-    char unet[1024], clip[1024], vae[1024];
+    char unet[1024], clip[1024], clip2[1024], vae[1024];
     const char *un = json_string_value(input_of(g, "UNETLoader", "unet_name"));
-    const char *cn = json_string_value(input_of(g, "CLIPLoader", "clip_name"));
     const char *vn = json_string_value(input_of(g, "VAELoader", "vae_name"));
-    if (!find_model(t->models, unet_dirs, un, unet, sizeof unet) ||
-        !find_model(t->models, clip_dirs, cn, clip, sizeof clip) || !find_model(t->models, vae_dirs, vn, vae, sizeof vae))
-        return KILN_FAIL(err, KILN_E_NOT_FOUND, "engine target: the graph's models (%s, %s, %s) are not all under %s",
-                         un ? un : "?", cn ? cn : "?", vn ? vn : "?", t->models);
-    if (t->eng && (strcmp(unet, t->unet) || strcmp(clip, t->clip) || strcmp(vae, t->vae))) {
+    if (!find_model(t->models, unet_dirs, un, unet, sizeof unet) || !find_model(t->models, vae_dirs, vn, vae, sizeof vae))
+        return KILN_FAIL(err, KILN_E_NOT_FOUND, "engine target: the graph's models (%s, %s) are not both under %s",
+                         un ? un : "?", vn ? vn : "?", t->models);
+    KILN_TRY(find_text_encoders(t, g, clip, clip2, sizeof clip, err));
+    if (t->eng && (strcmp(unet, t->unet) || strcmp(clip, t->clip) || strcmp(clip2, t->clip2) || strcmp(vae, t->vae))) {
         kiln_engine_close(t->eng); /* another model set: reopen (timed as part of this submit's wall time) */
         t->eng = NULL;
     }
@@ -88,6 +157,7 @@ static kiln_status engine_submit(kiln_target *base, const json_t *g, kiln_submit
         kiln_engine_config cfg = kiln_engine_config_default();
         cfg.unet_path = unet;
         cfg.clip_path = clip;
+        cfg.clip2_path = clip2[0] ? clip2 : NULL;
         cfg.vae_path = vae;
         cfg.n_threads = t->threads;
         cfg.device = t->device;
@@ -95,6 +165,7 @@ static kiln_status engine_submit(kiln_target *base, const json_t *g, kiln_submit
         KILN_TRY(kiln_engine_open(&cfg, &t->eng, err));
         snprintf(t->unet, sizeof t->unet, "%s", unet);
         snprintf(t->clip, sizeof t->clip, "%s", clip);
+        snprintf(t->clip2, sizeof t->clip2, "%s", clip2);
         snprintf(t->vae, sizeof t->vae, "%s", vae);
     }
     kiln_request req = kiln_request_default();
@@ -103,13 +174,16 @@ static kiln_status engine_submit(kiln_target *base, const json_t *g, kiln_submit
     if (!req.prompt) req.prompt = "";
     if ((v = input_of(g, "RandomNoise", "noise_seed")) || (v = input_of(g, "KSampler", "seed")))
         req.seed = (uint64_t)json_integer_value(v);
-    const char *lat = input_of(g, "EmptyFlux2LatentImage", "width") ? "EmptyFlux2LatentImage" : "EmptyLatentImage";
+    const char *lat = input_of(g, "EmptyFlux2LatentImage", "width") ? "EmptyFlux2LatentImage"
+                      : input_of(g, "EmptySD3LatentImage", "width") ? "EmptySD3LatentImage" : "EmptyLatentImage";
     req.width = (int)json_integer_value(input_of(g, lat, "width"));
     req.height = (int)json_integer_value(input_of(g, lat, "height"));
     req.batch = (int)json_integer_value(input_of(g, lat, "batch_size"));
-    if ((v = input_of(g, "Flux2Scheduler", "steps")) || (v = input_of(g, "KSampler", "steps")))
+    if ((v = input_of(g, "Flux2Scheduler", "steps")) || (v = input_of(g, "BasicScheduler", "steps")) ||
+        (v = input_of(g, "KSampler", "steps")))
         req.steps = (int)json_integer_value(v);
-    if ((v = input_of(g, "CFGGuider", "cfg")) || (v = input_of(g, "KSampler", "cfg")))
+    if (clip2[0]) KILN_TRY(flux1_knobs(g, &req, err));
+    else if ((v = input_of(g, "CFGGuider", "cfg")) || (v = input_of(g, "KSampler", "cfg")))
         req.guidance = (float)json_number_value(v);
     snprintf(out->prompt_id, sizeof out->prompt_id, "engine-%u", ++t->counter);
     req.request_id = out->prompt_id;

@@ -56,13 +56,18 @@ kiln_status kiln_workflow_from_json(json_t *graph, const char *name, kiln_workfl
     json_t *k = json_object();
     if (!k) return KILN_FAIL(err, KILN_E_NOMEM, "out of memory");
     static const char *const steps[] = {"Flux2Scheduler", "steps", "KSampler", "steps", "BasicScheduler", "steps", 0, 0};
-    static const char *const cfg[] = {"CFGGuider", "cfg", "KSampler", "cfg", 0, 0};
+    /* FLUX.1 graphs: FluxGuidance is the guidance (their KSampler cfg is 1), EmptySD3LatentImage the size, the
+     * DualCLIPLoader's first file the clip knob */
+    static const char *const cfg[] = {"CFGGuider", "cfg", "FluxGuidance", "guidance", "KSampler", "cfg", 0, 0};
     static const char *const sampler[] = {"KSamplerSelect", "sampler_name", "KSampler", "sampler_name", 0, 0};
-    static const char *const width[] = {"EmptyFlux2LatentImage", "width", "EmptyLatentImage", "width", 0, 0};
-    static const char *const height[] = {"EmptyFlux2LatentImage", "height", "EmptyLatentImage", "height", 0, 0};
-    static const char *const batch[] = {"EmptyFlux2LatentImage", "batch_size", "EmptyLatentImage", "batch_size", 0, 0};
+    static const char *const width[] = {"EmptyFlux2LatentImage", "width", "EmptySD3LatentImage", "width",
+                                        "EmptyLatentImage", "width", 0, 0};
+    static const char *const height[] = {"EmptyFlux2LatentImage", "height", "EmptySD3LatentImage", "height",
+                                         "EmptyLatentImage", "height", 0, 0};
+    static const char *const batch[] = {"EmptyFlux2LatentImage", "batch_size", "EmptySD3LatentImage", "batch_size",
+                                        "EmptyLatentImage", "batch_size", 0, 0};
     static const char *const unet[] = {"UNETLoader", "unet_name", 0, 0};
-    static const char *const clip[] = {"CLIPLoader", "clip_name", 0, 0};
+    static const char *const clip[] = {"CLIPLoader", "clip_name", "DualCLIPLoader", "clip_name1", 0, 0};
     static const char *const vae[] = {"VAELoader", "vae_name", 0, 0};
     kiln_status st = KILN_OK;
     if (st == KILN_OK) st = knob(k, graph, "steps", steps, JSON_INTEGER, name, err);
@@ -128,7 +133,10 @@ json_t *kiln_workflow_instantiate(const kiln_workflow *w, const char *prompt, lo
         json_t *in = json_object_get(n, "inputs");
         if (!strcmp(c, "CLIPTextEncode") && json_is_string(json_object_get(in, "text")))
             json_object_set_new(in, "text", json_string(prompt));
-        else if (!strcmp(c, "RandomNoise")) json_object_set_new(in, "noise_seed", json_integer(seed));
+        else if (!strcmp(c, "CLIPTextEncodeFlux")) { /* FLUX.1: the same text to CLIP-L and T5 */
+            json_object_set_new(in, "clip_l", json_string(prompt));
+            json_object_set_new(in, "t5xxl", json_string(prompt));
+        } else if (!strcmp(c, "RandomNoise")) json_object_set_new(in, "noise_seed", json_integer(seed));
         else if (!strcmp(c, "KSampler")) json_object_set_new(in, "seed", json_integer(seed));
         else if (!strcmp(c, "SaveImage")) json_object_set_new(in, "filename_prefix", json_string(prefix));
     }

@@ -2,6 +2,9 @@
  * the FLUX GGUFs in circulation and ComfyUI-GGUF use them) and fp8 safetensors (BFL/ComfyUI weight_scale layout,
  * ComfyUI scaled-fp8 scale_weight), against the official Flux2KleinPipeline run on the same dequantised weights
  * (tools/reference/make_quant_goldens.py). --exact, the tiny text encoder and VAE of tests/data/tiny/comfy.
+ * FLUX.1 [dev] likewise (GGUF Q8_0, Q4_K; fp8 comfy-quant): the tiny [dev] DiT quantised under BFL names, its
+ * fused qkv / linear1 rows sliced as views of the quantised rows, biases unquantised, against FluxPipeline on the
+ * same dequantised weights (make_flux1_quant_goldens.py) with the tiny CLIP, T5 and VAE of tests/data/tiny/flux1.
  *
  * Bar: the uint8 image >= 60 dB PSNR against the oracle's (the issue's). Also printed: PSNR against the oracle's
  * image on the UNQUANTISED model - the quality cost of each format on this tiny model (docs/benchmarks.md), checked
@@ -22,9 +25,10 @@ static double psnr_u8(const uint8_t *a, const float *b, size_t n) {
     return 10.0 * log10(255.0 * 255.0 / (se / n));
 }
 
-static void run_format(const char *fmt) {
+/* The golden quant_<fmt>_f32 (FLUX.2) or quant_flux1_<fmt>_f32 (FLUX.1, flux1 true). */
+static void run_format(const char *fmt, bool flux1) {
     char gname[64];
-    snprintf(gname, sizeof gname, "quant_%s_f32", fmt);
+    snprintf(gname, sizeof gname, "quant_%s%s_f32", flux1 ? "flux1_" : "", fmt);
     golden g;
     if (!golden_open(&g, gname)) return;
     int W = atoi(golden_meta(&g, "width")), H = atoi(golden_meta(&g, "height")), steps = atoi(golden_meta(&g, "steps"));
@@ -33,12 +37,16 @@ static void run_format(const char *fmt) {
     size_t n_noise = 0, n_img = 0, n_bf = 0;
     float *noise = golden_f32(&g, "noise", &n_noise), *ref = golden_f32(&g, "image_u8", &n_img);
     float *ref_bf16 = golden_f32(&g, "image_u8_bf16", &n_bf);
-    static char u[1024], c[1024], v[1024];
+    static char u[1024], c[1024], c2[1024], v[1024];
     snprintf(u, sizeof u, "%s", test_src_path(golden_meta(&g, "file")));
-    snprintf(c, sizeof c, "%s", test_src_path("tests/data/tiny/comfy/qwen_3_4b.safetensors"));
-    snprintf(v, sizeof v, "%s", test_src_path("tests/data/tiny/comfy/flux2-vae.safetensors"));
+    snprintf(c, sizeof c, "%s", test_src_path(flux1 ? "tests/data/tiny/flux1/comfy/text_encoders/clip_l.safetensors"
+                                                    : "tests/data/tiny/comfy/qwen_3_4b.safetensors"));
+    snprintf(c2, sizeof c2, "%s", test_src_path("tests/data/tiny/flux1/comfy/text_encoders/t5xxl_fp16.safetensors"));
+    snprintf(v, sizeof v, "%s", test_src_path(flux1 ? "tests/data/tiny/flux1/comfy/vae/ae.safetensors"
+                                                    : "tests/data/tiny/comfy/flux2-vae.safetensors"));
     kiln_engine_config cfg = kiln_engine_config_default();
     cfg.unet_path = u, cfg.clip_path = c, cfg.vae_path = v;
+    if (flux1) cfg.clip2_path = c2;
     cfg.exact = true;
     kiln_err err = {0};
     kiln_engine *eng = NULL;
@@ -47,6 +55,7 @@ static void run_format(const char *fmt) {
         kiln_request req = kiln_request_default();
         req.prompt = json_string_value(json_array_get(prompts, 0));
         req.width = W, req.height = H, req.steps = steps;
+        if (flux1) req.guidance = (float)atof(golden_meta(&g, "guidance_scale"));
         req.noise = noise, req.noise_count = n_noise;
         kiln_result *res = NULL;
         CHECK_MSG(kiln_generate(eng, &req, &res, &err) == KILN_OK, "%s: %s", fmt, err.msg);
@@ -67,11 +76,14 @@ static void run_format(const char *fmt) {
     golden_close(&g);
 }
 
-static void test_q8_0(void) { run_format("q8_0"); }
-static void test_q4_k(void) { run_format("q4_k"); }
-static void test_q6_k(void) { run_format("q6_k"); }
-static void test_fp8_bfl(void) { run_format("fp8_bfl"); }
-static void test_fp8_scaled(void) { run_format("fp8_scaled"); }
+static void test_q8_0(void) { run_format("q8_0", false); }
+static void test_q4_k(void) { run_format("q4_k", false); }
+static void test_q6_k(void) { run_format("q6_k", false); }
+static void test_fp8_bfl(void) { run_format("fp8_bfl", false); }
+static void test_fp8_scaled(void) { run_format("fp8_scaled", false); }
+static void test_flux1_q8_0(void) { run_format("q8_0", true); }
+static void test_flux1_q4_k(void) { run_format("q4_k", true); }
+static void test_flux1_fp8_bfl(void) { run_format("fp8_bfl", true); }
 
 int main(void) {
     RUN(test_q8_0);
@@ -79,5 +91,8 @@ int main(void) {
     RUN(test_q6_k);
     RUN(test_fp8_bfl);
     RUN(test_fp8_scaled);
+    RUN(test_flux1_q8_0);
+    RUN(test_flux1_q4_k);
+    RUN(test_flux1_fp8_bfl);
     return test_summary();
 }

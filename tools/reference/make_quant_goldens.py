@@ -104,9 +104,10 @@ def choose(name, x, want):
     return T.Q8_0 if k % 32 == 0 else T.F32
 
 
-def gguf_file(fmt, bfl, want):
-    path = os.path.join(QDIR, "klein-%s.gguf" % fmt)
-    w = gguf.GGUFWriter(path, "flux2")
+def gguf_file(fmt, bfl, want, prefix="klein", arch="flux2"):
+    """Writes tests/data/quant/<prefix>-<fmt>.gguf; returns the dequantised weights and the type counts."""
+    path = os.path.join(QDIR, "%s-%s.gguf" % (prefix, fmt))
+    w = gguf.GGUFWriter(path, arch)
     deq, types = {}, {}
     for name in sorted(bfl):
         x = bfl[name].float().numpy()
@@ -129,7 +130,8 @@ def gguf_file(fmt, bfl, want):
     return deq, types
 
 
-def fp8_file(fmt, bfl):
+def fp8_file(fmt, bfl, prefix="klein"):
+    """Writes tests/data/quant/<prefix>-<fmt>.safetensors; returns the dequantised weights and the type counts."""
     out, deq, layers = {}, {}, {}
     for name in sorted(bfl):
         v = bfl[name].float()
@@ -153,7 +155,7 @@ def fp8_file(fmt, bfl):
         meta = {"_quantization_metadata": json.dumps({"format_version": "1.0", "layers": layers}, sort_keys=True)}
     else:
         out["scaled_fp8"] = torch.empty(0, dtype=torch.float8_e4m3fn)
-    common.save_safetensors(out, os.path.join(QDIR, "klein-%s.safetensors" % fmt), meta)
+    common.save_safetensors(out, os.path.join(QDIR, "%s-%s.safetensors" % (prefix, fmt)), meta)
     return deq, {"e4m3": len([k for k in out if out[k].dtype == torch.float8_e4m3fn and out[k].numel()])}
 
 
