@@ -167,4 +167,13 @@ void kiln_backend_close(kiln_backend *be);
 #define kiln_matmul(be, y, x, w, bias, err) (be)->ops->matmul((be), (y), (x), (w), (bias), NULL, (err))
 #define kiln_matmul_epi(be, y, x, w, bias, epi, err) (be)->ops->matmul((be), (y), (x), (w), (bias), (epi), (err))
 
+/* n floats of backend memory (plus 64 bytes of slack for vector tails), NOT initialised: for workspaces whose
+ * every element is written before it is read. On failure NULL and *ok = false, so a run of allocations is
+ * checked once at its end. Free with be->ops->free. */
+static inline float *kiln_backend_alloc_floats(kiln_backend *be, size_t n, bool *ok) {
+    float *p = be->ops->alloc(be, n * sizeof(float) + 64);
+    if (!p) *ok = false;
+    return p;
+}
+
 #endif

@@ -79,12 +79,6 @@ void kiln_flux1_dit_ws_free(kiln_backend *be, kiln_flux1_dit_ws *w) {
 
 void kiln_flux1_dit_ws_new_text(kiln_flux1_dit_ws *ws) { ws->have_txt = false; }
 
-static float *zalloc(kiln_backend *be, size_t floats, bool *ok) {
-    float *p = be->ops->alloc(be, floats * sizeof(float) + 64);
-    if (!p) *ok = false;
-    return p;
-}
-
 kiln_status kiln_flux1_dit_ws_create(const kiln_flux1_dit *m, kiln_backend *be, int batch, int n_txt, int h, int w,
                                      kiln_flux1_dit_ws **out, kiln_err *err) {
     return kiln_flux1_dit_ws_create_sp(m, be, NULL, batch, n_txt, h, w, out, err);
@@ -105,43 +99,43 @@ kiln_status kiln_flux1_dit_ws_create_sp(const kiln_flux1_dit *m, kiln_backend *b
     ws->L = n_txt;
     ws->N = (int)N;
     bool ok = true;
-    ws->img = zalloc(be, B * N * D, &ok);
-    ws->txt = zalloc(be, B * L * D, &ok);
-    ws->txt0 = zalloc(be, B * L * D, &ok);
-    ws->nrm = zalloc(be, B * T * D, &ok);
-    ws->qkv_i = zalloc(be, B * N * 3 * D, &ok);
-    ws->qkv_t = zalloc(be, B * L * 3 * D, &ok);
-    ws->cat = zalloc(be, T * 3 * D, &ok);
-    ws->catout = zalloc(be, T * D, &ok);
-    ws->att_i = zalloc(be, B * N * D, &ok);
-    ws->att_t = zalloc(be, B * L * D, &ok);
-    ws->ff = zalloc(be, rmax * F, &ok);
-    ws->proj = zalloc(be, B * T * D, &ok);
-    ws->S = zalloc(be, B * T * D, &ok);
-    ws->qkv_s = zalloc(be, B * T * 3 * D, &ok);
-    ws->om = zalloc(be, B * T * (D + F), &ok);
-    ws->sinus = zalloc(be, 2 * (size_t)m->t_ch, &ok);
-    ws->emb = zalloc(be, 4 * D, &ok);
-    ws->ph = zalloc(be, B * D, &ok);
-    ws->vec = zalloc(be, B * D, &ok);
-    ws->mod_i = zalloc(be, B * 6 * D, &ok);
-    ws->mod_t = zalloc(be, B * 6 * D, &ok);
-    ws->mod_s = zalloc(be, B * 3 * D, &ok);
-    ws->mod_o = zalloc(be, B * 2 * D, &ok);
-    ws->rcos = zalloc(be, Tf * Dh2, &ok);
-    ws->rsin = zalloc(be, Tf * Dh2, &ok);
+    ws->img = kiln_backend_alloc_floats(be, B * N * D, &ok);
+    ws->txt = kiln_backend_alloc_floats(be, B * L * D, &ok);
+    ws->txt0 = kiln_backend_alloc_floats(be, B * L * D, &ok);
+    ws->nrm = kiln_backend_alloc_floats(be, B * T * D, &ok);
+    ws->qkv_i = kiln_backend_alloc_floats(be, B * N * 3 * D, &ok);
+    ws->qkv_t = kiln_backend_alloc_floats(be, B * L * 3 * D, &ok);
+    ws->cat = kiln_backend_alloc_floats(be, T * 3 * D, &ok);
+    ws->catout = kiln_backend_alloc_floats(be, T * D, &ok);
+    ws->att_i = kiln_backend_alloc_floats(be, B * N * D, &ok);
+    ws->att_t = kiln_backend_alloc_floats(be, B * L * D, &ok);
+    ws->ff = kiln_backend_alloc_floats(be, rmax * F, &ok);
+    ws->proj = kiln_backend_alloc_floats(be, B * T * D, &ok);
+    ws->S = kiln_backend_alloc_floats(be, B * T * D, &ok);
+    ws->qkv_s = kiln_backend_alloc_floats(be, B * T * 3 * D, &ok);
+    ws->om = kiln_backend_alloc_floats(be, B * T * (D + F), &ok);
+    ws->sinus = kiln_backend_alloc_floats(be, 2 * (size_t)m->t_ch, &ok);
+    ws->emb = kiln_backend_alloc_floats(be, 4 * D, &ok);
+    ws->ph = kiln_backend_alloc_floats(be, B * D, &ok);
+    ws->vec = kiln_backend_alloc_floats(be, B * D, &ok);
+    ws->mod_i = kiln_backend_alloc_floats(be, B * 6 * D, &ok);
+    ws->mod_t = kiln_backend_alloc_floats(be, B * 6 * D, &ok);
+    ws->mod_s = kiln_backend_alloc_floats(be, B * 3 * D, &ok);
+    ws->mod_o = kiln_backend_alloc_floats(be, B * 2 * D, &ok);
+    ws->rcos = kiln_backend_alloc_floats(be, Tf * Dh2, &ok);
+    ws->rsin = kiln_backend_alloc_floats(be, Tf * Dh2, &ok);
     if (P > 1) {
         kiln_dit_sp *sp = &ws->sp;
         size_t Dp = D / P;
         sp->comm = comm;
         sp->N = (int64_t)Nf;
-        sp->send = zalloc(be, N * 3 * D, &ok);
-        sp->recv = zalloc(be, N * 3 * D, &ok);
-        sp->cat = zalloc(be, Tf * 3 * Dp, &ok);
-        sp->cato = zalloc(be, Tf * Dp, &ok);
-        sp->tgather = zalloc(be, (size_t)P * L * Dp, &ok);
-        ws->x_l = zalloc(be, B * N * (size_t)m->in_ch, &ok);
-        ws->v_l = zalloc(be, B * N * (size_t)m->out_ch, &ok);
+        sp->send = kiln_backend_alloc_floats(be, N * 3 * D, &ok);
+        sp->recv = kiln_backend_alloc_floats(be, N * 3 * D, &ok);
+        sp->cat = kiln_backend_alloc_floats(be, Tf * 3 * Dp, &ok);
+        sp->cato = kiln_backend_alloc_floats(be, Tf * Dp, &ok);
+        sp->tgather = kiln_backend_alloc_floats(be, (size_t)P * L * Dp, &ok);
+        ws->x_l = kiln_backend_alloc_floats(be, B * N * (size_t)m->in_ch, &ok);
+        ws->v_l = kiln_backend_alloc_floats(be, B * N * (size_t)m->out_ch, &ok);
     }
     if (!ok) {
         kiln_flux1_dit_ws_free(be, ws);

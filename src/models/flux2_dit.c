@@ -75,12 +75,6 @@ size_t kiln_flux2_dit_workspace(const kiln_flux2_dit *m, int batch, int n_txt, i
     return fl * sizeof(float);
 }
 
-static void *zalloc(kiln_backend *be, size_t floats, bool *ok) {
-    void *p = be->ops->alloc(be, floats * sizeof(float) + 64);
-    if (!p) *ok = false;
-    return p;
-}
-
 kiln_status kiln_flux2_dit_ws_create(const kiln_flux2_dit *m, kiln_backend *be, int batch, int n_txt, int h16,
                                      int w16, kiln_flux2_dit_ws **out, kiln_err *err) {
     return kiln_flux2_dit_ws_create_full(m, be, NULL, NULL, batch, n_txt, h16, w16, 0, NULL, NULL, out, err);
@@ -141,42 +135,42 @@ kiln_status kiln_flux2_dit_ws_create_full(const kiln_flux2_dit *m, kiln_backend 
     w->L = n_txt;
     w->N = (int)N;
     bool ok = true;
-    w->img = zalloc(be, B * N * D, &ok);
-    w->txt = zalloc(be, B * L * D, &ok);
-    w->txt0 = zalloc(be, B * L * D, &ok);
-    w->nrm = zalloc(be, B * T * D, &ok);
-    w->qkv_i = zalloc(be, B * N * 3 * Dq, &ok);
-    w->qkv_t = zalloc(be, B * L * 3 * Dq, &ok);
-    w->cat = zalloc(be, T * 3 * Dq, &ok);
-    w->catout = zalloc(be, T * Dq, &ok);
-    w->att_i = zalloc(be, B * N * Dq, &ok);
-    w->att_t = zalloc(be, B * L * Dq, &ok);
-    w->mlp = zalloc(be, rmax * 2 * Fl, &ok);
-    w->act = zalloc(be, rmax * Fl, &ok);
-    w->S = zalloc(be, B * T * D, &ok);
-    w->P = zalloc(be, B * T * (3 * Dq + 2 * Fl), &ok);
-    w->OM = zalloc(be, B * T * (Dq + Fl), &ok);
+    w->img = kiln_backend_alloc_floats(be, B * N * D, &ok);
+    w->txt = kiln_backend_alloc_floats(be, B * L * D, &ok);
+    w->txt0 = kiln_backend_alloc_floats(be, B * L * D, &ok);
+    w->nrm = kiln_backend_alloc_floats(be, B * T * D, &ok);
+    w->qkv_i = kiln_backend_alloc_floats(be, B * N * 3 * Dq, &ok);
+    w->qkv_t = kiln_backend_alloc_floats(be, B * L * 3 * Dq, &ok);
+    w->cat = kiln_backend_alloc_floats(be, T * 3 * Dq, &ok);
+    w->catout = kiln_backend_alloc_floats(be, T * Dq, &ok);
+    w->att_i = kiln_backend_alloc_floats(be, B * N * Dq, &ok);
+    w->att_t = kiln_backend_alloc_floats(be, B * L * Dq, &ok);
+    w->mlp = kiln_backend_alloc_floats(be, rmax * 2 * Fl, &ok);
+    w->act = kiln_backend_alloc_floats(be, rmax * Fl, &ok);
+    w->S = kiln_backend_alloc_floats(be, B * T * D, &ok);
+    w->P = kiln_backend_alloc_floats(be, B * T * (3 * Dq + 2 * Fl), &ok);
+    w->OM = kiln_backend_alloc_floats(be, B * T * (Dq + Fl), &ok);
     if (Tp > 1) {
         w->tp = tp;
-        w->red = zalloc(be, B * T * D, &ok);
+        w->red = kiln_backend_alloc_floats(be, B * T * D, &ok);
     }
-    w->vec = zalloc(be, D, &ok);
-    w->temb = zalloc(be, (size_t)m->t_ch + D, &ok);
-    w->mods = zalloc(be, 17 * D, &ok);
-    w->rcos = zalloc(be, Tf * Dh2, &ok);
-    w->rsin = zalloc(be, Tf * Dh2, &ok);
+    w->vec = kiln_backend_alloc_floats(be, D, &ok);
+    w->temb = kiln_backend_alloc_floats(be, (size_t)m->t_ch + D, &ok);
+    w->mods = kiln_backend_alloc_floats(be, 17 * D, &ok);
+    w->rcos = kiln_backend_alloc_floats(be, Tf * Dh2, &ok);
+    w->rsin = kiln_backend_alloc_floats(be, Tf * Dh2, &ok);
     if (P > 1) { /* Ulysses over the attention columns this rank holds (all of them without TP) */
         kiln_dit_sp *sp = &w->sp;
         size_t Dp = Dq / P;
         sp->comm = comm;
         sp->N = (int64_t)Nf;
-        sp->send = zalloc(be, N * 3 * Dq, &ok);
-        sp->recv = zalloc(be, N * 3 * Dq, &ok);
-        sp->cat = zalloc(be, Tf * 3 * Dp, &ok);
-        sp->cato = zalloc(be, Tf * Dp, &ok);
-        sp->tgather = zalloc(be, (size_t)P * L * Dp, &ok);
-        w->x_l = zalloc(be, B * N * (size_t)m->in_ch, &ok);
-        w->v_l = zalloc(be, B * N * (size_t)m->out_ch, &ok);
+        sp->send = kiln_backend_alloc_floats(be, N * 3 * Dq, &ok);
+        sp->recv = kiln_backend_alloc_floats(be, N * 3 * Dq, &ok);
+        sp->cat = kiln_backend_alloc_floats(be, Tf * 3 * Dp, &ok);
+        sp->cato = kiln_backend_alloc_floats(be, Tf * Dp, &ok);
+        sp->tgather = kiln_backend_alloc_floats(be, (size_t)P * L * Dp, &ok);
+        w->x_l = kiln_backend_alloc_floats(be, B * N * (size_t)m->in_ch, &ok);
+        w->v_l = kiln_backend_alloc_floats(be, B * N * (size_t)m->out_ch, &ok);
     }
     if (!ok) {
         kiln_flux2_dit_ws_free(be, w);
