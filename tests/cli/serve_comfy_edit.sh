@@ -111,27 +111,10 @@ open(sys.argv[2], "wb").write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(
 print(W, H)
 PY
 # Flux2Scheduler's sigmas at GetImageSize's 164x128 (not the latent's 160x128), ComfyUI's formulas in float32
-SIG=$(python3 -c "
-import math, struct
-f = lambda x: struct.unpack('f', struct.pack('f', x))[0]
-n, steps = round(164 * 128 / 256), 4  # compute_empirical_mu(round(seq_len), steps)
-a1, b1, a2, b2 = 8.73809524e-05, 1.89833333, 0.00016927, 0.45666666
-m200, m10 = a2 * n + b2, a1 * n + b1
-a = (m200 - m10) / 190.0
-mu = a * steps + (m200 - 200.0 * a)
-e = f(math.exp(mu))
-def sigma(t):  # generalized_time_snr_shift, reciprocal(d) * e^mu as torch evaluates it
-    if t == 0: return 0.0
-    d = f(e + f(f(1 / t) - 1))
-    return f(f(1 / d) * e)
-print(','.join('%.9g' % sigma(1 - k / steps) for k in range(steps + 1)))")  # linspace(1, 0, 5) is exact
+SIG=$(python3 "$KILN_SOURCE_DIR/tests/py/comfy_sigmas.py" flux2 4 164 128)
 "$KILN_BIN" generate -q -p "Change the bag color to blue." --ref "$SCRATCH/scaled.png" -W 160 -H 128 --sigmas "$SIG" \
   --seed 43301611940728 --unet "$D/flux-2-klein-4b.safetensors" --clip "$MODELS/text_encoders/qwen_3_4b.safetensors" \
   --vae "$MODELS/vae/flux2-vae.safetensors" -o "$SCRATCH/cli.png" 2>"$SCRATCH/cli.err" || fail "kiln generate --ref: $(cat "$SCRATCH/cli.err")"
-idat() { python3 -c 'import struct,sys; b=open(sys.argv[1],"rb").read()[8:]; o=b""
-while b:
-    n,=struct.unpack(">I",b[:4]); o+=b[8:8+n] if b[4:8]==b"IDAT" else b""; b=b[12+n:]
-sys.stdout.buffer.write(o)' "$1"; }
 if [ -s "$SCRATCH/distilled.png" ] && cmp -s <(idat "$SCRATCH/distilled.png") <(idat "$SCRATCH/cli.png"); then
   ok "the edit template's image is kiln generate --ref's of the ComfyUI-scaled upload at ComfyUI's sigmas"
 else

@@ -102,27 +102,12 @@ json_check "custom FLUX.1 graph succeeded" "j['$P']['status']['status_str'] == '
 # ComfyUI's sigmas for this graph, computed here from its formulas (model_sampling.py ModelSamplingFlux's table in
 # float32 as torch evaluates it, each operation rounded to float32; nodes_model_advanced.py's shift line at 80x48;
 # samplers.py simple_scheduler's stride)
-SIG=$(python3 -c "
-import math, struct
-f = lambda x: struct.unpack('f', struct.pack('f', x))[0]
-x1, x2 = 256, 4096; mm = (1.15 - 0.5) / (x2 - x1); b = 0.5 - mm * x1
-mu = (80 * 48 / (8 * 8 * 2 * 2)) * mm + b
-e = f(math.exp(mu))
-def sigma(t):  # e^mu / (e^mu + (1/t - 1)): torch's reciprocal(d) * e^mu
-    d = f(e + f(f(1 / t) - 1))
-    return f(f(1 / d) * e)
-table = [sigma(f((i + 1) / 10000)) for i in range(10000)]
-ss = 10000 / 3
-print(','.join('%.9g' % table[-(1 + int(x * ss))] for x in range(3)) + ',0')")
+SIG=$(python3 "$KILN_SOURCE_DIR/tests/py/comfy_sigmas.py" simple-msf 1.15 0.5 80 48 3)
 "$KILN_BIN" generate -q -p "a red fox" --prompt-2 "a red fox in the snow" --guidance 2.5 --sigmas "$SIG" \
   --unet "$MODELS/diffusion_models/flux1-dev.safetensors" --clip "$MODELS/text_encoders/clip_l.safetensors" \
   --clip2 "$MODELS/text_encoders/t5xxl_fp16.safetensors" --vae "$MODELS/vae/ae.safetensors" -W 80 -H 48 --seed 5 \
   -o "$SCRATCH/cli.png" 2>"$SCRATCH/cli.err" || fail "kiln generate --sigmas: $(cat "$SCRATCH/cli.err")"
 F=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['$P']['outputs']['14']['images'][0]['filename'])" "$SCRATCH/body")
-idat() { python3 -c 'import struct,sys; b=open(sys.argv[1],"rb").read()[8:]; o=b""
-while b:
-    n,=struct.unpack(">I",b[:4]); o+=b[8:8+n] if b[4:8]==b"IDAT" else b""; b=b[12+n:]
-sys.stdout.buffer.write(o)' "$1"; }
 if cmp -s <(idat "$OUT/$F") <(idat "$SCRATCH/cli.png") && [ -n "$(idat "$SCRATCH/cli.png" | head -c1)" ]; then
   ok "the graph's pixels are the CLI's with ComfyUI's sigmas (ModelSamplingFlux 80x48, simple, 3 steps)"
 else
