@@ -5,9 +5,10 @@
 # (see serve_comfy_flux1.sh), nodes as they are except ImageScaleToTotalPixels' megapixels (0.02: the templates'
 # 1 MP takes minutes on the tiny model) and, for the 20-step base template, 2 steps. The distilled template's
 # image equals `kiln generate --ref --sigmas` of the same scaled picture (nearest-exact) at Flux2Scheduler's sigmas
-# for GetImageSize's size, both computed here in Python from ComfyUI's formulas. Bad uploads (a truncated PNG, a 30000x30000 header, a
+# for GetImageSize's size, both computed here in Python from ComfyUI's formulas. KSampler with denoise 0.6 on a
+# VAEEncode'd upload equals kiln generate --init at ComfyUI's sigma tail (int(steps / denoise) steps, the last ones). Bad uploads (a truncated PNG, a 30000x30000 header, a
 # non-image) get a clear 400 and nothing is written; LoadImage names that leave the input folder are refused,
-# a missing one fails naming the file. ~30 s.
+# a missing one fails naming the file. ~45 s.
 source "$(dirname "$0")/lib/serve_common.bash"
 PY=${KILN_TEST_VENV:-/opt/kiln-test-venv}/bin/python
 T=$("$PY" -c "import comfyui_workflow_templates_json, os; print(os.path.join(os.path.dirname(comfyui_workflow_templates_json.__file__), 'templates'))" 2>/dev/null) \
@@ -119,6 +120,36 @@ if [ -s "$SCRATCH/distilled.png" ] && cmp -s <(idat "$SCRATCH/distilled.png") <(
   ok "the edit template's image is kiln generate --ref's of the ComfyUI-scaled upload at ComfyUI's sigmas"
 else
   fail "the edit template's image differs from kiln generate --ref"
+fi
+
+# ---- KSampler denoise < 1 on a VAEEncode'd upload (image to image): ComfyUI's tail of int(steps / denoise) steps
+# of the model's schedule (FLUX.2: shift 2.02), the image noised to its first sigma: kiln generate --init --sigmas
+cat >"$SCRATCH/i2i.json" <<'EOF'
+{"prompt": {"1": {"class_type": "LoadImage", "inputs": {"image": "handbag_white.png"}},
+ "2": {"class_type": "UNETLoader", "inputs": {"unet_name": "flux-2-klein-4b.safetensors", "weight_dtype": "default"}},
+ "3": {"class_type": "CLIPLoader", "inputs": {"clip_name": "qwen_3_4b.safetensors", "type": "flux2"}},
+ "4": {"class_type": "VAELoader", "inputs": {"vae_name": "flux2-vae.safetensors"}},
+ "5": {"class_type": "CLIPTextEncode", "inputs": {"text": "a blue bag", "clip": ["3", 0]}},
+ "6": {"class_type": "ConditioningZeroOut", "inputs": {"conditioning": ["5", 0]}},
+ "7": {"class_type": "VAEEncode", "inputs": {"pixels": ["1", 0], "vae": ["4", 0]}},
+ "8": {"class_type": "KSampler", "inputs": {"model": ["2", 0], "seed": 7, "steps": 2, "cfg": 1.0, "sampler_name": "euler",
+       "scheduler": "simple", "positive": ["5", 0], "negative": ["6", 0], "latent_image": ["7", 0], "denoise": 0.6}},
+ "9": {"class_type": "VAEDecode", "inputs": {"samples": ["8", 0], "vae": ["4", 0]}},
+ "10": {"class_type": "SaveImage", "inputs": {"images": ["9", 0], "filename_prefix": "i2i"}}}}
+EOF
+expect_status 200 "POST /prompt (KSampler denoise 0.6 on a VAEEncode'd upload)" -d @"$SCRATCH/i2i.json" "$(url /prompt)"
+P=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['prompt_id'])" "$SCRATCH/body")
+wait_history "$P" || fail "img2img never finished"
+json_check "img2img succeeded" "j['$P']['status']['status_str'] == 'success'"
+SIG=$(python3 "$KILN_SOURCE_DIR/tests/py/comfy_sigmas.py" simple 2.02 2 0.6)
+"$KILN_BIN" generate -q -p "a blue bag" --init "$IMG/ref-90x70.png" --sigmas "$SIG" --seed 7 \
+  --unet "$D/flux-2-klein-4b.safetensors" --clip "$MODELS/text_encoders/qwen_3_4b.safetensors" \
+  --vae "$MODELS/vae/flux2-vae.safetensors" -o "$SCRATCH/i2i.png" 2>"$SCRATCH/cli.err" || fail "kiln generate --init: $(cat "$SCRATCH/cli.err")"
+F=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['$P']['outputs']['10']['images'][0]['filename'])" "$SCRATCH/body")
+if cmp -s <(idat "$OUT/$F") <(idat "$SCRATCH/i2i.png") && [ -n "$(idat "$SCRATCH/i2i.png" | head -c1)" ]; then
+  ok "denoise 0.6 is kiln generate --init at ComfyUI's sigma tail ($SIG)"
+else
+  fail "the img2img image differs from kiln generate --init --sigmas $SIG"
 fi
 
 # ---- LoadImage names ----------------------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 operation rounded to float32 (torch computes `python_float / tensor` as reciprocal(tensor) * python_float), for
 tests that check the server samples at exactly these sigmas. Prints them comma-separated, for kiln generate --sigmas.
 
+    comfy_sigmas.py simple SHIFT STEPS DENOISE                          # KSampler / BasicScheduler simple
     comfy_sigmas.py simple-msf MAX_SHIFT BASE_SHIFT WIDTH HEIGHT STEPS   # ModelSamplingFlux + BasicScheduler simple
     comfy_sigmas.py flux2 STEPS WIDTH HEIGHT                             # Flux2Scheduler (steps dividing into
                                                                          # exact linspace points: 1, 2, 4, 8)
@@ -34,6 +35,13 @@ def simple_msf(max_shift, base_shift, width, height, steps):
     return [table[-(1 + int(x * ss))] for x in range(steps)] + [0.0]
 
 
+def simple(shift, steps, denoise):  # BasicScheduler / KSampler: denoise < 1 keeps the tail of a longer schedule
+    total = int(steps / denoise) if denoise < 1 else steps
+    table = [shifted(shift, f((i + 1) / 10000)) for i in range(10000)]
+    ss = len(table) / total
+    return ([table[-(1 + int(x * ss))] for x in range(total)] + [0.0])[-(steps + 1):]
+
+
 def flux2(steps, width, height):
     assert steps in (1, 2, 4, 8), "linspace(1, 0, steps + 1) is exact only for these"
     n = round(width * height / (16 * 16))  # nodes_flux.py Flux2Scheduler / compute_empirical_mu
@@ -49,7 +57,9 @@ def flux2(steps, width, height):
 
 if __name__ == "__main__":
     kind, args = sys.argv[1], sys.argv[2:]
-    if kind == "simple-msf":
+    if kind == "simple":
+        sig = simple(float(args[0]), int(args[1]), float(args[2]))
+    elif kind == "simple-msf":
         sig = simple_msf(float(args[0]), float(args[1]), int(args[2]), int(args[3]), int(args[4]))
     else:
         sig = flux2(int(args[0]), int(args[1]), int(args[2]))
