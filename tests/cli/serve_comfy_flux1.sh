@@ -68,6 +68,32 @@ for name in flux_dev_full_text_to_image flux_schnell_full_text_to_image flux_dev
   curl -s -o "$SCRATCH/img.png" "$(url "/view?filename=$F&type=output")"
   python3 -c "import struct,sys; b=open(sys.argv[1],'rb').read(); sys.exit(0 if b[:8]==b'\x89PNG\r\n\x1a\n' and struct.unpack('>II', b[16:24])==(64,48) else 1)" "$SCRATCH/img.png" \
     && ok "$name: a 64x48 PNG" || fail "$name: output $F is not a 64x48 PNG"
+  cp "$SCRATCH/img.png" "$SCRATCH/$name.png"
+done
+
+# the dev and schnell templates' images are kiln generate's at ComfyUI's sigmas for each model's own shift
+# (model_sampling: [dev] 1.15, [schnell] 1.0 - ComfyUI shifts schnell, diffusers does not), KSampler simple
+for spec in flux_dev_full_text_to_image:dev:1.15 flux_schnell_full_text_to_image:schnell:1.0; do
+  IFS=: read -r name v shift <<<"$spec"
+  python3 - "$SCRATCH/$name.api.json" >"$SCRATCH/args" <<'PY'
+import json, sys
+g = json.load(open(sys.argv[1]))
+k = [n for n in g.values() if n["class_type"] == "KSampler"][0]["inputs"]
+enc = [n for n in g.values() if n["class_type"] in ("CLIPTextEncode", "CLIPTextEncodeFlux")]
+pos = [n for n in enc if n["inputs"].get("text", n["inputs"].get("clip_l"))][0]["inputs"]
+print(k["seed"]); print(pos.get("text", pos.get("clip_l"))); print(pos.get("t5xxl", pos.get("text")))
+PY
+  { read -r seed; read -r clip_text; read -r t5_text; } <"$SCRATCH/args"
+  SIG=$(python3 "$KILN_SOURCE_DIR/tests/py/comfy_sigmas.py" simple "$shift" 2 1)
+  "$KILN_BIN" generate -q -p "$clip_text" --prompt-2 "$t5_text" --sigmas "$SIG" --seed "$seed" \
+    --unet "$MODELS/diffusion_models/flux1-$v.safetensors" --clip "$MODELS/text_encoders/clip_l.safetensors" \
+    --clip2 "$MODELS/text_encoders/t5xxl_fp16.safetensors" --vae "$MODELS/vae/ae.safetensors" -W 64 -H 48 \
+    -o "$SCRATCH/$v-cli.png" 2>"$SCRATCH/cli.err" || fail "kiln generate $v: $(cat "$SCRATCH/cli.err")"
+  if cmp -s <(idat "$SCRATCH/$name.png") <(idat "$SCRATCH/$v-cli.png") && [ -n "$(idat "$SCRATCH/$v-cli.png" | head -c1)" ]; then
+    ok "$name: kiln generate's pixels at ComfyUI's sigmas for shift $shift ($SIG)"
+  else
+    fail "$name differs from kiln generate --sigmas $SIG"
+  fi
 done
 grep -q "flux1_krea\|Flux.1_Dev" <(ls "$OUT") && ok "the templates' filename prefixes are kept" || fail "no template prefix in $(ls "$OUT")"
 
