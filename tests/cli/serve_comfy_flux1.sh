@@ -139,4 +139,11 @@ if cmp -s <(idat "$OUT/$F") <(idat "$SCRATCH/cli.png") && [ -n "$(idat "$SCRATCH
 else
   fail "the graph's image differs from kiln generate --sigmas $SIG"
 fi
+# and the T5 text matters: without --prompt-2 (T5 reads the CLIP text) the image is another one
+"$KILN_BIN" generate -q -p "a red fox" --guidance 2.5 --sigmas "$SIG" \
+  --unet "$MODELS/diffusion_models/flux1-dev.safetensors" --clip "$MODELS/text_encoders/clip_l.safetensors" \
+  --clip2 "$MODELS/text_encoders/t5xxl_fp16.safetensors" --vae "$MODELS/vae/ae.safetensors" -W 80 -H 48 --seed 5 \
+  -o "$SCRATCH/cli-one-text.png" 2>"$SCRATCH/cli.err" || fail "kiln generate without --prompt-2: $(cat "$SCRATCH/cli.err")"
+cmp -s <(idat "$OUT/$F") <(idat "$SCRATCH/cli-one-text.png") && fail "CLIPTextEncodeFlux's t5xxl text changed nothing" \
+  || ok "CLIPTextEncodeFlux's t5xxl text reaches T5 (the image differs from the CLIP text's)"
 finish
