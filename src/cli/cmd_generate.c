@@ -97,6 +97,7 @@ typedef struct gen_cli {
     kiln_lora loras[16];
     int n_loras;
     bool keep_te;
+    float sigmas[1001]; /* --sigmas: the schedule, 1000 steps at most */
 } gen_cli;
 
 static bool opt_guidance(void *ctx, const char *v, char *why, size_t cap) {
@@ -153,6 +154,21 @@ static bool opt_strength(void *ctx, const char *v, char *why, size_t cap) {
     double x = strtod(v, &end);
     if (!*v || *end || !(x > 0 && x <= 1)) return snprintf(why, cap, "must be a number in (0, 1]"), false;
     ((gen_cli *)ctx)->req->strength = x; /* a double: get_timesteps' int(steps - steps * strength) is Python maths */
+    return true;
+}
+
+static bool opt_sigmas(void *ctx, const char *v, char *why, size_t cap) {
+    gen_cli *g = ctx;
+    int n = 0;
+    for (const char *p = v; *p; n++) {
+        char *end;
+        if (n == (int)KILN_N(g->sigmas)) return snprintf(why, cap, "has more than %d values", n), false;
+        g->sigmas[n] = strtof(p, &end);
+        if (end == p || (*end && *end != ',')) return snprintf(why, cap, "needs a comma-separated list of numbers"), false;
+        p = *end ? end + 1 : end;
+    }
+    g->req->sigmas = g->sigmas; /* kiln_generate checks the schedule itself */
+    g->req->n_sigmas = n;
     return true;
 }
 
@@ -248,6 +264,10 @@ int kiln_cmd_generate(int argc, char **argv) {
                      &images.init_path),
         {.name = "--strength", .arg = "S", .help = "with --init: 0 < S <= 1, how much is redrawn (default 0.8)",
          .kind = KILN_OPT_KIND_CALL, .call = opt_strength, .ctx = &g, .seen = &have_strength},
+        KILN_OPT_CALL("--sigmas", NULL, "S0,S1,...,0", "the sigma schedule itself (e.g. ComfyUI's; steps follow from it)",
+                      opt_sigmas, &g),
+        KILN_OPT_STR("--prompt-2", NULL, "TEXT", "FLUX.1: the T5 text when it differs from the CLIP text (diffusers' prompt_2)",
+                     &req.prompt_2),
         KILN_OPT_STR("--tag", NULL, "TEXT", "recorded in the perf dump", &req.tag),
         KILN_OPT_FLAG("--quiet", "-q", "no progress output", &quiet),
     };
@@ -274,7 +294,8 @@ int kiln_cmd_generate(int argc, char **argv) {
         fprintf(stderr, "kiln generate: --strength needs --init IMAGE\n");
         return 2;
     }
-    if (images.init_path && !have_strength) req.strength = 0.8; /* diffusers' img2img default */
+    /* diffusers' img2img default; a given schedule says itself where the image is noised to */
+    if (images.init_path && !have_strength && !req.sigmas) req.strength = 0.8;
     if ((images.n_refs || images.init_path) && !have_w && !have_h) {
         if (noise_path) {
             fprintf(stderr, "kiln generate: --noise with --ref/--init needs -W and -H\n");
