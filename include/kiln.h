@@ -162,6 +162,9 @@ typedef struct kiln_image_in {
 
 typedef struct kiln_request {
     const char *prompt;       /* UTF-8; required (may be "") */
+    /* FLUX.1 only, optional: the T5 text when it differs from the CLIP text (diffusers' prompt_2, ComfyUI's
+     * CLIPTextEncodeFlux t5xxl); NULL = prompt. Not with prompts. */
+    const char *prompt_2;
     /* Optional: one prompt per image (batch entries), for a batch of different prompts in one forward.
      * When set, prompt is only used for the result's metadata. */
     const char *const *prompts;
@@ -210,6 +213,13 @@ typedef struct kiln_request {
     /* LoRA adapters for this request's DiT (src/models/lora.h: diffusers/PEFT lora_A/lora_B, kohya/ComfyUI
      * lora_down/lora_up/alpha, BFL/ai-toolkit diffusion_model.* names), applied at run time beside the base
      * matmuls and taken off when the request ends: no weight is copied, so requests can switch adapters. */
+    /* Optional: the sigma schedule itself, as ComfyUI's samplers take it (BasicScheduler, ModelSamplingFlux,
+     * KSampler's denoise): n_sigmas = steps + 1 values, sigmas[0] in (0, 1], strictly decreasing, the last 0.
+     * Replaces the variant's schedule; steps must be 0 or n_sigmas - 1. The initial latent is noised to sigmas[0]
+     * as ComfyUI's noise_scaling does (sigma * noise + (1 - sigma) * latent; an empty latent is 0), so with an
+     * init image every step runs and strength must be 0. FLUX.1 and FLUX.2 text-to-image; FLUX.2 img2img. */
+    const float *sigmas;
+    int n_sigmas;
     const struct kiln_lora *loras;
     int n_loras;
     bool lora_merge;          /* merge them into copies of the adapted weights instead (models/lora.h) */

@@ -68,6 +68,8 @@ static void usage(FILE *out) {
             "                        without -W/-H the output takes the first reference's size (as diffusers)\n"
             "  --init F              image-to-image from this picture (its size, cropped to multiples of 16)\n"
             "  --strength S          with --init: 0 < S <= 1, how much is redrawn (default 0.8)\n"
+            "  --sigmas S0,S1,...,0  the sigma schedule itself (e.g. ComfyUI's; steps follow from it)\n"
+            "  --prompt-2 TEXT       FLUX.1: the T5 text when it differs from the CLIP text (diffusers' prompt_2)\n"
             "  --tag TEXT            recorded in the perf dump\n"
             "  -q, --quiet           no progress output\n", KILN_MAX_REFS);
 }
@@ -146,6 +148,8 @@ int kiln_cmd_generate(int argc, char **argv) {
     bool have_w = false, have_h = false, have_strength = false;
     kiln_engine_config cfg = kiln_engine_config_default();
     kiln_request req = kiln_request_default();
+    float sigmas[1001];
+    int n_sigmas = 0;
     const char *prompt = NULL, *output = "out.png", *perf = NULL, *noise_path = NULL;
     bool have_seed = false, quiet = false, keep_te = false;
     long v;
@@ -233,6 +237,23 @@ int kiln_cmd_generate(int argc, char **argv) {
                 fprintf(stderr, "kiln generate: --guidance needs a number in (0, 100) (got '%s')\n", val);
                 return 2;
             }
+        } else if (!strcmp(a, "--prompt-2")) {
+            TAKES_VALUE;
+            req.prompt_2 = val;
+        } else if (!strcmp(a, "--sigmas")) {
+            TAKES_VALUE;
+            n_sigmas = 0;
+            for (const char *p = val; *p && n_sigmas < (int)(sizeof sigmas / sizeof *sigmas); n_sigmas++) {
+                char *end;
+                sigmas[n_sigmas] = strtof(p, &end);
+                if (end == p || (*end && *end != ',')) {
+                    fprintf(stderr, "kiln generate: --sigmas %s: a comma-separated list of numbers\n", val);
+                    return 2;
+                }
+                p = *end ? end + 1 : end;
+            }
+            req.sigmas = sigmas; /* kiln_generate checks the schedule itself */
+            req.n_sigmas = n_sigmas;
         } else if (!strcmp(a, "--negative-prompt")) {
             TAKES_VALUE;
             req.negative_prompt = val;

@@ -17,8 +17,30 @@
 
 #include "base/status.h"
 
+typedef struct kiln_gen_lora {
+    const char *path; /* resolved file under models/loras */
+    float strength;
+} kiln_gen_lora;
+
+typedef struct kiln_gen_image {
+    const uint8_t *pixels; /* RGB8, width*height*3 */
+    int width, height;
+} kiln_gen_image;
+
 typedef struct kiln_gen_params {
     const char *unet_path, *clip_path, *vae_path; /* resolved files under the model folders */
+    const char *clip2_path;                       /* FLUX.1's T5 (DualCLIPLoader); NULL for FLUX.2 */
+    const char *prompt_2;                         /* FLUX.1's T5 text (CLIPTextEncodeFlux); NULL: prompt */
+    float guidance; /* FLUX.1 [dev]'s distilled guidance (FluxGuidance; ComfyUI's default 3.5); 0 for FLUX.2 */
+    /* ComfyUI's sigma schedule (n_sigmas = steps + 1: BasicScheduler, KSampler on FLUX.1, denoise < 1); NULL:
+     * the engine's own (Flux2Scheduler) */
+    const float *sigmas;
+    int n_sigmas;
+    const kiln_gen_lora *loras; /* LoraLoader(ModelOnly), applied to the DiT in order */
+    int n_loras;
+    const kiln_gen_image *refs; /* ReferenceLatent images of the positive conditioning */
+    int n_refs;
+    const kiln_gen_image *init_image; /* the sampled latent's VAEEncode'd image (sigmas then set); NULL: empty */
     const char *prompt;                           /* positive text ("" allowed) */
     const char *negative_prompt;                  /* NULL when the negative is ConditioningZeroOut */
     int width, height, steps, batch;

@@ -31,6 +31,19 @@ int kiln_node_pixelize(kiln_exec *ex, const char *id, kiln_value *const *in, kil
 int kiln_node_save_image(kiln_exec *ex, const char *id, kiln_value *const *in, kiln_value *out);
 int kiln_node_primitive(kiln_exec *ex, const char *id, kiln_value *const *in, kiln_value *out);
 int kiln_node_preview_image(kiln_exec *ex, const char *id, kiln_value *const *in, kiln_value *out);
+int kiln_node_dual_clip_loader(kiln_exec *ex, const char *id, kiln_value *const *in, kiln_value *out);
+int kiln_node_lora_loader_model_only(kiln_exec *ex, const char *id, kiln_value *const *in, kiln_value *out);
+int kiln_node_lora_loader(kiln_exec *ex, const char *id, kiln_value *const *in, kiln_value *out);
+int kiln_node_model_sampling_flux(kiln_exec *ex, const char *id, kiln_value *const *in, kiln_value *out);
+int kiln_node_clip_text_encode_flux(kiln_exec *ex, const char *id, kiln_value *const *in, kiln_value *out);
+int kiln_node_flux_guidance(kiln_exec *ex, const char *id, kiln_value *const *in, kiln_value *out);
+int kiln_node_reference_latent(kiln_exec *ex, const char *id, kiln_value *const *in, kiln_value *out);
+int kiln_node_basic_scheduler(kiln_exec *ex, const char *id, kiln_value *const *in, kiln_value *out);
+int kiln_node_basic_guider(kiln_exec *ex, const char *id, kiln_value *const *in, kiln_value *out);
+int kiln_node_load_image(kiln_exec *ex, const char *id, kiln_value *const *in, kiln_value *out);
+int kiln_node_image_scale_to_total_pixels(kiln_exec *ex, const char *id, kiln_value *const *in, kiln_value *out);
+int kiln_node_get_image_size(kiln_exec *ex, const char *id, kiln_value *const *in, kiln_value *out);
+int kiln_node_vae_encode(kiln_exec *ex, const char *id, kiln_value *const *in, kiln_value *out);
 int kiln_node_save_image_websocket(kiln_exec *ex, const char *id, kiln_value *const *in, kiln_value *out);
 
 #endif

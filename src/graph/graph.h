@@ -88,6 +88,7 @@ typedef struct kiln_exec_env {
     const char *models_root;
     const char *output_dir;  /* SaveImage writes under it */
     const char *temp_dir;    /* PreviewImage writes under it (type "temp"); NULL = no previews saved */
+    const char *input_dir;   /* LoadImage reads from it (what POST /upload/image writes); NULL = none */
     kiln_gen_engine *engine;
     const char *prompt_id;
     json_t *extra_pnginfo;   /* borrowed, may be NULL: written as PNG text chunks beside the prompt */
@@ -117,7 +118,7 @@ char *kiln_graph_quote_big_ints(const char *body, size_t len, size_t *out_len);
 /* ---- /object_info ------------------------------------------------------------------------------------------ */
 
 /* {class: info} for every class (class NULL) or just one (NULL if unknown). COMBO lists of model files are read
- * from models_root. */
-json_t *kiln_graph_object_info(const char *models_root, const char *class_name);
+ * from models_root, LoadImage's from input_dir (either may be NULL: empty lists). */
+json_t *kiln_graph_object_info(const char *models_root, const char *input_dir, const char *class_name);
 
 #endif

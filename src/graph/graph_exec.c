@@ -39,6 +39,8 @@ static kiln_status literal_value(const kiln_node_input *in, json_t *v, kiln_valu
         out->kind = KILN_V_STRING;
         out->str = v ? kiln_coerce_string(v) : kiln_strdup(in->def_str ? in->def_str : "");
         if (!out->str) return KILN_FAIL(err, KILN_E_NOMEM, "input %s: out of memory or not a string", in->name);
+    } else if (in->optional && !v) {
+        return KILN_OK; /* an optional link left out: KILN_V_NONE */
     } else {
         return KILN_FAIL(err, KILN_E_INTERNAL, "input %s of type %s has no link", in->name, t);
     }
@@ -112,7 +114,7 @@ kiln_status kiln_graph_execute(const kiln_graph *g, const kiln_exec_env *env, co
 
 /* ---- /object_info ------------------------------------------------------------------------------------------ */
 
-static json_t *input_spec(const kiln_node_input *in, const char *models_root) {
+static json_t *input_spec(const kiln_node_input *in, const char *models_root, const char *input_dir) {
     json_t *opts = json_object();
     if (in->tooltip) json_object_set_new(opts, "tooltip", json_string(in->tooltip));
     if (!strcmp(in->type, "COMBO")) {
@@ -120,6 +122,9 @@ static json_t *input_spec(const kiln_node_input *in, const char *models_root) {
         if (in->options) {
             list = json_array();
             for (size_t i = 0; in->options[i]; i++) json_array_append_new(list, json_string(in->options[i]));
+        } else if (in->model_kind == KILN_INPUT_IMAGES) {
+            list = kiln_input_images_list(input_dir);
+            json_object_set_new(opts, "image_upload", json_true()); /* the frontend's upload widget */
         } else {
             list = kiln_models_list(models_root, (kiln_model_kind)in->model_kind);
         }
@@ -146,12 +151,12 @@ static json_t *input_spec(const kiln_node_input *in, const char *models_root) {
     return json_pack("[s, o]", in->type, opts);
 }
 
-static json_t *class_info(const kiln_node_class *c, const char *models_root) {
+static json_t *class_info(const kiln_node_class *c, const char *models_root, const char *input_dir) {
     json_t *required = json_object(), *optional = json_object(), *order_req = json_array(),
            *order_opt = json_array();
     for (size_t i = 0; i < KILN_NODE_MAX_INPUTS && c->inputs[i].name; i++) {
         const kiln_node_input *in = &c->inputs[i];
-        json_object_set_new(in->optional ? optional : required, in->name, input_spec(in, models_root));
+        json_object_set_new(in->optional ? optional : required, in->name, input_spec(in, models_root, input_dir));
         json_array_append_new(in->optional ? order_opt : order_req, json_string(in->name));
     }
     json_t *outs = json_array(), *names = json_array(), *is_list = json_array();
@@ -167,15 +172,15 @@ static json_t *class_info(const kiln_node_class *c, const char *models_root) {
                      "python_module", "kiln", "category", c->category, "output_node", c->output_node);
 }
 
-json_t *kiln_graph_object_info(const char *models_root, const char *class_name) {
+json_t *kiln_graph_object_info(const char *models_root, const char *input_dir, const char *class_name) {
     if (class_name) {
         const kiln_node_class *c = kiln_node_class_find(class_name);
-        return c ? json_pack("{s:o}", c->name, class_info(c, models_root)) : NULL;
+        return c ? json_pack("{s:o}", c->name, class_info(c, models_root, input_dir)) : NULL;
     }
     json_t *all = json_object();
     for (size_t i = 0; i < kiln_node_class_count(); i++) {
         const kiln_node_class *c = kiln_node_class_at(i);
-        json_object_set_new(all, c->name, class_info(c, models_root));
+        json_object_set_new(all, c->name, class_info(c, models_root, input_dir));
     }
     return all;
 }

@@ -165,6 +165,14 @@ static void validate_literal(vstate *vs, int node, const kiln_node_class *c, con
         }
         return;
     }
+    if (!strcmp(t, "COMBO") && in->model_kind == KILN_INPUT_IMAGES) { /* LoadImage: the file is read at run time */
+        const char *s = json_string_value(v);
+        if (!s || !kiln_model_name_ok(s)) {
+            snprintf(details, sizeof details, "%s: a plain file name of the input folder", in->name);
+            input_error(vs, node, "custom_validation_failed", "Invalid image file", details, in->name, NULL);
+        }
+        return;
+    }
     if (!strcmp(t, "COMBO")) {
         json_t *list = in->options ? NULL : vs->model_lists[in->model_kind];
         const char *s = json_string_value(v);

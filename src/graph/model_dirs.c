@@ -5,12 +5,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 static const char *const kind_folders[KILN_MODELS_KIND_COUNT][2] = {
     {"diffusion_models", "unet"},
     {"text_encoders", "clip"},
     {"vae", NULL},
+    {"loras", NULL},
 };
 
 const char *kiln_model_kind_folder(kiln_model_kind k) {
@@ -34,45 +36,70 @@ bool kiln_model_name_ok(const char *name) {
     return true;
 }
 
-static bool has_model_ext(const char *name) {
-    static const char *const exts[] = {".safetensors", ".sft", ".gguf"};
+static bool has_ext(const char *name, const char *const *exts, size_t n_exts) {
     size_t n = strlen(name);
-    for (size_t i = 0; i < sizeof exts / sizeof exts[0]; i++) {
+    for (size_t i = 0; i < n_exts; i++) {
         size_t e = strlen(exts[i]);
-        if (n > e && !strcmp(name + n - e, exts[i])) return true;
+        if (n > e && !strcasecmp(name + n - e, exts[i])) return true;
     }
     return false;
+}
+
+static bool has_model_ext(const char *name) {
+    static const char *const exts[] = {".safetensors", ".sft", ".gguf"};
+    return has_ext(name, exts, sizeof exts / sizeof exts[0]);
+}
+
+static bool has_image_ext(const char *name) {
+    static const char *const exts[] = {".png", ".jpg", ".jpeg", ".webp"};
+    return has_ext(name, exts, sizeof exts / sizeof exts[0]);
 }
 
 static int cmp_json_str(const void *a, const void *b) {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-json_t *kiln_models_list(const char *root, kiln_model_kind k) {
+/* Adds the plain names of dir's files that keep(name) accepts to names (no duplicates). */
+static void collect(const char *dir, bool (*keep)(const char *), char **names, size_t cap, size_t *n) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d)) && *n < cap) {
+        if (!kiln_model_name_ok(e->d_name) || !keep(e->d_name)) continue;
+        bool dup = false;
+        for (size_t i = 0; i < *n; i++) dup = dup || !strcmp(names[i], e->d_name);
+        if (!dup && (names[*n] = strdup(e->d_name))) (*n)++;
+    }
+    closedir(d);
+}
+
+static json_t *sorted_array(char **names, size_t n) {
     json_t *arr = json_array();
-    if (!arr || !root || (unsigned)k >= KILN_MODELS_KIND_COUNT) return arr;
+    qsort(names, n, sizeof names[0], cmp_json_str);
+    for (size_t i = 0; i < n; i++) {
+        if (arr) json_array_append_new(arr, json_string(names[i]));
+        free(names[i]);
+    }
+    return arr;
+}
+
+json_t *kiln_input_images_list(const char *dir) {
+    char *names[1024];
+    size_t n = 0;
+    if (dir) collect(dir, has_image_ext, names, sizeof names / sizeof names[0], &n);
+    return sorted_array(names, n);
+}
+
+json_t *kiln_models_list(const char *root, kiln_model_kind k) {
+    if (!root || (unsigned)k >= KILN_MODELS_KIND_COUNT) return json_array();
     char *names[1024];
     size_t n = 0;
     for (int a = 0; a < 2 && kind_folders[k][a]; a++) {
         char dir[4096];
         snprintf(dir, sizeof dir, "%s/%s", root, kind_folders[k][a]);
-        DIR *d = opendir(dir);
-        if (!d) continue;
-        struct dirent *e;
-        while ((e = readdir(d)) && n < sizeof names / sizeof names[0]) {
-            if (!kiln_model_name_ok(e->d_name) || !has_model_ext(e->d_name)) continue;
-            bool dup = false;
-            for (size_t i = 0; i < n; i++) dup = dup || !strcmp(names[i], e->d_name);
-            if (!dup && (names[n] = strdup(e->d_name))) n++;
-        }
-        closedir(d);
+        collect(dir, has_model_ext, names, sizeof names / sizeof names[0], &n);
     }
-    qsort(names, n, sizeof names[0], cmp_json_str);
-    for (size_t i = 0; i < n; i++) {
-        json_array_append_new(arr, json_string(names[i]));
-        free(names[i]);
-    }
-    return arr;
+    return sorted_array(names, n);
 }
 
 kiln_status kiln_models_resolve(const char *root, kiln_model_kind k, const char *name, char *path, size_t cap,

@@ -17,10 +17,11 @@ typedef enum kiln_model_kind {
     KILN_MODELS_DIFFUSION = 0, /* diffusion_models, unet */
     KILN_MODELS_TEXT_ENCODER,  /* text_encoders, clip */
     KILN_MODELS_VAE,           /* vae */
+    KILN_MODELS_LORA,          /* loras */
     KILN_MODELS_KIND_COUNT
 } kiln_model_kind;
 
-/* "diffusion_models", "text_encoders", "vae". */
+/* "diffusion_models", "text_encoders", "vae", "loras". */
 const char *kiln_model_kind_folder(kiln_model_kind k);
 /* Maps a folder name (incl. the aliases unet, clip) to a kind; false if unknown. */
 bool kiln_model_kind_from_folder(const char *folder, kiln_model_kind *out);
@@ -35,5 +36,12 @@ bool kiln_model_name_ok(const char *name);
 /* Full path of the model `name` of kind k: KILN_E_NOT_FOUND if absent, KILN_E_INVALID for a bad name. */
 kiln_status kiln_models_resolve(const char *root, kiln_model_kind k, const char *name, char *path, size_t cap,
                                 kiln_err *err);
+
+/* A COMBO input whose options are the images of the server's input folder (LoadImage), not a model kind. */
+#define KILN_INPUT_IMAGES (-2)
+
+/* A JSON array of the sorted image file names (.png, .jpg, .jpeg, .webp) directly in dir (what POST
+ * /upload/image wrote). dir NULL or missing: empty. NULL only when out of memory. */
+json_t *kiln_input_images_list(const char *dir);
 
 #endif

@@ -9,11 +9,12 @@
 
 static const char *const weight_dtypes[] = {"default", "fp8_e4m3fn", "fp8_e4m3fn_fast", "fp8_e5m2", NULL};
 static const char *const clip_types[] = {"flux2", NULL};
+static const char *const dual_clip_types[] = {"flux", NULL};
+/* ComfyUI's schedulers that kiln computes exactly (graph/comfy_sigmas.h); the others are not listed */
+static const char *const comfy_schedulers[] = {"simple", "sgm_uniform", "normal", NULL};
+static const char *const upscale_methods[] = {"nearest-exact", NULL};
 static const char *const devices[] = {"default", "cpu", NULL};
 static const char *const samplers[] = {"euler", NULL};
-/* kiln always samples FLUX.2 with its shifted (empirical mu) schedule; these names are accepted for the plain
- * KSampler wiring and mean that schedule. */
-static const char *const schedulers[] = {"simple", "normal", NULL};
 
 #define SEED_MAX 18446744073709551615.0 /* 2^64 - 1, ComfyUI's seed maximum (coerce.c reads it exactly) */
 #define PRIM_MAX 9223372036854775807.0  /* sys.maxsize, ComfyUI's Primitive bounds */
@@ -29,7 +30,8 @@ static const char *const schedulers[] = {"simple", "normal", NULL};
 
 static const kiln_node_class classes[] = {
     {.name = "UNETLoader", .display_name = "Load Diffusion Model", .category = "advanced/loaders",
-     .description = "Names the FLUX.2 diffusion model file (diffusion_models/ or unet/).",
+     .description = "Names the FLUX.2 [klein] or FLUX.1 [dev]/[schnell] diffusion model file (diffusion_models/ or "
+                    "unet/).",
      .inputs = {MODEL_IN("unet_name", KILN_MODELS_DIFFUSION), COMBO_IN("weight_dtype", weight_dtypes, "default")},
      .outputs = {"MODEL"}, .output_names = {"MODEL"}, .eval = kiln_node_unet_loader},
     {.name = "CLIPLoader", .display_name = "Load CLIP", .category = "advanced/loaders",
@@ -38,6 +40,32 @@ static const kiln_node_class classes[] = {
                 {.name = "device", .type = "COMBO", .optional = true, .options = devices, .def_str = "default",
                  .model_kind = KILN_NO_MODEL_KIND}},
      .outputs = {"CLIP"}, .output_names = {"CLIP"}, .eval = kiln_node_clip_loader},
+    {.name = "DualCLIPLoader", .display_name = "DualCLIPLoader", .category = "advanced/loaders",
+     .description = "Names FLUX.1's two text encoder files, CLIP-L and T5-XXL (text_encoders/ or clip/).",
+     .inputs = {MODEL_IN("clip_name1", KILN_MODELS_TEXT_ENCODER), MODEL_IN("clip_name2", KILN_MODELS_TEXT_ENCODER),
+                COMBO_IN("type", dual_clip_types, "flux"),
+                {.name = "device", .type = "COMBO", .optional = true, .options = devices, .def_str = "default",
+                 .model_kind = KILN_NO_MODEL_KIND}},
+     .outputs = {"CLIP"}, .output_names = {"CLIP"}, .eval = kiln_node_dual_clip_loader},
+    {.name = "LoraLoaderModelOnly", .display_name = "LoraLoaderModelOnly", .category = "loaders",
+     .description = "Adds a LoRA adapter (loras/) to the diffusion model, applied at run time.",
+     .inputs = {LINK("model", "MODEL"), MODEL_IN("lora_name", KILN_MODELS_LORA),
+                FLOAT_IN("strength_model", -100.0, 100.0, 0.01, 1.0)},
+     .outputs = {"MODEL"}, .output_names = {"MODEL"}, .eval = kiln_node_lora_loader_model_only},
+    {.name = "LoraLoader", .display_name = "Load LoRA", .category = "loaders",
+     .description = "Adds a LoRA adapter (loras/) to the diffusion model; kiln's LoRA adapts the diffusion model "
+                    "only, so strength_clip is ignored with a warning.",
+     .inputs = {LINK("model", "MODEL"), LINK("clip", "CLIP"), MODEL_IN("lora_name", KILN_MODELS_LORA),
+                FLOAT_IN("strength_model", -100.0, 100.0, 0.01, 1.0),
+                FLOAT_IN("strength_clip", -100.0, 100.0, 0.01, 1.0)},
+     .outputs = {"MODEL", "CLIP"}, .output_names = {"MODEL", "CLIP"}, .eval = kiln_node_lora_loader},
+    {.name = "ModelSamplingFlux", .display_name = "ModelSamplingFlux", .category = "advanced/model",
+     .description = "Sets the model's sigma shift from the image size: a line through (256 tokens, base_shift) and "
+                    "(4096 tokens, max_shift).",
+     .inputs = {LINK("model", "MODEL"), FLOAT_IN("max_shift", 0.0, 100.0, 0.01, 1.15),
+                FLOAT_IN("base_shift", 0.0, 100.0, 0.01, 0.5), INT_IN("width", 16, 16384, 8, 1024),
+                INT_IN("height", 16, 16384, 8, 1024)},
+     .outputs = {"MODEL"}, .output_names = {"MODEL"}, .eval = kiln_node_model_sampling_flux},
     {.name = "VAELoader", .display_name = "Load VAE", .category = "loaders",
      .description = "Names the FLUX.2 VAE file (vae/).",
      .inputs = {MODEL_IN("vae_name", KILN_MODELS_VAE)},
@@ -48,6 +76,22 @@ static const kiln_node_class classes[] = {
                  .model_kind = KILN_NO_MODEL_KIND},
                 LINK("clip", "CLIP")},
      .outputs = {"CONDITIONING"}, .output_names = {"CONDITIONING"}, .eval = kiln_node_clip_text_encode},
+    {.name = "CLIPTextEncodeFlux", .display_name = "CLIPTextEncodeFlux", .category = "advanced/conditioning/flux",
+     .description = "FLUX.1's prompt: one text for CLIP-L, one for T5-XXL, and the distilled guidance.",
+     .inputs = {LINK("clip", "CLIP"),
+                {.name = "clip_l", .type = "STRING", .multiline = true, .def_str = "", .model_kind = KILN_NO_MODEL_KIND},
+                {.name = "t5xxl", .type = "STRING", .multiline = true, .def_str = "", .model_kind = KILN_NO_MODEL_KIND},
+                FLOAT_IN("guidance", 0.0, 100.0, 0.1, 3.5)},
+     .outputs = {"CONDITIONING"}, .output_names = {"CONDITIONING"}, .eval = kiln_node_clip_text_encode_flux},
+    {.name = "FluxGuidance", .display_name = "FluxGuidance", .category = "advanced/conditioning/flux",
+     .description = "Sets the distilled guidance FLUX.1 [dev] is given (ComfyUI's default is 3.5).",
+     .inputs = {LINK("conditioning", "CONDITIONING"), FLOAT_IN("guidance", 0.0, 100.0, 0.1, 3.5)},
+     .outputs = {"CONDITIONING"}, .output_names = {"CONDITIONING"}, .eval = kiln_node_flux_guidance},
+    {.name = "ReferenceLatent", .display_name = "ReferenceLatent", .category = "advanced/conditioning/edit_models",
+     .description = "Adds a VAEEncode'd image to the conditioning as a reference (FLUX.2 [klein] editing).",
+     .inputs = {LINK("conditioning", "CONDITIONING"),
+                {.name = "latent", .type = "LATENT", .optional = true, .model_kind = KILN_NO_MODEL_KIND}},
+     .outputs = {"CONDITIONING"}, .output_names = {"CONDITIONING"}, .eval = kiln_node_reference_latent},
     {.name = "ConditioningZeroOut", .display_name = "ConditioningZeroOut", .category = "advanced/conditioning",
      .description = "An all-zero conditioning (the klein template's negative).",
      .inputs = {LINK("conditioning", "CONDITIONING")},
@@ -57,6 +101,29 @@ static const kiln_node_class classes[] = {
      .inputs = {INT_IN("width", 64, 2048, 16, 1024), INT_IN("height", 64, 2048, 16, 1024),
                 INT_IN("batch_size", 1, 16, 1, 1)},
      .outputs = {"LATENT"}, .output_names = {"LATENT"}, .eval = kiln_node_empty_flux2_latent},
+    {.name = "EmptySD3LatentImage", .display_name = "EmptySD3LatentImage", .category = "latent/sd3",
+     .description = "An empty 16-channel latent (FLUX.1's); sides are rounded down to multiples of 16.",
+     .inputs = {INT_IN("width", 16, 2048, 16, 1024), INT_IN("height", 16, 2048, 16, 1024),
+                INT_IN("batch_size", 1, 16, 1, 1)},
+     .outputs = {"LATENT"}, .output_names = {"LATENT"}, .eval = kiln_node_empty_flux2_latent},
+    {.name = "LoadImage", .display_name = "Load Image", .category = "image",
+     .description = "An image of the input folder (POST /upload/image), decoded strictly to RGB.",
+     .inputs = {{.name = "image", .type = "COMBO", .model_kind = KILN_INPUT_IMAGES}},
+     .outputs = {"IMAGE", "MASK"}, .output_names = {"IMAGE", "MASK"}, .eval = kiln_node_load_image},
+    {.name = "ImageScaleToTotalPixels", .display_name = "Scale Image to Total Pixels", .category = "image/upscaling",
+     .description = "Resizes the image to about megapixels x 1024 x 1024 pixels, sides rounded to resolution_steps.",
+     .inputs = {LINK("image", "IMAGE"), COMBO_IN("upscale_method", upscale_methods, "nearest-exact"),
+                FLOAT_IN("megapixels", 0.01, 16.0, 0.01, 1.0), INT_IN("resolution_steps", 1, 256, 1, 1)},
+     .outputs = {"IMAGE"}, .output_names = {"IMAGE"}, .eval = kiln_node_image_scale_to_total_pixels},
+    {.name = "GetImageSize", .display_name = "Get Image Size", .category = "image",
+     .description = "The width, height and batch size of an image.",
+     .inputs = {LINK("image", "IMAGE")},
+     .outputs = {"INT", "INT", "INT"}, .output_names = {"width", "height", "batch_size"},
+     .eval = kiln_node_get_image_size},
+    {.name = "VAEEncode", .display_name = "VAE Encode", .category = "latent",
+     .description = "The latent of an image (kiln encodes it when the image is made: a reference or an init image).",
+     .inputs = {LINK("pixels", "IMAGE"), LINK("vae", "VAE")},
+     .outputs = {"LATENT"}, .output_names = {"LATENT"}, .eval = kiln_node_vae_encode},
     {.name = "RandomNoise", .display_name = "RandomNoise", .category = "sampling/custom_sampling/noise",
      .description = "The seed of the initial noise (image i of a batch uses seed + i).",
      .inputs = {INT_IN("noise_seed", 0, SEED_MAX, 1, 0)},
@@ -70,6 +137,15 @@ static const kiln_node_class classes[] = {
      .inputs = {INT_IN("steps", 1, 4096, 1, 20), INT_IN("width", 64, 2048, 16, 1024),
                 INT_IN("height", 64, 2048, 16, 1024)},
      .outputs = {"SIGMAS"}, .output_names = {"SIGMAS"}, .eval = kiln_node_flux2_scheduler},
+    {.name = "BasicScheduler", .display_name = "BasicScheduler", .category = "sampling/custom_sampling/schedulers",
+     .description = "ComfyUI's sigma schedule for the model's shift; denoise < 1 keeps the tail of a longer one.",
+     .inputs = {LINK("model", "MODEL"), COMBO_IN("scheduler", comfy_schedulers, "simple"),
+                INT_IN("steps", 1, 10000, 1, 20), FLOAT_IN("denoise", 0.0, 1.0, 0.01, 1.0)},
+     .outputs = {"SIGMAS"}, .output_names = {"SIGMAS"}, .eval = kiln_node_basic_scheduler},
+    {.name = "BasicGuider", .display_name = "BasicGuider", .category = "sampling/custom_sampling/guiders",
+     .description = "The model and one conditioning, without classifier-free guidance (FLUX.1).",
+     .inputs = {LINK("model", "MODEL"), LINK("conditioning", "CONDITIONING")},
+     .outputs = {"GUIDER"}, .output_names = {"GUIDER"}, .eval = kiln_node_basic_guider},
     {.name = "CFGGuider", .display_name = "CFGGuider", .category = "sampling/custom_sampling/guiders",
      .description = "Classifier-free guidance over a positive and a negative conditioning.",
      .inputs = {LINK("model", "MODEL"), LINK("positive", "CONDITIONING"), LINK("negative", "CONDITIONING"),
@@ -86,7 +162,7 @@ static const kiln_node_class classes[] = {
      .description = "The plain sampler node: seed, steps, cfg, sampler and scheduler in one.",
      .inputs = {LINK("model", "MODEL"), INT_IN("seed", 0, SEED_MAX, 1, 0), INT_IN("steps", 1, 4096, 1, 20),
                 FLOAT_IN("cfg", 0.0, 100.0, 0.1, 8.0), COMBO_IN("sampler_name", samplers, "euler"),
-                COMBO_IN("scheduler", schedulers, "simple"), LINK("positive", "CONDITIONING"),
+                COMBO_IN("scheduler", comfy_schedulers, "simple"), LINK("positive", "CONDITIONING"),
                 LINK("negative", "CONDITIONING"), LINK("latent_image", "LATENT"),
                 FLOAT_IN("denoise", 0.0, 1.0, 0.01, 1.0)},
      .outputs = {"LATENT"}, .output_names = {"LATENT"}, .eval = kiln_node_ksampler},

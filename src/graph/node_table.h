@@ -15,7 +15,7 @@
 #include "graph/model_dirs.h"
 
 #define KILN_NODE_MAX_INPUTS 12
-#define KILN_NODE_MAX_OUTPUTS 2
+#define KILN_NODE_MAX_OUTPUTS 3
 
 typedef struct kiln_node_input {
     const char *name;
@@ -26,7 +26,8 @@ typedef struct kiln_node_input {
     const char *def_str;     /* STRING / COMBO default */
     bool multiline;          /* STRING */
     const char *const *options; /* COMBO: NULL-terminated fixed list ... */
-    int model_kind;          /* ... or, when options is NULL, the files of this kiln_model_kind */
+    int model_kind;          /* ... or, when options is NULL, the files of this kiln_model_kind (KILN_INPUT_IMAGES:
+                              * the input folder's images) */
     const char *tooltip;
 } kiln_node_input;
 

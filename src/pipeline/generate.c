@@ -216,7 +216,10 @@ static kiln_status prepare_images(run *r, kiln_err *err) {
     }
     if (q->init_image) {
         const kiln_image_in *im = q->init_image;
-        if (!(q->strength > 0.0f && q->strength <= 1.0f))
+        if (q->sigmas && q->strength != 0.0f) /* the schedule's first sigma is where the image is noised to */
+            return KILN_FAIL(err, KILN_E_INVALID, "strength %g with a given sigma schedule: give one or the other",
+                             q->strength);
+        if (!q->sigmas && !(q->strength > 0.0f && q->strength <= 1.0f))
             return KILN_FAIL(err, KILN_E_INVALID, "strength %g: image-to-image needs 0 < strength <= 1", q->strength);
         if (!im->pixels || im->width < 16 || im->height < 16 || im->width > MAX_SIDE || im->height > MAX_SIDE)
             return KILN_FAIL(err, KILN_E_INVALID, "init image %dx%d: sides must be 16..%d", im->width, im->height,
@@ -276,7 +279,14 @@ static kiln_status validate(run *r, kiln_err *err) {
     r->w16 = r->W / 16;
     r->N = r->h16 * r->w16;
     r->steps = q->steps ? q->steps : (r->base ? 50 : 4);
-    if (r->init_rgb) {
+    if (q->prompt_2) return KILN_FAIL(err, KILN_E_INVALID, "prompt_2 (FLUX.1's T5 text): FLUX.2 has one text encoder");
+    if (q->sigmas) {
+        KILN_TRY(kiln_sigmas_check(q->sigmas, q->n_sigmas, q->steps, MAX_STEPS, err));
+        r->steps = q->n_sigmas - 1;
+    } else if (q->n_sigmas) {
+        return KILN_FAIL(err, KILN_E_INVALID, "n_sigmas %d without sigmas", q->n_sigmas);
+    }
+    if (r->init_rgb && !q->sigmas) {
         r->k0 = kiln_img2img_start(r->steps, q->strength);
         if (r->k0 >= r->steps)
             return KILN_FAIL(err, KILN_E_INVALID, "strength %g with %d steps leaves no step to run", q->strength, r->steps);
@@ -384,6 +394,12 @@ done:
 /* Image i's seed: the request's per-image seeds when given, else seed + i. */
 static uint64_t image_seed(const kiln_request *q, int i) { return q->seeds ? q->seeds[i] : q->seed + (uint64_t)i; }
 
+/* The schedule: the request's (ComfyUI's samplers) or the variant's. */
+static void fill_sigmas(run *r) {
+    if (r->req->sigmas) memcpy(r->sigmas, r->req->sigmas, ((size_t)r->steps + 1) * sizeof *r->sigmas);
+    else kiln_flux2_schedule_cfg_f32(&r->e->sched, r->steps, r->N, r->sigmas);
+}
+
 static kiln_status prepare_latents(run *r, kiln_err *err) {
     kiln_backend *be = r->e->be;
     size_t per = (size_t)128 * r->N, nb = (size_t)r->B * per * sizeof(float);
@@ -407,9 +423,11 @@ static kiln_status prepare_latents(run *r, kiln_err *err) {
     float sigma0 = 1.0f;
     if (r->init_rgb) { /* img2img: the encoded image, and the sigma the strength selects (diffusers scale_noise) */
         if ((s = kiln_edit_encode_tokens(r->e->vae, be, r->init_rgb, r->W, r->H, x0, err)) != KILN_OK) goto done;
-        kiln_flux2_schedule_cfg_f32(&r->e->sched, r->steps, r->N, r->sigmas);
+        fill_sigmas(r);
         sigma0 = r->sigmas[r->k0];
         if (r->trace) trace(r, "init_latent", x0, per);
+    } else if (r->req->sigmas) { /* a given schedule noises the empty latent (0) to its first sigma */
+        sigma0 = r->req->sigmas[0];
     }
     for (int i = 0; i < r->B; i++) {
         const float *g = grid;
@@ -419,6 +437,8 @@ static kiln_status prepare_latents(run *r, kiln_err *err) {
         kiln_grid_to_tokens(g, 128, r->h16, r->w16, t);
         if (x0) /* sigma * noise + (1 - sigma) * sample, in f32 as torch */
             for (size_t j = 0; j < per; j++) t[j] = sigma0 * t[j] + (1.0f - sigma0) * x0[j];
+        else if (sigma0 != 1.0f)
+            for (size_t j = 0; j < per; j++) t[j] = sigma0 * t[j];
     }
     if ((s = be->ops->upload(be, r->x, host, nb, err)) != KILN_OK) goto done;
     if (r->n_refs) { /* the reference tokens, encoded once, into every DiT sample's tail (they never change) */
@@ -642,7 +662,7 @@ kiln_status kiln_generate_traced(kiln_engine *e, const kiln_request *req, kiln_t
     r.res->n_steps = r.steps - r.k0;
     STAGE(KILN_STAGE_TEXT_ENCODING, encode_text(&r, err));
     STAGE(KILN_STAGE_LATENT_PREPARATION, prepare_latents(&r, err));
-    STAGE(KILN_STAGE_TIMESTEP_PREPARATION, (kiln_flux2_schedule_cfg_f32(&e->sched, r.steps, r.N, r.sigmas), KILN_OK));
+    STAGE(KILN_STAGE_TIMESTEP_PREPARATION, (fill_sigmas(&r), KILN_OK));
     trace(&r, "sigmas", r.sigmas + r.k0, (size_t)(r.steps - r.k0) + 1); /* img2img: the schedule's tail */
     r.res->sigmas_first = r.sigmas[r.k0];
     r.res->sigmas_last_nonzero = r.sigmas[r.steps - 1];

@@ -126,7 +126,8 @@ static void estimate(const kiln_flux1_models *f, const run *r, size_t *keep, siz
 static kiln_status tokenize(run *r, const char *what, const char *p, int i, kiln_err *err) {
     kiln_tok_options oc = kiln_tok_options_flux1_clip(), ot = kiln_tok_options_flux1_t5((size_t)r->L);
     KILN_TRY(kiln_tokenizer_encode_prompt(r->f->tok_clip, p, strlen(p), &oc, &r->clip[i], err));
-    KILN_TRY(kiln_tokenizer_encode_prompt(r->f->tok_t5, p, strlen(p), &ot, &r->t5[i], err));
+    const char *p2 = r->req->prompt_2 && !r->req->prompts ? r->req->prompt_2 : p; /* diffusers' prompt_2 */
+    KILN_TRY(kiln_tokenizer_encode_prompt(r->f->tok_t5, p2, strlen(p2), &ot, &r->t5[i], err));
     /* FluxPipeline's warnings: "The following part of your input was truncated because CLIP can only handle
      * sequences up to 77 tokens" / "... because `max_sequence_length` is set to N tokens" */
     if (r->clip[i].truncated)
@@ -172,6 +173,14 @@ static kiln_status validate(run *r, kiln_err *err) {
     r->N = r->h16 * r->w16;
     r->L = t5_length(f);
     r->steps = q->steps ? q->steps : (f->dev ? 28 : 4);
+    if (q->prompt_2 && q->prompts)
+        return KILN_FAIL(err, KILN_E_INVALID, "prompt_2 with per-image prompts: give one or the other");
+    if (q->sigmas) {
+        KILN_TRY(kiln_sigmas_check(q->sigmas, q->n_sigmas, q->steps, MAX_STEPS, err));
+        r->steps = q->n_sigmas - 1;
+    } else if (q->n_sigmas) {
+        return KILN_FAIL(err, KILN_E_INVALID, "n_sigmas %d without sigmas", q->n_sigmas);
+    }
     r->guidance = f->dev ? (q->guidance > 0 ? q->guidance : 3.5f) : 0.0f;
     if (!f->dev && q->guidance > 0)
         add_warning(r, "guidance %.2f ignored: FLUX.1 [schnell] has no guidance embedder", q->guidance);
@@ -283,8 +292,12 @@ static kiln_status prepare_latents(run *r, kiln_err *err) {
         const float *g = grid;
         if (r->req->noise) g = r->req->noise + (size_t)i * per;
         else kiln_noise_fill(grid, per, image_seed(r->req, i));
-        kiln_grid_to_tokens(g, r->C, r->h16, r->w16, host + (size_t)i * per); /* _pack_latents' token order */
+        float *t = host + (size_t)i * per;
+        kiln_grid_to_tokens(g, r->C, r->h16, r->w16, t); /* _pack_latents' token order */
         trace(r, "noise.image", g, per);
+        /* a given schedule: ComfyUI's noise_scaling of an empty latent, sigma * noise + (1 - sigma) * 0, in f32 */
+        if (r->req->sigmas && r->req->sigmas[0] != 1.0f)
+            for (size_t j = 0; j < per; j++) t[j] = r->req->sigmas[0] * t[j];
     }
     s = be->ops->upload(be, r->x, host, nb, err);
 done:
@@ -461,8 +474,12 @@ kiln_status kiln_generate_flux1(kiln_engine *e, const kiln_request *req, kiln_tr
     r.res->n_steps = r.steps;
     STAGE(KILN_STAGE_TEXT_ENCODING, encode_text(&r, err));
     STAGE(KILN_STAGE_LATENT_PREPARATION, prepare_latents(&r, err));
-    STAGE(KILN_STAGE_TIMESTEP_PREPARATION,
-          (kiln_flux2_schedule_cfg_f32(&r.f->sched, r.steps, r.N, r.sigmas), KILN_OK));
+    if (req->sigmas) /* the caller's schedule (ComfyUI's samplers) */
+        STAGE(KILN_STAGE_TIMESTEP_PREPARATION,
+              (memcpy(r.sigmas, req->sigmas, ((size_t)r.steps + 1) * sizeof *r.sigmas), KILN_OK));
+    else
+        STAGE(KILN_STAGE_TIMESTEP_PREPARATION,
+              (kiln_flux2_schedule_cfg_f32(&r.f->sched, r.steps, r.N, r.sigmas), KILN_OK));
     trace(&r, "sigmas", r.sigmas, (size_t)r.steps + 1);
     r.res->sigmas_first = r.sigmas[0];
     r.res->sigmas_last_nonzero = r.sigmas[r.steps - 1];

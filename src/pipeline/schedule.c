@@ -163,3 +163,20 @@ void kiln_euler_step(float *x, const float *v, size_t n, double sigma, double si
 void kiln_cfg_combine(float *v_cond, const float *v_uncond, size_t n, float guidance) {
     for (size_t i = 0; i < n; i++) v_cond[i] = v_uncond[i] + guidance * (v_cond[i] - v_uncond[i]);
 }
+
+kiln_status kiln_sigmas_check(const float *sigmas, int n, int steps, int max_steps, kiln_err *err) {
+    if (!sigmas || n < 2 || n > max_steps + 1)
+        return KILN_FAIL(err, KILN_E_INVALID, "a sigma schedule of %d values: 2..%d are accepted", n, max_steps + 1);
+    if (steps != 0 && steps != n - 1)
+        return KILN_FAIL(err, KILN_E_INVALID, "steps %d with a schedule of %d sigmas (steps must be 0 or %d)", steps,
+                         n, n - 1);
+    if (!(sigmas[0] > 0.0f && sigmas[0] <= 1.0f))
+        return KILN_FAIL(err, KILN_E_INVALID, "sigma 0 is %g: the schedule must start in (0, 1]", sigmas[0]);
+    for (int k = 1; k < n; k++)
+        if (!(sigmas[k] < sigmas[k - 1]) || !(sigmas[k] >= 0.0f))
+            return KILN_FAIL(err, KILN_E_INVALID, "sigma %d is %g after %g: the schedule must decrease strictly, "
+                             "down to 0", k, sigmas[k], sigmas[k - 1]);
+    if (sigmas[n - 1] != 0.0f)
+        return KILN_FAIL(err, KILN_E_INVALID, "the schedule ends at %g: the last sigma must be 0", sigmas[n - 1]);
+    return KILN_OK;
+}

@@ -68,6 +68,10 @@ void kiln_flux2_schedule_f32(int n_steps, long n_tokens, float *sigmas);
 /* The same with a scheduler config (static or linear shift), rounded as numpy float32 rounds it. */
 void kiln_flux2_schedule_cfg_f32(const kiln_sched_config *c, int n_steps, long n_tokens, float *sigmas);
 
+/* A caller's schedule (kiln_request.sigmas): n >= 2 values, sigmas[0] in (0, 1], strictly decreasing, the last 0,
+ * and steps (the request's) 0 or n - 1; at most max_steps + 1 values. KILN_E_INVALID naming the first bad value. */
+kiln_status kiln_sigmas_check(const float *sigmas, int n, int steps, int max_steps, kiln_err *err);
+
 /* x += (sigma_next - sigma) * v over n floats (rectified-flow Euler, f32 like the references). */
 void kiln_euler_step(float *x, const float *v, size_t n, double sigma, double sigma_next);
 

@@ -1,4 +1,5 @@
 /* engine_kiln.c - graph/engine.h implemented on include/kiln.h (see engine_select.h). */
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,13 +10,15 @@
 #include "kiln.h"
 #include "server/engine_select.h"
 
+#define KILN_MAX_GEN_LORAS 8 /* graph/value.h KILN_GRAPH_MAX_LORAS */
+
 typedef struct kiln_adapter {
     kiln_gen_engine iface;
     pthread_mutex_t mu;
     kiln_engine *eng;
     kiln_device_kind device;
     int device_index;
-    char unet[4096], clip[4096], vae[4096];
+    char unet[4096], clip[4096], clip2[4096], vae[4096];
 } kiln_adapter;
 
 typedef struct step_ctx {
@@ -34,7 +37,7 @@ static bool on_progress(void *ctx, const kiln_progress *p) {
 static void unload_locked(kiln_adapter *a) {
     kiln_engine_close(a->eng);
     a->eng = NULL;
-    a->unet[0] = a->clip[0] = a->vae[0] = 0;
+    a->unet[0] = a->clip[0] = a->clip2[0] = a->vae[0] = 0;
 }
 
 /* Runs n requests that differ only in prompt, seed and batch as one kiln_generate (per-image prompts and seeds,
@@ -57,13 +60,25 @@ static kiln_status generate_batch(void *self, const kiln_gen_params *ps, int n, 
             prompts[k] = ps[i].prompt;
             seeds[k] = ps[i].seed + (uint64_t)j;
         }
+    if (p->n_loras > KILN_MAX_GEN_LORAS || p->n_refs > KILN_MAX_REFS)
+        return KILN_FAIL(err, KILN_E_LIMIT, "%d LoRA adapters, %d references: at most %d and %d", p->n_loras, p->n_refs,
+                         KILN_MAX_GEN_LORAS, KILN_MAX_REFS);
+    kiln_lora loras[KILN_MAX_GEN_LORAS];
+    for (int i = 0; i < p->n_loras; i++) loras[i] = (kiln_lora){p->loras[i].path, p->loras[i].strength};
+    kiln_image_in refs[KILN_MAX_REFS];
+    for (int i = 0; i < p->n_refs; i++) refs[i] = (kiln_image_in){p->refs[i].pixels, p->refs[i].width, p->refs[i].height};
+    kiln_image_in init = {0};
+    if (p->init_image) init = (kiln_image_in){p->init_image->pixels, p->init_image->width, p->init_image->height};
+    const char *clip2 = p->clip2_path ? p->clip2_path : "";
     pthread_mutex_lock(&a->mu);
     kiln_status s = KILN_OK;
-    if (!a->eng || strcmp(a->unet, p->unet_path) || strcmp(a->clip, p->clip_path) || strcmp(a->vae, p->vae_path)) {
+    if (!a->eng || strcmp(a->unet, p->unet_path) || strcmp(a->clip, p->clip_path) || strcmp(a->clip2, clip2) ||
+        strcmp(a->vae, p->vae_path)) {
         unload_locked(a);
         kiln_engine_config cfg = kiln_engine_config_default();
         cfg.unet_path = p->unet_path;
         cfg.clip_path = p->clip_path;
+        cfg.clip2_path = p->clip2_path;
         cfg.vae_path = p->vae_path;
         cfg.device = a->device;
         cfg.device_index = a->device_index;
@@ -71,10 +86,17 @@ static kiln_status generate_batch(void *self, const kiln_gen_params *ps, int n, 
         if (s == KILN_OK) {
             snprintf(a->unet, sizeof a->unet, "%s", p->unet_path);
             snprintf(a->clip, sizeof a->clip, "%s", p->clip_path);
+            snprintf(a->clip2, sizeof a->clip2, "%s", clip2);
             snprintf(a->vae, sizeof a->vae, "%s", p->vae_path);
         }
     }
     kiln_result *res = NULL;
+    bool flux1 = s == KILN_OK && kiln_engine_variant(a->eng) >= KILN_VARIANT_FLUX1_DEV;
+    if (flux1 && fabsf(p->cfg - 1.0f) > 1e-9f * fmaxf(1.0f, fabsf(p->cfg))) /* math.isclose(cfg, 1) */
+        s = KILN_FAIL(err, KILN_E_UNSUPPORTED, "cfg %g with FLUX.1: kiln runs FLUX.1 at cfg 1 (its guidance is "
+                      "FluxGuidance's, given to the DiT), as the official templates do", p->cfg);
+    if (flux1 && (p->n_refs || p->init_image))
+        s = KILN_FAIL(err, KILN_E_UNSUPPORTED, "reference or init images with FLUX.1: kiln edits with FLUX.2 [klein]");
     if (s == KILN_OK) {
         kiln_request req = kiln_request_default();
         step_ctx sc = {progress, pctx, p->latent};
@@ -89,10 +111,23 @@ static kiln_status generate_batch(void *self, const kiln_gen_params *ps, int n, 
         req.guidance = p->cfg;
         /* A ComfyUI graph: CFG as ComfyUI decides it (cfg not 1, whatever the variant), against the negative
          * CLIPTextEncode text, or zeroed features for ConditioningZeroOut (negative_prompt NULL). Batched calls
-         * share it (worker.c same_call). */
-        req.cfg_rule = KILN_CFG_COMFY;
-        req.negative_prompt = p->negative_prompt;
-        req.negative_zero = p->negative_prompt == NULL;
+         * share it (worker.c same_call). FLUX.1 runs at cfg 1 (checked above): no CFG, the negative unused, and
+         * the guidance is the distilled one the DiT takes. */
+        req.cfg_rule = flux1 ? KILN_CFG_OFFICIAL : KILN_CFG_COMFY;
+        req.negative_prompt = flux1 ? NULL : p->negative_prompt;
+        req.negative_zero = !flux1 && p->negative_prompt == NULL;
+        if (flux1) req.guidance = p->guidance;
+        req.prompt_2 = p->prompt_2;
+        if (p->sigmas) { /* ComfyUI's schedule; steps follow from it */
+            req.sigmas = p->sigmas;
+            req.n_sigmas = p->n_sigmas;
+            req.steps = 0;
+        }
+        req.loras = p->n_loras ? loras : NULL;
+        req.n_loras = p->n_loras;
+        req.refs = p->n_refs ? refs : NULL;
+        req.n_refs = p->n_refs;
+        req.init_image = p->init_image ? &init : NULL;
         req.request_id = p->request_id;
         req.progress = on_progress;
         req.progress_ctx = &sc;

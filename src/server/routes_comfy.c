@@ -319,9 +319,9 @@ bool kiln_routes_comfy(kiln_req *r, enum MHD_Result *res) {
     } else if (is(r, "GET", "/system_stats")) {
         *res = system_stats(r);
     } else if (is(r, "GET", "/object_info")) {
-        *res = kiln_reply_json(r, 200, kiln_graph_object_info(srv->cfg.models_dir, NULL));
+        *res = kiln_reply_json(r, 200, kiln_graph_object_info(srv->cfg.models_dir, srv->input_dir, NULL));
     } else if (!strcmp(r->method, "GET") && !strncmp(r->url, "/object_info/", 13)) {
-        json_t *info = kiln_graph_object_info(srv->cfg.models_dir, r->url + 13);
+        json_t *info = kiln_graph_object_info(srv->cfg.models_dir, srv->input_dir, r->url + 13);
         *res = info ? kiln_reply_json(r, 200, info) : kiln_reply_json(r, 200, json_object());
     } else if (!strcmp(r->method, "GET") && (!strcmp(r->url, "/models") || !strncmp(r->url, "/models/", 8))) {
         *res = models_route(r);

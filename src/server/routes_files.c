@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "base/alloc.h"
+#include "io/image_load.h"
 #include "server/server_internal.h"
 
 static bool name_ok(const char *s) {
@@ -167,6 +168,15 @@ static enum MHD_Result upload_field(void *cls, enum MHD_ValueKind kind, const ch
     return MHD_YES;
 }
 
+/* The upload decodes as an image within io/image_load.h's limits (the pixels are dropped again). */
+static bool upload_decodes(const upload *u, kiln_err *err) {
+    uint8_t *rgb = NULL;
+    int w = 0, h = 0;
+    if (kiln_image_decode((const uint8_t *)u->data, u->len, NULL, &rgb, &w, &h, err) != KILN_OK) return false;
+    kiln_free(rgb);
+    return true;
+}
+
 static bool mkdirs(const char *path) {
     char tmp[PATH_MAX];
     snprintf(tmp, sizeof tmp, "%s", path);
@@ -189,6 +199,7 @@ static enum MHD_Result upload_image(kiln_req *r) {
     enum MHD_Result ok = r->body_len ? MHD_post_process(pp, r->body, r->body_len) : MHD_YES;
     MHD_destroy_post_processor(pp);
     enum MHD_Result res;
+    kiln_err ierr = {0};
     if (ok != MHD_YES || !u.have_image) {
         res = kiln_reply_comfy_error(r, 400, "invalid_request", "No image field in the form", "");
     } else if (u.too_big) {
@@ -198,6 +209,12 @@ static enum MHD_Result upload_image(kiln_req *r) {
     } else if (!base_dir(r->srv, u.type) || !strcmp(u.type, "output")) {
         /* uploads go to input/ or temp/, never over the server's own outputs */
         res = kiln_reply_comfy_error(r, 400, "invalid_request", "type must be input or temp", "");
+    } else if (!upload_decodes(&u, &ierr)) {
+        /* what LoadImage would refuse is refused now, before anything is written: a truncated or corrupt file, a
+         * header over the pixel limits (checked before any pixel buffer exists), something that is no image */
+        char msg[600];
+        snprintf(msg, sizeof msg, "Invalid image %s: %s", u.filename, ierr.msg);
+        res = kiln_reply_comfy_error(r, 400, "invalid_image", msg, "");
     } else {
         char dir[PATH_MAX], path[PATH_MAX + 300], name[300];
         snprintf(dir, sizeof dir, "%s%s%s", base_dir(r->srv, u.type), u.subfolder[0] ? "/" : "", u.subfolder);
@@ -221,6 +238,7 @@ static enum MHD_Result upload_image(kiln_req *r) {
             else off += (size_t)w;
         }
         if (fd >= 0 && close(fd) != 0) written = false;
+        if (fd >= 0 && !written) unlink(path); /* no half-written upload stays behind */
         res = written ? kiln_reply_json(r, 200, json_pack("{s:s, s:s, s:s}", "name", name, "subfolder", u.subfolder,
                                                           "type", u.type))
                       : kiln_reply_comfy_error(r, 500, "io_error", "Could not save the upload", "");

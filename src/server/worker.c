@@ -38,7 +38,10 @@ typedef struct job_run {
     const kiln_graph *graph;
     bool captured;         /* params holds the graph's engine call (strings below are owned) */
     kiln_gen_params params;
-    char *owned[6];
+    char *owned[8];
+    float *owned_sigmas;
+    kiln_gen_lora owned_loras[8];
+    char *owned_lora_paths[8];
     char sampler_node[64]; /* where ComfyUI reports the call's progress */
     kiln_gen_images pre;   /* images the shared forward made for this job; pixels NULL when none */
     int batch_images;      /* images in that forward */
@@ -214,7 +217,9 @@ static void job_run_clear(job_run *jr) {
     json_decref(jr->executed);
     json_decref(jr->batched_with);
     json_decref(jr->nodes_state);
-    for (int i = 0; i < 6; i++) kiln_free(jr->owned[i]);
+    for (int i = 0; i < 8; i++) kiln_free(jr->owned[i]);
+    kiln_free(jr->owned_sigmas);
+    for (int i = 0; i < 8; i++) kiln_free(jr->owned_lora_paths[i]);
     kiln_free(jr->pre.pixels);
     memset(jr, 0, sizeof *jr);
 }
@@ -227,8 +232,9 @@ static kiln_status capture_generate(void *self, const kiln_gen_params *p, kiln_g
                                     kiln_gen_images *out, kiln_err *err) {
     job_run *jr = self;
     memset(out, 0, sizeof *out);
-    const char *src[6] = {p->unet_path, p->clip_path, p->vae_path, p->prompt, p->negative_prompt, p->sampler};
-    for (int i = 0; i < 6; i++) {
+    const char *src[8] = {p->unet_path, p->clip_path, p->vae_path, p->prompt, p->negative_prompt, p->sampler,
+                          p->clip2_path, p->prompt_2};
+    for (int i = 0; i < 8; i++) {
         kiln_free(jr->owned[i]);
         jr->owned[i] = dup_opt(src[i]);
     }
@@ -239,9 +245,31 @@ static kiln_status capture_generate(void *self, const kiln_gen_params *p, kiln_g
     jr->params.prompt = jr->owned[3];
     jr->params.negative_prompt = jr->owned[4];
     jr->params.sampler = jr->owned[5];
+    jr->params.clip2_path = jr->owned[6];
+    jr->params.prompt_2 = jr->owned[7];
     jr->params.request_id = jr->job.id;
     jr->params.latent = NULL; /* a shared forward's progress context is not the graph's */
-    jr->captured = jr->owned[0] && jr->owned[1] && jr->owned[2] && jr->owned[3] && jr->owned[5];
+    /* images are not kept: a job with references or an init image runs alone (same_call) */
+    jr->params.refs = NULL;
+    jr->params.init_image = NULL;
+    bool ok = p->n_loras <= 8 && p->n_refs == 0 && !p->init_image;
+    kiln_free(jr->owned_sigmas);
+    jr->owned_sigmas = NULL;
+    if (p->sigmas && p->n_sigmas > 0 && (jr->owned_sigmas = kiln_malloc((size_t)p->n_sigmas * sizeof(float))))
+        memcpy(jr->owned_sigmas, p->sigmas, (size_t)p->n_sigmas * sizeof(float));
+    ok = ok && (!p->sigmas || jr->owned_sigmas);
+    jr->params.sigmas = jr->owned_sigmas;
+    for (int i = 0; i < 8; i++) {
+        kiln_free(jr->owned_lora_paths[i]);
+        jr->owned_lora_paths[i] = i < p->n_loras && ok ? dup_opt(p->loras[i].path) : NULL;
+        if (i < p->n_loras && ok) {
+            ok = jr->owned_lora_paths[i] != NULL;
+            jr->owned_loras[i] = (kiln_gen_lora){jr->owned_lora_paths[i], p->loras[i].strength};
+        }
+    }
+    jr->params.loras = p->n_loras ? jr->owned_loras : NULL;
+    jr->captured = ok && jr->owned[0] && jr->owned[1] && jr->owned[2] && jr->owned[3] && jr->owned[5] &&
+                   (!p->clip2_path || jr->owned[6]) && (!p->prompt_2 || jr->owned[7]);
     if (progress) progress(pctx, 0, p->steps); /* the executor's step hook names the sampler node (below) */
     return KILN_FAIL(err, KILN_E_CANCELLED, "captured");
 }
@@ -261,7 +289,7 @@ static bool capture(kiln_worker *w, job_run *jr) {
     if (graph_json && kiln_graph_parse(graph_json, &srv->cfg.limits, srv->cfg.models_dir, &g, &errors) == KILN_OK) {
         kiln_gen_engine eng = {.self = jr, .generate = capture_generate};
         kiln_exec_env env = {.models_root = srv->cfg.models_dir, .output_dir = srv->output_dir, .engine = &eng,
-                             .prompt_id = jr->job.id};
+                             .input_dir = srv->input_dir, .prompt_id = jr->job.id};
         kiln_exec_hooks hooks = {.ctx = jr, .progress = capture_node};
         char failed[64];
         kiln_err err = {0};
@@ -276,12 +304,22 @@ static bool capture(kiln_worker *w, job_run *jr) {
 
 /* Two calls can share a forward: same models, size, steps, guidance, sampler and negative prompt (NULL, the
  * zeroed negative of ConditioningZeroOut, differs from every text; the engine's CFG rule is the same for all). */
+static bool same_str(const char *a, const char *b) { return (!a && !b) || (a && b && !strcmp(a, b)); }
+
+/* Two engine calls that one forward can serve: the same models, adapters (in order, at the same strengths),
+ * schedule, size, guidance and negative; only prompt, seed and batch may differ. Calls with reference or init
+ * images, or FLUX.1's separate T5 text, never share a forward. */
 static bool same_call(const kiln_gen_params *a, const kiln_gen_params *b) {
-    bool neg = (!a->negative_prompt && !b->negative_prompt) ||
-               (a->negative_prompt && b->negative_prompt && !strcmp(a->negative_prompt, b->negative_prompt));
-    return neg && !strcmp(a->unet_path, b->unet_path) && !strcmp(a->clip_path, b->clip_path) &&
+    if (a->n_loras != b->n_loras || a->n_sigmas != b->n_sigmas || !a->sigmas != !b->sigmas)
+        return false;
+    for (int i = 0; i < a->n_loras; i++)
+        if (strcmp(a->loras[i].path, b->loras[i].path) || a->loras[i].strength != b->loras[i].strength) return false;
+    if (a->sigmas && memcmp(a->sigmas, b->sigmas, (size_t)a->n_sigmas * sizeof *a->sigmas)) return false;
+    return same_str(a->negative_prompt, b->negative_prompt) && !strcmp(a->unet_path, b->unet_path) &&
+           !strcmp(a->clip_path, b->clip_path) && same_str(a->clip2_path, b->clip2_path) &&
            !strcmp(a->vae_path, b->vae_path) && !strcmp(a->sampler, b->sampler) && a->width == b->width &&
-           a->height == b->height && a->steps == b->steps && a->cfg == b->cfg;
+           a->height == b->height && a->steps == b->steps && a->cfg == b->cfg && a->guidance == b->guidance &&
+           !a->prompt_2 && !b->prompt_2 && !a->n_refs && !b->n_refs && !a->init_image && !b->init_image;
 }
 
 typedef struct id_list {
@@ -343,7 +381,7 @@ static bool forward_progress(void *ctx, int step, int n_steps) {
 
 /* The batch's engine calls as one forward; each job's images go to its run (split by generate_batch). */
 static void run_shared_forward(kiln_worker *w, job_run *runs, int n) {
-    kiln_gen_params ps[MAX_BATCH_JOBS];
+    kiln_gen_params ps[MAX_BATCH_JOBS] = {{0}}; /* all set below; zeroed for the compiler */
     kiln_gen_images outs[MAX_BATCH_JOBS];
     int images = 0;
     for (int i = 0; i < n; i++) {
@@ -402,7 +440,7 @@ static void run_job(kiln_worker *w, job_run *jr) {
     } else {
         jr->graph = g;
         kiln_exec_env env = {.models_root = srv->cfg.models_dir, .output_dir = srv->output_dir,
-                             .temp_dir = srv->temp_dir,
+                             .temp_dir = srv->temp_dir, .input_dir = srv->input_dir,
                              .engine = srv->cfg.engine ? &jr->eng : NULL, .prompt_id = job->id,
                              .extra_pnginfo = json_object_get(json_object_get(req, "extra_data"), "extra_pnginfo"),
                              .engine_ms = &engine_ms, .peak_memory_bytes = &peak_bytes};

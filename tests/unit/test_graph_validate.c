@@ -242,7 +242,7 @@ static void test_limits(void) {
 }
 
 static void test_object_info(void) {
-    json_t *all = kiln_graph_object_info(models, NULL);
+    json_t *all = kiln_graph_object_info(models, NULL, NULL);
     CHECK(json_object_size(all) >= 15);
     json_t *unet = json_object_get(all, "UNETLoader");
     json_t *names = json_array_get(json_object_get(json_object_get(json_object_get(unet, "input"), "required"),
@@ -254,10 +254,10 @@ static void test_object_info(void) {
     CHECK_EQ_STR(json_string_value(json_array_get(steps, 0)), "INT");
     CHECK_EQ_INT(json_integer_value(json_object_get(json_array_get(steps, 1), "min")), 1);
     json_decref(all);
-    json_t *one = kiln_graph_object_info(models, "KSampler");
+    json_t *one = kiln_graph_object_info(models, NULL, "KSampler");
     CHECK(one && json_object_size(one) == 1);
     json_decref(one);
-    CHECK(kiln_graph_object_info(models, "Nope") == NULL);
+    CHECK(kiln_graph_object_info(models, NULL, "Nope") == NULL);
 }
 
 int main(void) {

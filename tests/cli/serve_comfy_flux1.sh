@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# serve_comfy_flux1.sh - the official FLUX.1 templates of comfyui-workflow-templates (the test venv's package,
+# scripts/install-test-python.sh) through plain POST /prompt on the tiny FLUX.1 models: each workflow file is
+# turned into the API prompt the frontend would send (tests/py/workflow_api.py, itself checked here against the
+# real frontend's committed export of the klein template), its nodes left as they are except the latent size
+# and step count (64x48, 2 steps: the templates' 1024x1024 x 20 steps take minutes on the tiny models, as in
+# serve_frontend_chromium.sh). The template's model names are copies of the tiny FLUX.1 files (comfy layout,
+# tests/data/tiny/flux1/comfy). Also: FLUX.1 graphs of the nodes the templates do not use (CLIPTextEncodeFlux,
+# FluxGuidance, ModelSamplingFlux, BasicScheduler, BasicGuider) give the image the same request gives with the
+# same sigmas through the CLI, and CheckpointLoaderSimple (an all-in-one file) is refused by name. ~40 s.
+source "$(dirname "$0")/lib/serve_common.bash"
+PY=${KILN_TEST_VENV:-/opt/kiln-test-venv}/bin/python
+T=$("$PY" -c "import comfyui_workflow_templates_json, os; print(os.path.join(os.path.dirname(comfyui_workflow_templates_json.__file__), 'templates'))" 2>/dev/null) \
+  || { echo "FAIL: $PY lacks comfyui-workflow-templates: run scripts/install-test-python.sh"; exit 1; }
+make_models
+t1=$KILN_SOURCE_DIR/tests/data/tiny/flux1/comfy
+cp "$t1/diffusion_models/flux1-dev.safetensors" "$t1/diffusion_models/flux1-schnell.safetensors" "$MODELS/diffusion_models/"
+cp "$t1/diffusion_models/flux1-dev.safetensors" "$MODELS/diffusion_models/flux1-krea-dev_fp8_scaled.safetensors"
+cp -L "$t1/text_encoders/clip_l.safetensors" "$t1/text_encoders/t5xxl_fp16.safetensors" "$MODELS/text_encoders/"
+cp "$t1/vae/ae.safetensors" "$MODELS/vae/"
+cp "$MODELS/diffusion_models/flux-2-klein-4b.safetensors" "$MODELS/diffusion_models/flux-2-klein-base-4b.safetensors"
+start_server --batch-images 1
+CONVERT=$KILN_SOURCE_DIR/tests/py/workflow_api.py
+
+# the converter is the frontend: the klein template with serve_frontend_chromium.sh's edits gives its export
+python3 - "$T/image_flux2_klein_text_to_image.json" "$SCRATCH/klein_edited.json" <<'PY'
+import json, sys
+wf = json.load(open(sys.argv[1]))
+for n in wf["nodes"]:
+    n["mode"] = 0
+for sg in wf["definitions"]["subgraphs"]:
+    for n in sg["nodes"]:
+        if n["type"] == "PrimitiveInt": n["widgets_values"][0] = 64
+        if n["type"] == "Flux2Scheduler": n["widgets_values"][0] = 1
+json.dump(wf, open(sys.argv[2], "w"))
+PY
+python3 "$CONVERT" "$SCRATCH/klein_edited.json" "$(url '')" >"$SCRATCH/klein_api.json"
+if python3 - "$SCRATCH/klein_api.json" "$KILN_SOURCE_DIR/tests/data/graphs/flux2_klein_t2i_official_frontend_api.json" <<'PY'
+import json, sys
+a, b = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+for v in b.values(): v.pop("_meta", None)
+sys.exit(0 if a == b else 1)
+PY
+then ok "workflow_api.py turns the klein template into the frontend's own export"; else fail "workflow_api.py differs from the frontend's export"; fi
+
+# template -> API prompt (64x48, 2 steps), POSTed; echoes the prompt id
+run_template() {
+  local name=$1
+  python3 "$CONVERT" "$T/$name.json" "$(url '')" >"$SCRATCH/$name.api.json"
+  python3 - "$SCRATCH/$name.api.json" <<'PY' >"$SCRATCH/req"
+import json, sys
+g = json.load(open(sys.argv[1]))
+for n in g.values():
+    if n["class_type"] == "EmptySD3LatentImage": n["inputs"].update(width=64, height=48)
+    if n["class_type"] in ("KSampler", "BasicScheduler"): n["inputs"]["steps"] = 2
+print(json.dumps({"prompt": g, "client_id": "flux1-test"}))
+PY
+  curl -s -o "$SCRATCH/body" -w '%{http_code}' -d @"$SCRATCH/req" "$(url /prompt)" >"$SCRATCH/code"
+  python3 -c "import json,sys; print(json.load(open(sys.argv[1])).get('prompt_id', ''))" "$SCRATCH/body"
+}
+
+for name in flux_dev_full_text_to_image flux_schnell_full_text_to_image flux_dev_checkpoint_example flux1_krea_dev; do
+  P=$(run_template "$name")
+  if [ -z "$P" ]; then fail "$name: POST /prompt $(cat "$SCRATCH/code"): $(head -c 400 "$SCRATCH/body")"; continue; fi
+  wait_history "$P" || { fail "$name never finished"; continue; }
+  json_check "$name: the unmodified template graph runs" "j['$P']['status']['status_str'] == 'success'"
+  F=$(python3 -c "import json,sys; o=json.load(open(sys.argv[1]))['$P']['outputs']; print(list(o.values())[0]['images'][0]['filename'])" "$SCRATCH/body" 2>/dev/null || true)
+  curl -s -o "$SCRATCH/img.png" "$(url "/view?filename=$F&type=output")"
+  python3 -c "import struct,sys; b=open(sys.argv[1],'rb').read(); sys.exit(0 if b[:8]==b'\x89PNG\r\n\x1a\n' and struct.unpack('>II', b[16:24])==(64,48) else 1)" "$SCRATCH/img.png" \
+    && ok "$name: a 64x48 PNG" || fail "$name: output $F is not a 64x48 PNG"
+done
+grep -q "flux1_krea\|Flux.1_Dev" <(ls "$OUT") && ok "the templates' filename prefixes are kept" || fail "no template prefix in $(ls "$OUT")"
+
+# the single-checkpoint schnell template needs CheckpointLoaderSimple (model, encoders and VAE in one file)
+python3 "$CONVERT" "$T/flux_schnell.json" "$(url '')" | python3 -c "import json,sys; print(json.dumps({'prompt': json.load(sys.stdin)}))" >"$SCRATCH/req"
+expect_status 400 "flux_schnell (one checkpoint file) is refused" -d @"$SCRATCH/req" "$(url /prompt)"
+json_check "the refusal names CheckpointLoaderSimple" "'CheckpointLoaderSimple' in j['error']['message']"
+
+# the other FLUX.1 nodes, and the graph's image against the CLI's with the same sigmas (ComfyUI's schedule, passed
+# to kiln generate --sigmas): the same engine call, so the same pixels
+cat >"$SCRATCH/custom.json" <<'EOF'
+{"1": {"class_type": "UNETLoader", "inputs": {"unet_name": "flux1-dev.safetensors", "weight_dtype": "default"}},
+ "2": {"class_type": "DualCLIPLoader", "inputs": {"clip_name1": "t5xxl_fp16.safetensors", "clip_name2": "clip_l.safetensors", "type": "flux"}},
+ "3": {"class_type": "CLIPTextEncodeFlux", "inputs": {"clip": ["2", 0], "clip_l": "a red fox", "t5xxl": "a red fox in the snow", "guidance": 4.5}},
+ "4": {"class_type": "FluxGuidance", "inputs": {"conditioning": ["3", 0], "guidance": 2.5}},
+ "5": {"class_type": "ModelSamplingFlux", "inputs": {"model": ["1", 0], "max_shift": 1.15, "base_shift": 0.5, "width": 80, "height": 48}},
+ "6": {"class_type": "BasicScheduler", "inputs": {"model": ["5", 0], "scheduler": "simple", "steps": 3, "denoise": 1.0}},
+ "7": {"class_type": "BasicGuider", "inputs": {"model": ["5", 0], "conditioning": ["4", 0]}},
+ "8": {"class_type": "RandomNoise", "inputs": {"noise_seed": 5}},
+ "9": {"class_type": "KSamplerSelect", "inputs": {"sampler_name": "euler"}},
+ "10": {"class_type": "EmptySD3LatentImage", "inputs": {"width": 80, "height": 48, "batch_size": 1}},
+ "11": {"class_type": "SamplerCustomAdvanced", "inputs": {"noise": ["8", 0], "guider": ["7", 0], "sampler": ["9", 0], "sigmas": ["6", 0], "latent_image": ["10", 0]}},
+ "12": {"class_type": "VAELoader", "inputs": {"vae_name": "ae.safetensors"}},
+ "13": {"class_type": "VAEDecode", "inputs": {"samples": ["11", 0], "vae": ["12", 0]}},
+ "14": {"class_type": "SaveImage", "inputs": {"images": ["13", 0], "filename_prefix": "custom"}}}
+EOF
+python3 -c "import json,sys; print(json.dumps({'prompt': json.load(open(sys.argv[1]))}))" "$SCRATCH/custom.json" >"$SCRATCH/req"
+expect_status 200 "POST /prompt (CLIPTextEncodeFlux, FluxGuidance, ModelSamplingFlux, BasicScheduler, BasicGuider)" -d @"$SCRATCH/req" "$(url /prompt)"
+P=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['prompt_id'])" "$SCRATCH/body")
+wait_history "$P" || fail "custom FLUX.1 graph never finished"
+json_check "custom FLUX.1 graph succeeded" "j['$P']['status']['status_str'] == 'success'"
+# ComfyUI's sigmas for this graph, computed here from its formulas (model_sampling.py ModelSamplingFlux's table in
+# float32 as torch evaluates it, each operation rounded to float32; nodes_model_advanced.py's shift line at 80x48;
+# samplers.py simple_scheduler's stride)
+SIG=$(python3 -c "
+import math, struct
+f = lambda x: struct.unpack('f', struct.pack('f', x))[0]
+x1, x2 = 256, 4096; mm = (1.15 - 0.5) / (x2 - x1); b = 0.5 - mm * x1
+mu = (80 * 48 / (8 * 8 * 2 * 2)) * mm + b
+e = f(math.exp(mu))
+def sigma(t):  # e^mu / (e^mu + (1/t - 1)): torch's reciprocal(d) * e^mu
+    d = f(e + f(f(1 / t) - 1))
+    return f(f(1 / d) * e)
+table = [sigma(f((i + 1) / 10000)) for i in range(10000)]
+ss = 10000 / 3
+print(','.join('%.9g' % table[-(1 + int(x * ss))] for x in range(3)) + ',0')")
+"$KILN_BIN" generate -q -p "a red fox" --prompt-2 "a red fox in the snow" --guidance 2.5 --sigmas "$SIG" \
+  --unet "$MODELS/diffusion_models/flux1-dev.safetensors" --clip "$MODELS/text_encoders/clip_l.safetensors" \
+  --clip2 "$MODELS/text_encoders/t5xxl_fp16.safetensors" --vae "$MODELS/vae/ae.safetensors" -W 80 -H 48 --seed 5 \
+  -o "$SCRATCH/cli.png" 2>"$SCRATCH/cli.err" || fail "kiln generate --sigmas: $(cat "$SCRATCH/cli.err")"
+F=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['$P']['outputs']['14']['images'][0]['filename'])" "$SCRATCH/body")
+idat() { python3 -c 'import struct,sys; b=open(sys.argv[1],"rb").read()[8:]; o=b""
+while b:
+    n,=struct.unpack(">I",b[:4]); o+=b[8:8+n] if b[4:8]==b"IDAT" else b""; b=b[12+n:]
+sys.stdout.buffer.write(o)' "$1"; }
+if cmp -s <(idat "$OUT/$F") <(idat "$SCRATCH/cli.png") && [ -n "$(idat "$SCRATCH/cli.png" | head -c1)" ]; then
+  ok "the graph's pixels are the CLI's with ComfyUI's sigmas (ModelSamplingFlux 80x48, simple, 3 steps)"
+else
+  fail "the graph's image differs from kiln generate --sigmas $SIG"
+fi
+finish
