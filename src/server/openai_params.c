@@ -2,7 +2,6 @@
  * error shape: a readable message, the offending `param`, `x-should-retry: false` (the same body fails the same
  * way every time). Unknown fields are refused by name, as the API does. */
 #include <ctype.h>
-#include <dirent.h>
 #include <limits.h>
 #include <math.h>
 #include <openssl/rand.h>
@@ -11,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "server/openai.h"
 
@@ -90,25 +88,19 @@ static bool parse_size(const char *s, int *w, int *h) {
     return true;
 }
 
-/* The LoRA files installed (the .safetensors files of models/loras), "'a', 'b'" for messages; *hit when name is one. */
+/* The LoRA files installed (models/loras), "'a', 'b'" for messages; *hit when name is one of them. */
 static void loras_installed(kiln_server *srv, const char *name, bool *hit, char *all, size_t cap) {
-    char dir[4096];
-    size_t o = 0;
+    json_t *list = kiln_models_list(srv->cfg.models_dir, KILN_MODELS_LORA);
+    size_t i, o = 0;
+    json_t *v;
     all[0] = 0;
     *hit = false;
-    snprintf(dir, sizeof dir, "%s/loras", srv->cfg.models_dir ? srv->cfg.models_dir : "");
-    DIR *d = srv->cfg.models_dir ? opendir(dir) : NULL;
-    for (struct dirent *e; d && (e = readdir(d));) {
-        size_t n = strlen(e->d_name);
-        if (!kiln_model_name_ok(e->d_name) || n < 13 || strcmp(e->d_name + n - 12, ".safetensors")) continue;
-        char path[4400];
-        struct stat sb;
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) continue;
-        if (!strcmp(e->d_name, name)) *hit = true;
-        if (o < cap) o += (size_t)snprintf(all + o, cap - o, "%s'%s'", o ? ", " : "", e->d_name);
+    json_array_foreach(list, i, v) {
+        const char *f = json_string_value(v);
+        if (!strcmp(f, name)) *hit = true;
+        if (o < cap) o += (size_t)snprintf(all + o, cap - o, "%s'%s'", o ? ", " : "", f);
     }
-    if (d) closedir(d);
+    json_decref(list);
 }
 
 /* kiln's `lora` extension: "file.safetensors", {"name": ..., "strength": ...} or a list of either (at most
@@ -154,7 +146,7 @@ static bool lora_field(kiln_req *r, json_t *v, kiln_oai_params *p, enum MHD_Resu
         loras_installed(r->srv, json_string_value(name), &hit, all, sizeof all);
         if (!hit) {
             *res = BAD("lora", "lora '%.100s' is not installed (models/loras has %s)", json_string_value(name),
-                       all[0] ? all : "no .safetensors files");
+                       all[0] ? all : "no files");
             ok = false;
             break;
         }

@@ -20,5 +20,5 @@ TOKEN=tok-$RANDOM$RANDOM
 start_server --token "$TOKEN"
 KILN_URL="http://127.0.0.1:$PORT" KILN_TOKEN="$TOKEN" KILN_SCRATCH="$SCRATCH" KILN_INPUT="$OUT/input" \
   KILN_IMAGES="$KILN_SOURCE_DIR/tests/data/images" \
-  "$PY" -m pytest -q -p no:cacheprovider -k "${KILN_PYTEST_K:-not e2e}" \
+  "$PY" -m pytest -q -p no:cacheprovider ${KILN_PYTEST_K:+-k "$KILN_PYTEST_K"} \
   "$KILN_SOURCE_DIR/tests/py/test_serve_openai_edits.py" || { tail -30 "$SCRATCH/server.log"; exit 1; }

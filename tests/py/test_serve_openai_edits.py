@@ -44,6 +44,17 @@ def png_size(data):
     return struct.unpack(">II", data[16:24])
 
 
+def idat(data):
+    """The PNG's pixel data (its IDAT chunks), without the text chunks that carry the job's graph."""
+    out, b = b"", data[8:]
+    while b:
+        n, = struct.unpack(">I", b[:4])
+        out += b[8:8 + n] if b[4:8] == b"IDAT" else b""
+        b = b[12 + n:]
+    assert out, "no pixel data"
+    return out
+
+
 def n_jobs():
     return len(requests.get(f"{URL}/history", headers=AUTH, timeout=60).json())
 
@@ -211,7 +222,9 @@ def test_e2e_edit_three_images_sdk():
     r = client().images.edit(image=refs, prompt="all three together", size="64x64", n=2, extra_body=FAST)
     assert len(r.data) == 2 and all(png_size(b64png(r, i)) == (64, 64) for i in range(2))
     one = client().images.edit(image=refs[:1], prompt="all three together", size="64x64", extra_body=FAST)
-    assert b64png(one) != b64png(r), "the other references changed nothing"
+    assert idat(b64png(one)) != idat(b64png(r)), "the other references changed nothing"
+    plain = client().images.generate(prompt="all three together", size="64x64", extra_body=FAST)
+    assert idat(b64png(one)) != idat(b64png(plain)), "the reference changed nothing"
 
 
 def test_e2e_edit_is_idempotent():
@@ -230,21 +243,25 @@ def test_e2e_edit_is_idempotent():
 
 @pytest.mark.parametrize("model", ["flux.1-dev", "flux.1-schnell", "flux1-dev"])
 def test_e2e_flux1_model_returns_an_image(model):
-    r = client().images.generate(model=model, prompt="a red fox", size="64x48", extra_body={**FAST, "num_inference_steps": 2})
-    assert png_size(b64png(r)) == (64, 48)
+    r = client().images.generate(model=model, prompt="a red fox", size="80x64", extra_body={**FAST, "num_inference_steps": 2})
+    assert png_size(b64png(r)) == (80, 64)
 
 
 def test_e2e_flux1_and_flux2_differ():
-    g = lambda m: b64png(client().images.generate(model=m, prompt="a red fox", size="64x64", extra_body=FAST))
+    g = lambda m: idat(b64png(client().images.generate(model=m, prompt="a red fox", size="64x64", extra_body=FAST)))
     assert g("flux.1-dev") != g("flux.1-schnell") != g("flux.2-klein-4b")
 
 
 def test_e2e_lora_changes_the_image():
-    g = lambda **kw: b64png(client().images.generate(prompt="a red fox", size="64x64", extra_body={**FAST, **kw}))
+    g = lambda **kw: idat(b64png(client().images.generate(prompt="a red fox", size="64x64",
+                                                          extra_body={**FAST, **kw})))
     plain = g()
-    assert g(lora="lora-kohya.safetensors") != plain
+    one = g(lora="lora-kohya.safetensors")
+    assert one != plain
+    assert g(lora=[{"name": "lora-kohya.safetensors", "strength": 1}]) == one
+    assert g(lora=[{"name": "lora-kohya.safetensors", "strength": 0.5}]) not in (one, plain)
     assert g(lora=[{"name": "lora-kohya.safetensors", "strength": 0}]) == plain
     # the SDK's multipart form carries it too (lora[][name], lora[][strength])
-    e = lambda **kw: b64png(client().images.edit(image=("a.png", img("ref-90x70.png"), "image/png"), prompt="x",
-                                                 extra_body={**FAST, **kw}))
+    e = lambda **kw: idat(b64png(client().images.edit(image=("a.png", img("ref-90x70.png"), "image/png"),
+                                                      prompt="x", extra_body={**FAST, **kw})))
     assert e(lora=[{"name": "lora-kohya.safetensors", "strength": 0.8}]) != e()
