@@ -265,3 +265,12 @@ def test_e2e_lora_changes_the_image():
     e = lambda **kw: idat(b64png(client().images.edit(image=("a.png", img("ref-90x70.png"), "image/png"),
                                                       prompt="x", extra_body={**FAST, **kw})))
     assert e(lora=[{"name": "lora-kohya.safetensors", "strength": 0.8}]) != e()
+
+
+def test_e2e_edit_streams_like_generations():
+    ref = ("a.png", img("ref-90x70.png"), "image/png")
+    events = list(client().images.edit(image=ref, prompt="x", stream=True, partial_images=1,
+                                       extra_body={"num_inference_steps": 2, "seed": 3}))
+    assert [e.type for e in events] == ["image_generation.partial_image", "image_generation.completed"], events
+    plain = client().images.edit(image=ref, prompt="x", extra_body={"num_inference_steps": 2, "seed": 3})
+    assert events[-1].b64_json == plain.data[0].b64_json and events[-1].size == "80x64"
