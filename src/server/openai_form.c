@@ -27,6 +27,7 @@
 #define MAX_PARTS 64          /* fields + files of one request */
 #define MAX_VALUE (64 * 1024) /* one text field (prompts are at most 32000 bytes) */
 #define MAX_KEY 64
+#define FIELD_CHARS "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-[]"
 
 typedef struct upload {
     uint8_t *data;
@@ -74,7 +75,13 @@ static json_t *as_number(const char *s) {
 /* One finished text part into the body, typed as the JSON API's field. */
 static void text_part(form *f, const char *key, const char *v) {
     static const char *const ints[] = {"n", "output_compression", "partial_images", "num_inference_steps", "seed", NULL};
-    json_t *typed = NULL;
+    json_t *typed = json_string(v); /* NULL: not UTF-8, which no JSON field can hold */
+    if (!typed) {
+        fail(f, key, "%s is not valid UTF-8", key);
+        return;
+    }
+    json_decref(typed);
+    typed = NULL;
     for (int i = 0; ints[i]; i++)
         if (!strcmp(key, ints[i])) typed = as_integer(v);
     if (!strcmp(key, "guidance_scale")) typed = as_number(v);
@@ -158,8 +165,8 @@ static enum MHD_Result on_part(void *cls, enum MHD_ValueKind kind, const char *k
             fail(f, "", "more than %d form parts", MAX_PARTS);
             return MHD_YES;
         }
-        if (strlen(key) > MAX_KEY) {
-            fail(f, "", "a form field name is longer than %d bytes", MAX_KEY);
+        if (strlen(key) > MAX_KEY || strspn(key, FIELD_CHARS) != strlen(key)) {
+            fail(f, "", "a form field name must be 1 to %d letters, digits, '_', '-' or brackets", MAX_KEY);
             return MHD_YES;
         }
         if (!strcmp(key, "mask") || !strcmp(key, "mask[]")) {

@@ -141,6 +141,10 @@ def test_mask_is_refused_by_name():
      "no reference-image editing"),
     ([("image", ("a.png", "REF", "image/png"))], {"prompt": "x", "lora": "[{\"name\": "}, "lora", "not valid JSON"),
     ([("image", ("a.png", "REF", "image/png"))], {"prompt": "x", "lora[][strength]": "1"}, "lora", "without its name"),
+    ([("image", ("a.png", "REF", "image/png")), ("size", (None, b"64x64\xff", None))], {"prompt": "x"}, "size",
+     "not valid UTF-8"),
+    ([("image", ("a.png", "REF", "image/png")), ("a b", (None, "1", None))], {"prompt": "x"}, None,
+     "form field name must be"),
 ])
 def test_form_errors_name_the_param(files, data, param, words):
     files = [(k, (n, img("ref-90x70.png") if b == "REF" else b, t)) for k, (n, b, t) in files]
