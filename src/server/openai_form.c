@@ -174,22 +174,23 @@ static enum MHD_Result on_part(void *cls, enum MHD_ValueKind kind, const char *k
                  "to change), it does not inpaint a masked area; send the image alone");
             return MHD_YES;
         }
-        snprintf(f->key, sizeof f->key, "%s", key);
-        f->active = true;
-        f->file = is_image_key(key);
-        if (f->file && f->n_img == KILN_OAI_MAX_IMAGES) {
+        bool file = is_image_key(key);
+        if (file && f->n_img == KILN_OAI_MAX_IMAGES) {
             fail(f, "image", "at most %d images per edit", KILN_OAI_MAX_IMAGES);
             return MHD_YES;
         }
-        if (f->file && !content_type_ok(ctype)) {
+        if (file && !content_type_ok(ctype)) {
             fail(f, "image", "image %d has content type '%.60s'; PNG, JPEG or WebP files are expected", f->n_img + 1,
                  ctype);
             return MHD_YES;
         }
-        if (!f->file && filename) {
+        if (!file && filename) {
             fail(f, key, "%s is a file; only image takes files", key);
             return MHD_YES;
         }
+        snprintf(f->key, sizeof f->key, "%s", key); /* only a part that passed is active (img[n_img] exists) */
+        f->active = true;
+        f->file = file;
     }
     if (!size) return MHD_YES;
     if (f->file) {
