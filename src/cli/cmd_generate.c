@@ -358,7 +358,8 @@ int kiln_cmd_generate(int argc, char **argv) {
         fprintf(stderr, "kiln generate: --strength needs --init IMAGE\n");
         return 2;
     }
-    if (images.init_path && !have_strength) req.strength = 0.8; /* diffusers' img2img default */
+    /* diffusers' img2img default; a given schedule says itself where the image is noised to */
+    if (images.init_path && !have_strength && !req.sigmas) req.strength = 0.8;
     if ((images.n_refs || images.init_path) && !have_w && !have_h) {
         if (noise_path) {
             fprintf(stderr, "kiln generate: --noise with --ref/--init needs -W and -H\n");

@@ -5,7 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pipeline/schedule.h"
+
 float kiln_comfy_flux_sigma(double shift, float t) {
+    if (t == 0.0f) return 0.0f; /* 1/0 is inf in torch, and e / inf is 0 */
     float e = (float)exp(shift);          /* the python float, cast to the tensor's dtype */
     float x = (1.0f / t) * 1.0f - 1.0f;   /* 1 / t: reciprocal(t) * 1; ** 1.0 leaves it */
     float d = e + x;
@@ -78,4 +81,12 @@ int kiln_comfy_sigmas(double shift, const char *scheduler, int steps, double den
     memcpy(out, full + (n - keep), (size_t)keep * sizeof *out);
     free(full);
     return keep;
+}
+
+int kiln_comfy_flux2_sigmas(int steps, int width, int height, float *out, int cap) {
+    if (steps < 1 || steps + 1 > cap) return -1;
+    long tokens = (long)nearbyint((double)width * (double)height / (16 * 16));
+    double mu = kiln_flux2_empirical_mu(steps, tokens);
+    for (int k = 0; k <= steps; k++) out[k] = kiln_comfy_flux_sigma(mu, linspace_at(1.0f, 0.0f, steps + 1, k));
+    return steps + 1;
 }

@@ -33,4 +33,9 @@ bool kiln_comfy_scheduler_known(const char *name);
  * an unknown scheduler or a schedule longer than cap. */
 int kiln_comfy_sigmas(double shift, const char *scheduler, int steps, double denoise, float *out, int cap);
 
+/* Flux2Scheduler's sigmas (comfy_extras/nodes_flux.py get_schedule): steps + 1 values, mu the empirical mu of
+ * round(width * height / 256) tokens (Python's round, half to even), t = torch.linspace(1, 0, steps + 1) in
+ * float32, each shifted as kiln_comfy_flux_sigma shifts it. Returns steps + 1, or -1 when cap is too small. */
+int kiln_comfy_flux2_sigmas(int steps, int width, int height, float *out, int cap);
+
 #endif

@@ -133,9 +133,10 @@ static const kiln_node_class classes[] = {
      .inputs = {COMBO_IN("sampler_name", samplers, "euler")},
      .outputs = {"SAMPLER"}, .output_names = {"SAMPLER"}, .eval = kiln_node_ksampler_select},
     {.name = "Flux2Scheduler", .display_name = "Flux2Scheduler", .category = "sampling/custom_sampling/schedulers",
-     .description = "The FLUX.2 empirical-mu sigma schedule for a number of steps at an image size.",
-     .inputs = {INT_IN("steps", 1, 4096, 1, 20), INT_IN("width", 64, 2048, 16, 1024),
-                INT_IN("height", 64, 2048, 16, 1024)},
+     .description = "The FLUX.2 empirical-mu sigma schedule for a number of steps at an image size (ComfyUI's, "
+                    "in float32).",
+     .inputs = {INT_IN("steps", 1, 4096, 1, 20), INT_IN("width", 16, 16384, 1, 1024),
+                INT_IN("height", 16, 16384, 1, 1024)},
      .outputs = {"SIGMAS"}, .output_names = {"SIGMAS"}, .eval = kiln_node_flux2_scheduler},
     {.name = "BasicScheduler", .display_name = "BasicScheduler", .category = "sampling/custom_sampling/schedulers",
      .description = "ComfyUI's sigma schedule for the model's shift; denoise < 1 keeps the tail of a longer one.",

@@ -240,11 +240,13 @@ int kiln_node_ksampler_select(kiln_exec *ex, const char *id, kiln_value *const *
 }
 
 int kiln_node_flux2_scheduler(kiln_exec *ex, const char *id, kiln_value *const *in, kiln_value *out) {
-    (void)ex, (void)id;
+    (void)id;
+    /* steps, width, height: ComfyUI's schedule at the size given (which may differ from the latent's) */
     out->kind = KILN_V_SIGMAS;
-    out->i = in[0]->i;
-    out->width = (int)in[1]->i;
-    out->height = (int)in[2]->i;
+    int steps = (int)in[0]->i;
+    if (!(out->sigmas = kiln_malloc(((size_t)steps + 1) * sizeof *out->sigmas))) return nomem(ex);
+    out->n_sigmas = kiln_comfy_flux2_sigmas(steps, (int)in[1]->i, (int)in[2]->i, out->sigmas, steps + 1);
+    out->i = steps;
     return KILN_OK;
 }
 

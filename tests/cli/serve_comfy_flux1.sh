@@ -68,6 +68,32 @@ for name in flux_dev_full_text_to_image flux_schnell_full_text_to_image flux_dev
   curl -s -o "$SCRATCH/img.png" "$(url "/view?filename=$F&type=output")"
   python3 -c "import struct,sys; b=open(sys.argv[1],'rb').read(); sys.exit(0 if b[:8]==b'\x89PNG\r\n\x1a\n' and struct.unpack('>II', b[16:24])==(64,48) else 1)" "$SCRATCH/img.png" \
     && ok "$name: a 64x48 PNG" || fail "$name: output $F is not a 64x48 PNG"
+  cp "$SCRATCH/img.png" "$SCRATCH/$name.png"
+done
+
+# the dev and schnell templates' images are kiln generate's at ComfyUI's sigmas for each model's own shift
+# (model_sampling: [dev] 1.15, [schnell] 1.0 - ComfyUI shifts schnell, diffusers does not), KSampler simple
+for spec in flux_dev_full_text_to_image:dev:1.15 flux_schnell_full_text_to_image:schnell:1.0; do
+  IFS=: read -r name v shift <<<"$spec"
+  python3 - "$SCRATCH/$name.api.json" >"$SCRATCH/args" <<'PY'
+import json, sys
+g = json.load(open(sys.argv[1]))
+k = [n for n in g.values() if n["class_type"] == "KSampler"][0]["inputs"]
+enc = [n for n in g.values() if n["class_type"] in ("CLIPTextEncode", "CLIPTextEncodeFlux")]
+pos = [n for n in enc if n["inputs"].get("text", n["inputs"].get("clip_l"))][0]["inputs"]
+print(k["seed"]); print(pos.get("text", pos.get("clip_l"))); print(pos.get("t5xxl", pos.get("text")))
+PY
+  { read -r seed; read -r clip_text; read -r t5_text; } <"$SCRATCH/args"
+  SIG=$(python3 "$KILN_SOURCE_DIR/tests/py/comfy_sigmas.py" simple "$shift" 2 1)
+  "$KILN_BIN" generate -q -p "$clip_text" --prompt-2 "$t5_text" --sigmas "$SIG" --seed "$seed" \
+    --unet "$MODELS/diffusion_models/flux1-$v.safetensors" --clip "$MODELS/text_encoders/clip_l.safetensors" \
+    --clip2 "$MODELS/text_encoders/t5xxl_fp16.safetensors" --vae "$MODELS/vae/ae.safetensors" -W 64 -H 48 \
+    -o "$SCRATCH/$v-cli.png" 2>"$SCRATCH/cli.err" || fail "kiln generate $v: $(cat "$SCRATCH/cli.err")"
+  if cmp -s <(idat "$SCRATCH/$name.png") <(idat "$SCRATCH/$v-cli.png") && [ -n "$(idat "$SCRATCH/$v-cli.png" | head -c1)" ]; then
+    ok "$name: kiln generate's pixels at ComfyUI's sigmas for shift $shift ($SIG)"
+  else
+    fail "$name differs from kiln generate --sigmas $SIG"
+  fi
 done
 grep -q "flux1_krea\|Flux.1_Dev" <(ls "$OUT") && ok "the templates' filename prefixes are kept" || fail "no template prefix in $(ls "$OUT")"
 
@@ -102,30 +128,22 @@ json_check "custom FLUX.1 graph succeeded" "j['$P']['status']['status_str'] == '
 # ComfyUI's sigmas for this graph, computed here from its formulas (model_sampling.py ModelSamplingFlux's table in
 # float32 as torch evaluates it, each operation rounded to float32; nodes_model_advanced.py's shift line at 80x48;
 # samplers.py simple_scheduler's stride)
-SIG=$(python3 -c "
-import math, struct
-f = lambda x: struct.unpack('f', struct.pack('f', x))[0]
-x1, x2 = 256, 4096; mm = (1.15 - 0.5) / (x2 - x1); b = 0.5 - mm * x1
-mu = (80 * 48 / (8 * 8 * 2 * 2)) * mm + b
-e = f(math.exp(mu))
-def sigma(t):  # e^mu / (e^mu + (1/t - 1)): torch's reciprocal(d) * e^mu
-    d = f(e + f(f(1 / t) - 1))
-    return f(f(1 / d) * e)
-table = [sigma(f((i + 1) / 10000)) for i in range(10000)]
-ss = 10000 / 3
-print(','.join('%.9g' % table[-(1 + int(x * ss))] for x in range(3)) + ',0')")
+SIG=$(python3 "$KILN_SOURCE_DIR/tests/py/comfy_sigmas.py" simple-msf 1.15 0.5 80 48 3)
 "$KILN_BIN" generate -q -p "a red fox" --prompt-2 "a red fox in the snow" --guidance 2.5 --sigmas "$SIG" \
   --unet "$MODELS/diffusion_models/flux1-dev.safetensors" --clip "$MODELS/text_encoders/clip_l.safetensors" \
   --clip2 "$MODELS/text_encoders/t5xxl_fp16.safetensors" --vae "$MODELS/vae/ae.safetensors" -W 80 -H 48 --seed 5 \
   -o "$SCRATCH/cli.png" 2>"$SCRATCH/cli.err" || fail "kiln generate --sigmas: $(cat "$SCRATCH/cli.err")"
 F=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['$P']['outputs']['14']['images'][0]['filename'])" "$SCRATCH/body")
-idat() { python3 -c 'import struct,sys; b=open(sys.argv[1],"rb").read()[8:]; o=b""
-while b:
-    n,=struct.unpack(">I",b[:4]); o+=b[8:8+n] if b[4:8]==b"IDAT" else b""; b=b[12+n:]
-sys.stdout.buffer.write(o)' "$1"; }
 if cmp -s <(idat "$OUT/$F") <(idat "$SCRATCH/cli.png") && [ -n "$(idat "$SCRATCH/cli.png" | head -c1)" ]; then
   ok "the graph's pixels are the CLI's with ComfyUI's sigmas (ModelSamplingFlux 80x48, simple, 3 steps)"
 else
   fail "the graph's image differs from kiln generate --sigmas $SIG"
 fi
+# and the T5 text matters: without --prompt-2 (T5 reads the CLIP text) the image is another one
+"$KILN_BIN" generate -q -p "a red fox" --guidance 2.5 --sigmas "$SIG" \
+  --unet "$MODELS/diffusion_models/flux1-dev.safetensors" --clip "$MODELS/text_encoders/clip_l.safetensors" \
+  --clip2 "$MODELS/text_encoders/t5xxl_fp16.safetensors" --vae "$MODELS/vae/ae.safetensors" -W 80 -H 48 --seed 5 \
+  -o "$SCRATCH/cli-one-text.png" 2>"$SCRATCH/cli.err" || fail "kiln generate without --prompt-2: $(cat "$SCRATCH/cli.err")"
+cmp -s <(idat "$OUT/$F") <(idat "$SCRATCH/cli-one-text.png") && fail "CLIPTextEncodeFlux's t5xxl text changed nothing" \
+  || ok "CLIPTextEncodeFlux's t5xxl text reaches T5 (the image differs from the CLIP text's)"
 finish

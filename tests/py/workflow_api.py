@@ -102,15 +102,17 @@ class Converter:
         by_name = {i["name"]: i for i in n.get("inputs", [])}
         outer = []
         k = 0
-        for si in sg["inputs"]:
+        for si in sg["inputs"]:  # the instance's widget values are its widget-typed inputs', in order
             entry = by_name.get(si["name"])
             src = None
             if entry is not None and entry.get("link") is not None:
                 src = self.resolve(lv, entry["link"])
-            if entry is not None and "widget" in entry:
+            if si.get("type") in WIDGET_TYPES:
                 if src is None and k < len(values):
                     src = ("value", values[k])
                 k += 1
+                if si["type"] == "INT" and k < len(values) and isinstance(values[k], str) and values[k] in CONTROL:
+                    k += 1
             outer.append(src)
         return self.level(sg["nodes"], sg["links"], lv["prefix"] + str(n["id"]) + ":", outer)
 

@@ -1,7 +1,7 @@
 /* test_graph_comfy_sigmas.c - ComfyUI's flow-model sigmas (graph/comfy_sigmas.h) bit for bit against the oracle
  * (comfy_sigmas golden, tools/reference/make_comfy_sigmas_golden.py: ComfyUI's formulas in torch float32) for the
  * FLUX.1 [dev]/[schnell], FLUX.2 and ModelSamplingFlux shifts, the simple/normal/sgm_uniform schedulers and
- * BasicScheduler's denoise tail; and ModelSamplingFlux's shift line. */
+ * BasicScheduler's denoise tail, Flux2Scheduler's; and ModelSamplingFlux's shift line. */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,6 +54,25 @@ static void test_golden(void) {
     }
     golden_check(&g, "shifts", shifts, ns);
     json_decref(sc);
+    /* Flux2Scheduler, at sizes off the latent grid too (the edit templates pass GetImageSize's) */
+    json_t *fc = json_loads(golden_meta(&g, "flux2_cases"), 0, &je);
+    CHECK(fc && json_array_size(fc) == 8);
+    for (size_t i = 0; fc && i < json_array_size(fc); i++) {
+        json_t *c = json_array_get(fc, i);
+        int steps = (int)json_integer_value(json_array_get(c, 0)), w = (int)json_integer_value(json_array_get(c, 1)),
+            h = (int)json_integer_value(json_array_get(c, 2));
+        float got[64];
+        int n = kiln_comfy_flux2_sigmas(steps, w, h, got, 64);
+        char k[64];
+        snprintf(k, sizeof k, "flux2.%d.%dx%d", steps, w, h);
+        size_t gn = 0;
+        float *ref = golden_f32(&g, k, &gn);
+        CHECK_MSG(ref && n == (int)gn && !memcmp(ref, got, gn * sizeof(float)), "%s: not bit-exact", k);
+        for (size_t j = 0; ref && j < gn && (int)j < n && memcmp(ref, got, gn * sizeof(float)); j++)
+            printf("   %s[%zu] %.9g vs %.9g\n", k, j, got[j], ref[j]);
+        free(ref);
+    }
+    json_decref(fc);
     golden_close(&g);
 }
 

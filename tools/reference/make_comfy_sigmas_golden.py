@@ -6,7 +6,8 @@
 ComfyUI is not installed in the oracle venv, so its formulas are written out here from its source (facts only:
 comfy/model_sampling.py ModelSamplingFlux and flux_time_shift, comfy/samplers.py simple_scheduler,
 normal_scheduler and sgm_uniform, comfy_extras/nodes_custom_sampler.py BasicScheduler's denoise, and
-comfy_extras/nodes_model_advanced.py ModelSamplingFlux's shift line), with the same torch operations and
+comfy_extras/nodes_model_advanced.py ModelSamplingFlux's shift line, comfy_extras/nodes_flux.py
+Flux2Scheduler), with the same torch operations and
 dtypes, so that torch's own float32 rounding is the oracle. Writes tests/data/golden/comfy_sigmas.safetensors:
 for each (shift, scheduler, steps, denoise) the sigmas bit for bit, and the shifts ModelSamplingFlux gives.
 """
@@ -89,6 +90,27 @@ def model_sampling_flux_shift(max_shift, base_shift, width, height):
     return (width * height / (8 * 8 * 2 * 2)) * mm + b
 
 
+def compute_empirical_mu(image_seq_len, num_steps):
+    a1, b1 = 8.73809524e-05, 1.89833333
+    a2, b2 = 0.00016927, 0.45666666
+    if image_seq_len > 4300:
+        return float(a2 * image_seq_len + b2)
+    m_200 = a2 * image_seq_len + b2
+    m_10 = a1 * image_seq_len + b1
+    a = (m_200 - m_10) / 190.0
+    b = m_200 - 200.0 * a
+    return float(a * num_steps + b)
+
+
+def flux2_scheduler(steps, width, height):  # Flux2Scheduler.execute / get_schedule
+    seq_len = (width * height / (16 * 16))
+    mu = compute_empirical_mu(round(seq_len), steps)
+    timesteps = torch.linspace(1, 0, steps + 1)
+    return flux_time_shift(mu, 1.0, timesteps)  # generalized_time_snr_shift: the same expression
+
+
+FLUX2_CASES = [(4, 1024, 1024), (4, 164, 128), (20, 1024, 1024), (1, 64, 64), (50, 2048, 2048), (4, 1360, 768),
+               (3, 90, 70), (28, 512, 512)]
 SHIFT_CASES = [(1.15, 0.5, 1024, 1024), (1.15, 0.5, 64, 64), (1.15, 0.5, 80, 48), (2.0, 0.3, 1360, 768)]
 
 
@@ -105,6 +127,9 @@ def main():
                 key = "%d.%s.%d.%g" % (i, sch, steps, denoise)
                 g.add("sigmas." + key, basic_scheduler(s, sch, steps, denoise))
                 cases.append({"key": key, "shift": shift.hex(), "scheduler": sch, "steps": steps, "denoise": denoise})
+    for steps, w, h in FLUX2_CASES:
+        g.add("flux2.%d.%dx%d" % (steps, w, h), flux2_scheduler(steps, w, h))
+    g.set("flux2_cases", json.dumps(FLUX2_CASES))
     g.add("shifts", torch.tensor([model_sampling_flux_shift(*c) for c in SHIFT_CASES], dtype=torch.float64),
           tol=(1e-12, 0))
     g.set("cases", json.dumps(cases))

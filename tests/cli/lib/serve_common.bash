@@ -93,6 +93,12 @@ wait_history() {
   return 1
 }
 
+# idat PNG: the pixel data (IDAT chunks), without the text chunks, which name paths and parameters
+idat() { python3 -c 'import struct,sys; b=open(sys.argv[1],"rb").read()[8:]; o=b""
+while b:
+    n,=struct.unpack(">I",b[:4]); o+=b[8:8+n] if b[4:8]==b"IDAT" else b""; b=b[12+n:]
+sys.stdout.buffer.write(o)' "$1"; }
+
 finish() {
   if [ "$fails" -ne 0 ]; then
     echo "---- server log"; tail -50 "$SCRATCH/server.log"
