@@ -19,11 +19,30 @@ typedef enum { KILN_OAI_PNG = 0, KILN_OAI_JPEG, KILN_OAI_WEBP } kiln_oai_format;
 /* Which route's fields are allowed (an unknown field is refused by name, as OpenAI does). */
 typedef enum { KILN_OAI_GENERATIONS = 0, KILN_OAI_EDITS } kiln_oai_route;
 
+/* The model families a request can select (openai_models.c): what graph it gets. */
+typedef enum { KILN_OAI_FLUX2 = 0, KILN_OAI_FLUX1_DEV, KILN_OAI_FLUX1_SCHNELL } kiln_oai_family;
+
+#define KILN_OAI_MAX_LORAS 8
+#define KILN_OAI_MAX_IMAGES 10 /* KILN_MAX_REFS: the engine's reference images per request */
+
+typedef struct kiln_oai_lora {
+    char name[256];              /* a file of models/loras (one plain name, never a path) */
+    double strength;
+} kiln_oai_lora;
+
 typedef struct kiln_oai_params {
     const char *prompt;          /* borrowed from the body; non-empty */
     const char *negative;        /* NULL: ConditioningZeroOut */
-    char unet[256], clip[256], vae[256]; /* model files (validated names from the models folder) */
+    kiln_oai_family family;
+    char unet[256], clip[256], clip2[256], vae[256]; /* model files (validated names from the models folder);
+                                                      * FLUX.1: clip = CLIP-L, clip2 = T5 */
     char model_name[256];        /* the name the response reports */
+    kiln_oai_lora loras[KILN_OAI_MAX_LORAS];
+    int n_loras;
+    /* edits: the reference images, saved in the input folder under server-chosen names (openai_form.c) */
+    char images[KILN_OAI_MAX_IMAGES][96];
+    int n_images;
+    int first_w, first_h;        /* the first reference's prepared size (the output size of "auto") */
     int width, height, n, steps, partial_images, compression;
     double guidance;
     json_int_t seed;
@@ -42,8 +61,42 @@ const char *kiln_oai_format_name(kiln_oai_format f); /* "png" | "jpeg" | "webp" 
 enum MHD_Result kiln_oai_error(kiln_req *r, unsigned status, bool retry, const char *type, const char *param,
                                const char *code, const char *fmt, ...) __attribute__((format(printf, 7, 8)));
 
-/* Validates every field of body (owned by the caller, must outlive p). On failure a 400 has been queued. */
+/* Validates every field of body (owned by the caller, must outlive p). On failure a 400 has been queued.
+ * KILN_OAI_EDITS: the caller has set p->n_images and p->first_w/h (kiln_oai_form_images) before; the other
+ * fields of p are reset. */
 bool kiln_oai_parse(kiln_req *r, json_t *body, kiln_oai_route route, kiln_oai_params *p, enum MHD_Result *res);
+
+/* ---- models (openai_models.c) ------------------------------------------------------------------------------ */
+
+/* Resolves body's `model` (a kiln model id such as "flux.2-klein-4b" / "flux.1-dev" / "flux.1-schnell", a
+ * diffusion model file name or its stem; absent: the server's default) into p->family and the four files.
+ * On failure a 400/503 has been queued. */
+bool kiln_oai_model(kiln_req *r, json_t *model, kiln_oai_params *p, enum MHD_Result *res);
+/* GET /v1/models' data[]: the model ids the installed files serve, then the files themselves. */
+json_t *kiln_oai_model_list(kiln_server *srv);
+
+/* ---- graphs (openai_graph.c) ------------------------------------------------------------------------------- */
+
+/* The ComfyUI graph of a request: text-to-image (FLUX.2 or FLUX.1) or, with p->n_images, a FLUX.2 edit with
+ * the images as reference latents; p->loras as LoraLoaderModelOnly nodes. NULL when out of memory. */
+json_t *kiln_oai_graph(const kiln_oai_params *p);
+
+/* ---- multipart uploads (openai_form.c) --------------------------------------------------------------------- */
+
+/* The checked images of an edits request, in memory until the fields have passed too. */
+typedef struct kiln_oai_uploads kiln_oai_uploads;
+
+/* The multipart/form-data body of an edits request: its fields as the JSON object kiln_oai_parse takes (typed
+ * as the JSON API's: "2" -> 2, "true" -> true, lora[][name]... -> [{...}]) and its images checked and decoded
+ * (*up; their server-chosen, content-addressed names in p->images, the first one's prepared size in
+ * p->first_w/h). NULL (a 400 queued) when anything is wrong; nothing is written. *sha: SHA-256 hex of the
+ * images, for idempotency. */
+json_t *kiln_oai_form(kiln_req *r, kiln_oai_params *p, char sha[65], kiln_oai_uploads **up, enum MHD_Result *res);
+/* Saves the images in the input folder (temp + rename; all or none). false: a 500 is queued. */
+bool kiln_oai_form_save(kiln_req *r, const kiln_oai_uploads *up, const kiln_oai_params *p, enum MHD_Result *res);
+void kiln_oai_uploads_free(kiln_oai_uploads *up);
+
+/* ---- running a request (openai_run.c) ---------------------------------------------------------------------- */
 
 /* Queues graph as an "openai" job (or finds the job an earlier request with the same Idempotency-Key made),
  * waits for it and answers: JSON, or the event stream when p->stream. Borrows graph. */

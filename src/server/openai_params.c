@@ -34,7 +34,13 @@ enum MHD_Result kiln_oai_error(kiln_req *r, unsigned status, bool retry, const c
 static const char *const gen_fields[] = {
     "prompt", "model", "n", "size", "response_format", "output_format", "output_compression", "stream",
     "partial_images", "user", "quality", "background", "moderation", "style", "num_inference_steps",
-    "guidance_scale", "seed", "negative_prompt", NULL};
+    "guidance_scale", "seed", "negative_prompt", "lora", NULL};
+/* images/edits: the images arrive as files (openai_form.c); input_fidelity is accepted (klein keeps the
+ * references at full weight); mask is refused below, by name */
+static const char *const edit_fields[] = {
+    "prompt", "model", "n", "size", "response_format", "output_format", "output_compression", "stream",
+    "partial_images", "user", "quality", "background", "input_fidelity", "num_inference_steps", "guidance_scale",
+    "seed", "negative_prompt", "lora", NULL};
 
 static bool one_of(const char *s, const char *const *list) {
     for (; *list; list++)
@@ -82,39 +88,74 @@ static bool parse_size(const char *s, int *w, int *h) {
     return true;
 }
 
-/* The served diffusion model files, by file name or by file name without ".safetensors"/".gguf". */
-static bool model_known(kiln_server *srv, const char *name, char *file, size_t cap, char *all, size_t all_cap) {
-    json_t *list = kiln_models_list(srv->cfg.models_dir, KILN_MODELS_DIFFUSION);
+/* The LoRA files installed (models/loras), "'a', 'b'" for messages; *hit when name is one of them. */
+static void loras_installed(kiln_server *srv, const char *name, bool *hit, char *all, size_t cap) {
+    json_t *list = kiln_models_list(srv->cfg.models_dir, KILN_MODELS_LORA);
     size_t i, o = 0;
     json_t *v;
-    bool hit = false;
     all[0] = 0;
+    *hit = false;
     json_array_foreach(list, i, v) {
         const char *f = json_string_value(v);
-        if (!f) continue;
-        const char *dot = strrchr(f, '.');
-        size_t stem = dot ? (size_t)(dot - f) : strlen(f);
-        if (!hit && (!strcmp(name, f) || (strlen(name) == stem && !strncmp(name, f, stem)))) {
-            snprintf(file, cap, "%s", f);
-            hit = true;
-        }
-        if (o < all_cap)
-            o += (size_t)snprintf(all + o, all_cap - o, "%s'%.*s'", i ? ", " : "", (int)stem, f);
+        if (!strcmp(f, name)) *hit = true;
+        if (o < cap) o += (size_t)snprintf(all + o, cap - o, "%s'%s'", o ? ", " : "", f);
     }
     json_decref(list);
-    return hit;
 }
 
-static bool first_model(kiln_server *srv, kiln_model_kind k, const char *configured, char *out, size_t cap) {
-    if (configured && *configured) {
-        snprintf(out, cap, "%s", configured);
-        return true;
+/* kiln's `lora` extension: "file.safetensors", {"name": ..., "strength": ...} or a list of either (at most
+ * KILN_OAI_MAX_LORAS); names are files of models/loras, never paths; strength as LoraLoaderModelOnly takes it. */
+static bool lora_field(kiln_req *r, json_t *v, kiln_oai_params *p, enum MHD_Result *res) {
+    if (!v || json_is_null(v)) return true;
+    json_t *one = json_array();
+    if (!json_is_array(v)) json_array_append(one, v);
+    json_t *list = json_is_array(v) ? v : one;
+    size_t i;
+    json_t *e;
+    bool ok = json_array_size(list) <= KILN_OAI_MAX_LORAS;
+    if (!ok)
+        *res = BAD("lora", "lora takes at most %d adapters", KILN_OAI_MAX_LORAS);
+    json_array_foreach(list, i, e) {
+        if (!ok) break;
+        json_t *name = json_is_object(e) ? json_object_get(e, "name") : e;
+        json_t *st = json_is_object(e) ? json_object_get(e, "strength") : NULL;
+        const char *key;
+        json_t *x;
+        json_object_foreach(json_is_object(e) ? e : NULL, key, x) {
+            if (strcmp(key, "name") && strcmp(key, "strength")) {
+                *res = BAD("lora", "lora entries have a name and a strength; '%.60s' is not one of them", key);
+                ok = false;
+                break;
+            }
+        }
+        if (!ok) break;
+        if (!json_is_string(name) || !kiln_model_name_ok(json_string_value(name))) {
+            *res = BAD("lora", "lora must be a file name from models/loras (no path), an object {\"name\": ..., "
+                       "\"strength\": ...} or a list of them");
+            ok = false;
+            break;
+        }
+        if (st && !json_is_null(st) &&
+            (!json_is_number(st) || !isfinite(json_number_value(st)) || fabs(json_number_value(st)) > 100)) {
+            *res = BAD("lora", "lora strength must be a number from -100 to 100");
+            ok = false;
+            break;
+        }
+        bool hit;
+        char all[600];
+        loras_installed(r->srv, json_string_value(name), &hit, all, sizeof all);
+        if (!hit) {
+            *res = BAD("lora", "lora '%.100s' is not installed (models/loras has %s)", json_string_value(name),
+                       all[0] ? all : "no files");
+            ok = false;
+            break;
+        }
+        kiln_oai_lora *l = &p->loras[p->n_loras++];
+        snprintf(l->name, sizeof l->name, "%s", json_string_value(name));
+        l->strength = st && !json_is_null(st) ? json_number_value(st) : 1.0;
     }
-    json_t *list = kiln_models_list(srv->cfg.models_dir, k);
-    const char *first = json_string_value(json_array_get(list, 0));
-    if (first) snprintf(out, cap, "%s", first);
-    json_decref(list);
-    return first != NULL;
+    json_decref(one);
+    return ok;
 }
 
 bool kiln_oai_parse(kiln_req *r, json_t *body, kiln_oai_route route, kiln_oai_params *p, enum MHD_Result *res) {
@@ -124,8 +165,13 @@ bool kiln_oai_parse(kiln_req *r, json_t *body, kiln_oai_route route, kiln_oai_pa
     int max_batch = lim.max_batch > 0 ? lim.max_batch : def.max_batch;
     int max_steps = lim.max_steps > 0 ? lim.max_steps : def.max_steps;
     int64_t max_pixels = lim.max_pixels > 0 ? lim.max_pixels : def.max_pixels;
-    (void)route; /* edits will add its own field list here */
+    kiln_oai_params form = {0};
+    if (route == KILN_OAI_EDITS) form = *p; /* the images kiln_oai_form found */
     memset(p, 0, sizeof *p);
+    p->n_images = form.n_images;
+    p->first_w = form.first_w;
+    p->first_h = form.first_h;
+    memcpy(p->images, form.images, sizeof p->images);
     p->n = 1;
     p->steps = 4;
     p->guidance = 1.0;
@@ -136,7 +182,13 @@ bool kiln_oai_parse(kiln_req *r, json_t *body, kiln_oai_route route, kiln_oai_pa
     const char *key;
     json_t *v;
     json_object_foreach(body, key, v) {
-        if (!one_of(key, gen_fields)) {
+        if (route == KILN_OAI_EDITS && !strcmp(key, "mask")) {
+            *res = kiln_oai_error(r, 400, false, "invalid_request_error", "mask", "unsupported_parameter",
+                                  "mask is not supported: FLUX.2 [klein] edits from reference images (the prompt "
+                                  "says what to change), it does not inpaint a masked area; send the image alone");
+            return false;
+        }
+        if (!one_of(key, route == KILN_OAI_EDITS ? edit_fields : gen_fields)) {
             *res = kiln_oai_error(r, 400, false, "invalid_request_error", key, "unknown_parameter",
                                   "Unrecognized request argument supplied: %.100s", key);
             return false;
@@ -163,33 +215,17 @@ bool kiln_oai_parse(kiln_req *r, json_t *body, kiln_oai_route route, kiln_oai_pa
         return false;
     }
 
-    v = json_object_get(body, "model");
-    char all[600];
-    if (v && !json_is_null(v)) {
-        if (!json_is_string(v) || !model_known(srv, json_string_value(v), p->unet, sizeof p->unet, all, sizeof all)) {
-            if (!json_is_string(v))
-                *res = BAD("model", "model must be a string");
-            else
-                *res = BAD("model", "Invalid value: '%.100s'. Supported values are: %s.", json_string_value(v),
-                           all[0] ? all : "(no model files are installed)");
-            return false;
-        }
-    } else if (!first_model(srv, KILN_MODELS_DIFFUSION, srv->default_unet, p->unet, sizeof p->unet)) {
-        *res = kiln_oai_error(r, 503, true, "server_error", "model", "model_not_found",
-                              "no diffusion model is installed on this server");
+    if (!kiln_oai_model(r, json_object_get(body, "model"), p, res)) return false;
+    if (route == KILN_OAI_EDITS && p->family != KILN_OAI_FLUX2) {
+        *res = BAD("model", "model '%s' is FLUX.1, which has no reference-image editing; edits need a FLUX.2 "
+                   "[klein] model", p->model_name);
         return false;
     }
-    if (!first_model(srv, KILN_MODELS_TEXT_ENCODER, srv->default_clip, p->clip, sizeof p->clip) ||
-        !first_model(srv, KILN_MODELS_VAE, srv->default_vae, p->vae, sizeof p->vae)) {
-        *res = kiln_oai_error(r, 503, true, "server_error", NULL, "model_not_found",
-                              "no text encoder or VAE is installed on this server");
-        return false;
+    if (p->family == KILN_OAI_FLUX1_DEV) { /* diffusers FluxPipeline's guidance_scale; ComfyUI's template steps */
+        p->steps = 28;
+        p->guidance = 3.5;
     }
-    {
-        const char *dot = strrchr(p->unet, '.');
-        snprintf(p->model_name, sizeof p->model_name, "%.*s", dot ? (int)(dot - p->unet) : (int)strlen(p->unet),
-                 p->unet);
-    }
+    if (!lora_field(r, json_object_get(body, "lora"), p, res)) return false;
 
     json_int_t iv = p->n;
     if (!int_field(body, "n", 1, max_batch, &iv)) {
@@ -198,6 +234,10 @@ bool kiln_oai_parse(kiln_req *r, json_t *body, kiln_oai_route route, kiln_oai_pa
     }
     p->n = (int)iv;
 
+    if (route == KILN_OAI_EDITS && p->n_images > 0) { /* auto: the first reference's size, as the pipeline does */
+        p->width = p->first_w;
+        p->height = p->first_h;
+    }
     v = json_object_get(body, "size");
     if (v && !json_is_null(v) && !(json_is_string(v) && !strcmp(json_string_value(v), "auto"))) {
         int w = 0, h = 0;
@@ -210,6 +250,10 @@ bool kiln_oai_parse(kiln_req *r, json_t *body, kiln_oai_route route, kiln_oai_pa
         }
         p->width = w;
         p->height = h;
+    } else if (p->width > max_side || p->height > max_side || (int64_t)p->width * p->height > max_pixels) {
+        *res = BAD("size", "size auto would be the first image's %dx%d, over this server's %dx%d; give a size",
+                   p->width, p->height, max_side, max_side);
+        return false;
     }
 
     static const char *const rfmts[] = {"b64_json", "url", NULL}, *const ofmts[] = {"png", "jpeg", "webp", NULL};
@@ -299,6 +343,11 @@ bool kiln_oai_parse(kiln_req *r, json_t *body, kiln_oai_route route, kiln_oai_pa
         return false;
     }
     p->negative = json_string_value(v);
+    if (p->negative && p->family != KILN_OAI_FLUX2) {
+        *res = BAD("negative_prompt", "negative_prompt needs CFG, which the FLUX.1 graphs do not run (FluxGuidance "
+                   "is their guidance: use guidance_scale)");
+        return false;
+    }
     v = json_object_get(body, "user");
     if (v && !json_is_null(v) && (!json_is_string(v) || strlen(json_string_value(v)) > 100)) {
         *res = BAD("user", "user must be a string of at most 100 bytes");

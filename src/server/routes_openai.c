@@ -1,37 +1,14 @@
 /* routes_openai.c - the OpenAI images API (spec server-api.md section 2) on the same queue as ComfyUI: a
- * generation request becomes the plain KSampler graph, is queued as a job of kind "openai", and the handler
- * waits for that job (the connection's own thread waits; the job does not depend on the connection).
- * The fields, errors, idempotency, formats and streaming every images route shares are in openai.h; a new route
- * (images/edits) parses with kiln_oai_parse, builds its graph and calls kiln_oai_run, and adds one line to
- * kiln_routes_openai. */
+ * generation or edit request becomes the ComfyUI graph of its model (openai_graph.c), is queued as a job of
+ * kind "openai", and the handler waits for that job (the connection's own thread waits; the job does not depend
+ * on the connection). The fields, errors, idempotency, formats and streaming every images route shares are in
+ * openai.h; /v1/images/edits reads its multipart form with openai_form.c first. */
+#include <openssl/sha.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
 #include "server/openai.h"
-
-static json_t *t2i_graph(const kiln_oai_params *p) {
-    json_t *neg = p->negative ? json_pack("{s:s, s:{s:s, s:[s,i]}}", "class_type", "CLIPTextEncode", "inputs", "text",
-                                          p->negative, "clip", "2", 0)
-                              : json_pack("{s:s, s:{s:[s,i]}}", "class_type", "ConditioningZeroOut", "inputs",
-                                          "conditioning", "4", 0);
-    return json_pack(
-        "{s:{s:s, s:{s:s, s:s}}, s:{s:s, s:{s:s, s:s}}, s:{s:s, s:{s:s}}, s:{s:s, s:{s:s, s:[s,i]}}, s:o,"
-        " s:{s:s, s:{s:i, s:i, s:i}},"
-        " s:{s:s, s:{s:[s,i], s:I, s:i, s:f, s:s, s:s, s:[s,i], s:[s,i], s:[s,i], s:f}},"
-        " s:{s:s, s:{s:[s,i], s:[s,i]}}, s:{s:s, s:{s:[s,i], s:s}}}",
-        "1", "class_type", "UNETLoader", "inputs", "unet_name", p->unet, "weight_dtype", "default",
-        "2", "class_type", "CLIPLoader", "inputs", "clip_name", p->clip, "type", "flux2",
-        "3", "class_type", "VAELoader", "inputs", "vae_name", p->vae,
-        "4", "class_type", "CLIPTextEncode", "inputs", "text", p->prompt, "clip", "2", 0,
-        "5", neg,
-        "6", "class_type", "EmptyFlux2LatentImage", "inputs", "width", p->width, "height", p->height, "batch_size", p->n,
-        "7", "class_type", "KSampler", "inputs", "model", "1", 0, "seed", p->seed, "steps", p->steps, "cfg", p->guidance,
-        "sampler_name", "euler", "scheduler", "simple", "positive", "4", 0, "negative", "5", 0, "latent_image", "6", 0,
-        "denoise", 1.0,
-        "8", "class_type", "VAEDecode", "inputs", "samples", "7", 0, "vae", "3", 0,
-        "9", "class_type", "SaveImage", "inputs", "images", "8", 0, "filename_prefix", "openai/kiln");
-}
 
 static enum MHD_Result generations(kiln_req *r) {
     enum MHD_Result res;
@@ -39,7 +16,7 @@ static enum MHD_Result generations(kiln_req *r) {
     if (!body) return res;
     kiln_oai_params p;
     if (kiln_oai_parse(r, body, KILN_OAI_GENERATIONS, &p, &res)) {
-        json_t *graph = t2i_graph(&p);
+        json_t *graph = kiln_oai_graph(&p);
         res = graph ? kiln_oai_run(r, &p, graph)
                     : kiln_oai_error(r, 500, true, "server_error", NULL, "out_of_memory", "out of memory");
         json_decref(graph);
@@ -48,17 +25,34 @@ static enum MHD_Result generations(kiln_req *r) {
     return res;
 }
 
-static enum MHD_Result list_models(kiln_req *r) {
-    json_t *list = kiln_models_list(r->srv->cfg.models_dir, KILN_MODELS_DIFFUSION);
-    json_t *data = json_array();
-    size_t i;
-    json_t *v;
-    json_array_foreach(list, i, v) {
-        json_array_append_new(data, json_pack("{s:s, s:s, s:I, s:s}", "id", json_string_value(v), "object", "model",
-                                              "created", (json_int_t)r->srv->started_s, "owned_by", "kiln"));
+/* A multipart edit: the images are checked and saved first (nothing is written when any is bad), then the
+ * fields are validated as /generations validates them, and the idempotency digest covers the images too. */
+static enum MHD_Result edits(kiln_req *r) {
+    enum MHD_Result res;
+    kiln_oai_params p;
+    char sha[65];
+    memset(&p, 0, sizeof p);
+    kiln_oai_uploads *up = NULL;
+    json_t *body = kiln_oai_form(r, &p, sha, &up, &res);
+    if (!body) return res;
+    if (kiln_oai_parse(r, body, KILN_OAI_EDITS, &p, &res) && kiln_oai_form_save(r, up, &p, &res)) {
+        unsigned char d[SHA256_DIGEST_LENGTH];
+        char both[140];
+        snprintf(both, sizeof both, "%s\n%s", p.body_sha, sha);
+        SHA256((const unsigned char *)both, strlen(both), d);
+        for (int i = 0; i < SHA256_DIGEST_LENGTH; i++) snprintf(p.body_sha + 2 * i, 3, "%02x", d[i]);
+        json_t *graph = kiln_oai_graph(&p);
+        res = graph ? kiln_oai_run(r, &p, graph)
+                    : kiln_oai_error(r, 500, true, "server_error", NULL, "out_of_memory", "out of memory");
+        json_decref(graph);
     }
-    json_decref(list);
-    return kiln_reply_json(r, 200, json_pack("{s:s, s:o}", "object", "list", "data", data));
+    kiln_oai_uploads_free(up);
+    json_decref(body);
+    return res;
+}
+
+static enum MHD_Result list_models(kiln_req *r) {
+    return kiln_reply_json(r, 200, json_pack("{s:s, s:o}", "object", "list", "data", kiln_oai_model_list(r->srv)));
 }
 
 /* Readiness: the server can take work (store answers, an engine and models are configured). It does not run a
@@ -79,6 +73,10 @@ bool kiln_routes_openai(kiln_req *r, enum MHD_Result *res) {
         *res = strcmp(r->method, "POST") ? kiln_oai_error(r, 405, false, "invalid_request_error", NULL,
                                                           "method_not_allowed", "use POST")
                                          : generations(r);
+    } else if (!strcmp(r->url, "/v1/images/edits")) {
+        *res = strcmp(r->method, "POST") ? kiln_oai_error(r, 405, false, "invalid_request_error", NULL,
+                                                          "method_not_allowed", "use POST")
+                                         : edits(r);
     } else if (!strcmp(r->url, "/v1/models") && !strcmp(r->method, "GET")) {
         *res = list_models(r);
     } else if (!strcmp(r->url, "/health_generate") && !strcmp(r->method, "GET")) {

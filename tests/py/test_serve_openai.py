@@ -121,7 +121,7 @@ def test_idempotency_key_one_job_same_bytes():
     ({"prompt": "   "}, "prompt", "prompt must not be empty"),
     ({"prompt": ""}, "prompt", "prompt must not be empty"),
     ({"size": "64x64"}, "prompt", "prompt is required"),
-    ({"prompt": "x", "model": "dall-e-3"}, "model", "Invalid value: 'dall-e-3'. Supported values are: 'broken', 'flux-2-klein-4b'"),
+    ({"prompt": "x", "model": "dall-e-3"}, "model", "Invalid value: 'dall-e-3'. Supported values are: 'flux.2-klein-4b', 'broken', 'flux-2-klein-4b'"),
     ({"prompt": "x", "n": 99}, "n", "n must be an integer from 1 to 16"),
     ({"prompt": "x", "output_format": "gif"}, "output_format", "output_format must be one of 'png', 'jpeg' and 'webp'"),
     ({"prompt": "x", "output_compression": 101}, "output_compression", "output_compression must be an integer from 0 to 100"),
