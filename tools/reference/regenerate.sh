@@ -26,6 +26,7 @@ cd "$here"
 "$py" make_tiny9b.py
 "$py" make_flux1_vae_golden.py
 "$py" make_flux1_schedule_golden.py
+"$py" make_comfy_sigmas_golden.py
 "$py" make_flux1_pipeline_golden.py
 # LoRA adapters in each format and diffusers' load_lora_weights + fuse_lora images (needs peft)
 "$py" make_lora_goldens.py
