@@ -2,7 +2,7 @@
  *
  *   kiln generate -p PROMPT (--model DIR | --unet F --clip F [--clip2 F] --vae F) [-W 512] [-H 512] [--steps N] [--seed S]
  *                 [-n N] [-o out.png] [--perf-dump F] [--noise F] [--guidance G] [--negative-prompt TEXT]
- *                 [--base] [--exact] [--ref A.png [--ref B.png ...]] [--init X.png [--strength S]]
+ *                 [--base] [--exact] [--ref A.png [--ref B.png ...]] [--init X.png [--strength S]] [--tp N]
  *
  * n > 1 writes out.png, out-1.png, out-2.png ... (or fills a %d in the name with 0, 1, 2 ...). Every PNG
  * carries its parameters in text chunks. Exit codes: kiln_status_exit_code (2 bad input, 3 missing file,

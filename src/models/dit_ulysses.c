@@ -14,6 +14,66 @@ kiln_status kiln_dit_ulysses_check(int size, int heads, int64_t n_img, kiln_err 
     return KILN_OK;
 }
 
+bool kiln_dit_sp_alloc(kiln_dit_sp *sp, kiln_backend *be, kiln_comm *comm, int64_t B, int64_t L, int64_t Nf,
+                       int64_t D, int64_t in_ch, int64_t out_ch) {
+    const int64_t P = comm->size, Nl = Nf / P, Dp = D / P;
+    float **buf[] = {&sp->send, &sp->recv, &sp->cat, &sp->cato, &sp->tgather, &sp->x_l, &sp->v_l};
+    const int64_t n[] = {Nl * 3 * D, Nl * 3 * D, (L + Nf) * 3 * Dp, (L + Nf) * Dp, P * L * Dp, B * Nl * in_ch,
+                         B * Nl * out_ch};
+    sp->comm = comm;
+    sp->N = Nf;
+    bool ok = true;
+    for (size_t i = 0; i < sizeof buf / sizeof *buf; i++) *buf[i] = kiln_backend_alloc_floats(be, (size_t)n[i], &ok);
+    return ok;
+}
+
+void kiln_dit_sp_free(kiln_dit_sp *sp, kiln_backend *be) {
+    float *buf[] = {sp->send, sp->recv, sp->cat, sp->cato, sp->tgather, sp->x_l, sp->v_l};
+    for (size_t i = 0; i < sizeof buf / sizeof *buf; i++)
+        if (buf[i]) be->ops->free(be, buf[i]);
+}
+
+kiln_status kiln_dit_sp_take_rows(kiln_backend *be, const kiln_dit_sp *sp, const float *x, int64_t B, int64_t in_ch,
+                                  kiln_err *err) {
+    const int64_t Nf = sp->N, N = Nf / sp->comm->size, r0 = (int64_t)sp->comm->rank * N;
+    kiln_tensor XF = kiln_tensor_make((void *)x, KILN_DT_F32, 2, (int64_t[]){B * Nf, in_ch});
+    kiln_tensor XL = kiln_f32_2d(sp->x_l, B * N, in_ch);
+    for (int64_t b = 0; b < B; b++) {
+        kiln_tensor src = kiln_tensor_rows(&XF, b * Nf + r0, N), dst = kiln_tensor_rows(&XL, b * N, N);
+        KILN_TRY(be->ops->copy(be, &dst, &src, err));
+    }
+    return KILN_OK;
+}
+
+kiln_status kiln_dit_sp_gather_rows(kiln_backend *be, const kiln_dit_sp *sp, float *v, int64_t B, int64_t out_ch,
+                                    kiln_err *err) {
+    kiln_comm *c = sp->comm;
+    const size_t per = (size_t)(sp->N / c->size * out_ch);
+    for (int64_t b = 0; b < B; b++)
+        KILN_TRY(c->ops->all_gather(c, be, sp->v_l + b * per, v + b * per * c->size, per, err));
+    return KILN_OK;
+}
+
+kiln_status kiln_dit_ulysses_batch(kiln_backend *be, const kiln_dit_sp *sp, const kiln_dit_attn *a,
+                                   const kiln_tensor *qkv_t, const kiln_tensor *qkv_i, kiln_tensor *att_t,
+                                   kiln_tensor *att_i, kiln_err *err) {
+    const int64_t L = a->L, N = a->N, T = L + N, Tf = L + sp->N;
+    kiln_tensor cs = *a->cos, sn = *a->sin; /* the full [txt ; img] tables, not this rank's length */
+    cs.shape[0] = sn.shape[0] = Tf;
+    kiln_dit_attn full = *a;
+    full.cos = &cs;
+    full.sin = &sn;
+    for (int64_t b = 0; b < a->B; b++) {
+        const bool dbl = qkv_i != NULL; /* double blocks: separate streams; single: one sample-major sequence */
+        kiln_tensor qt = kiln_tensor_rows(qkv_t, dbl ? b * L : b * T, L);
+        kiln_tensor qi = dbl ? kiln_tensor_rows(qkv_i, b * N, N) : kiln_tensor_rows(qkv_t, b * T + L, N);
+        kiln_tensor ot = kiln_tensor_rows(att_t, dbl ? b * L : b * T, L);
+        kiln_tensor oi = dbl ? kiln_tensor_rows(att_i, b * N, N) : kiln_tensor_rows(att_t, b * T + L, N);
+        KILN_TRY(kiln_dit_ulysses_attention(be, sp, &full, &qt, &qi, &ot, &oi, err));
+    }
+    return KILN_OK;
+}
+
 size_t kiln_dit_ulysses_floats(int64_t L, int64_t N, int64_t D, int P) {
     int64_t Nl = N / P, Dp = D / P;
     return (size_t)(2 * Nl * 3 * D + (L + N) * 4 * Dp + (int64_t)P * L * Dp);

@@ -23,7 +23,27 @@ typedef struct kiln_dit_sp {
     float *send, *recv;          /* [Nl * 3D] each */
     float *cat, *cato;           /* [L + N, 3D/P], [L + N, D/P] */
     float *tgather;              /* [P * L * D/P] */
+    float *x_l, *v_l;            /* this rank's rows of the DiT's input and output [B*Nl, in_ch], [B*Nl, out_ch] */
 } kiln_dit_sp;
+
+/* sp's buffers for B samples of Nf image tokens (all ranks together) and L text tokens, D attention columns
+ * (the model's hidden, or this rank's share under tensor parallelism), in_ch/out_ch token channels. false when out
+ * of memory (kiln_dit_sp_free frees what was made). */
+bool kiln_dit_sp_alloc(kiln_dit_sp *sp, kiln_backend *be, kiln_comm *comm, int64_t B, int64_t L, int64_t Nf,
+                       int64_t D, int64_t in_ch, int64_t out_ch);
+void kiln_dit_sp_free(kiln_dit_sp *sp, kiln_backend *be);
+/* x [B*Nf, in_ch] (every rank's tokens) -> sp->x_l, this rank's rows of each sample. */
+kiln_status kiln_dit_sp_take_rows(kiln_backend *be, const kiln_dit_sp *sp, const float *x, int64_t B, int64_t in_ch,
+                                  kiln_err *err);
+/* sp->v_l -> v [B*Nf, out_ch]: every rank's rows of each sample, on every rank (one all-gather per sample). */
+kiln_status kiln_dit_sp_gather_rows(kiln_backend *be, const kiln_dit_sp *sp, float *v, int64_t B, int64_t out_ch,
+                                    kiln_err *err);
+/* kiln_dit_ulysses_attention for each of a->B samples. Double blocks: qkv_t [B*L, 3D], qkv_i [B*Nl, 3D] -> att_t,
+ * att_i. Single blocks (qkv_i NULL): qkv_t [B*(L+Nl), >= 3D] sample-major, text first -> att_t [B*(L+Nl), D]. The
+ * RoPE tables of a are taken over the full L + N rows. */
+kiln_status kiln_dit_ulysses_batch(kiln_backend *be, const kiln_dit_sp *sp, const kiln_dit_attn *a,
+                                   const kiln_tensor *qkv_t, const kiln_tensor *qkv_i, kiln_tensor *att_t,
+                                   kiln_tensor *att_i, kiln_err *err);
 
 /* KILN_E_INVALID (with the reason) unless size divides heads and n_img. */
 kiln_status kiln_dit_ulysses_check(int size, int heads, int64_t n_img, kiln_err *err);

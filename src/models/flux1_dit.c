@@ -40,7 +40,6 @@ struct kiln_flux1_dit_ws {
     /* Ulysses sequence parallelism (dit_ulysses.h; sp.comm NULL: one rank), as in flux2_dit.c: N above is this
      * rank's share of the image tokens; forward slices its rows of x into x_l and all-gathers v from v_l. */
     kiln_dit_sp sp;
-    float *x_l, *v_l;     /* [B*N, in_ch], [B*N, out_ch] */
 };
 
 #define WS_NBUF 25
@@ -71,9 +70,7 @@ void kiln_flux1_dit_ws_free(kiln_backend *be, kiln_flux1_dit_ws *w) {
     ws_bufs(w, bufs);
     for (int i = 0; i < WS_NBUF; i++)
         if (bufs[i]) be->ops->free(be, bufs[i]);
-    float *sp[] = {w->sp.send, w->sp.recv, w->sp.cat, w->sp.cato, w->sp.tgather, w->x_l, w->v_l};
-    for (size_t i = 0; i < sizeof sp / sizeof *sp; i++)
-        if (sp[i]) be->ops->free(be, sp[i]);
+    kiln_dit_sp_free(&w->sp, be);
     kiln_free(w);
 }
 
@@ -124,19 +121,9 @@ kiln_status kiln_flux1_dit_ws_create_sp(const kiln_flux1_dit *m, kiln_backend *b
     ws->mod_o = kiln_backend_alloc_floats(be, B * 2 * D, &ok);
     ws->rcos = kiln_backend_alloc_floats(be, Tf * Dh2, &ok);
     ws->rsin = kiln_backend_alloc_floats(be, Tf * Dh2, &ok);
-    if (P > 1) {
-        kiln_dit_sp *sp = &ws->sp;
-        size_t Dp = D / P;
-        sp->comm = comm;
-        sp->N = (int64_t)Nf;
-        sp->send = kiln_backend_alloc_floats(be, N * 3 * D, &ok);
-        sp->recv = kiln_backend_alloc_floats(be, N * 3 * D, &ok);
-        sp->cat = kiln_backend_alloc_floats(be, Tf * 3 * Dp, &ok);
-        sp->cato = kiln_backend_alloc_floats(be, Tf * Dp, &ok);
-        sp->tgather = kiln_backend_alloc_floats(be, (size_t)P * L * Dp, &ok);
-        ws->x_l = kiln_backend_alloc_floats(be, B * N * (size_t)m->in_ch, &ok);
-        ws->v_l = kiln_backend_alloc_floats(be, B * N * (size_t)m->out_ch, &ok);
-    }
+    if (P > 1)
+        ok = kiln_dit_sp_alloc(&ws->sp, be, comm, (int64_t)B, (int64_t)L, (int64_t)Nf, (int64_t)D, m->in_ch,
+                               m->out_ch) && ok;
     if (!ok) {
         kiln_flux1_dit_ws_free(be, ws);
         return KILN_FAIL(err, KILN_E_NOMEM, "FLUX.1 DiT: out of memory for activations (batch %d, %zu text + %zu "
@@ -237,18 +224,8 @@ static kiln_status double_block(const kiln_flux1_dit *m, kiln_backend *be, kiln_
     kiln_tensor CAT = kiln_f32_2d(w->cat, T, 3 * D), CATO = kiln_f32_2d(w->catout, T, D);
     kiln_tensor COS = kiln_f32_2d(w->rcos, T, m->head_dim / 2), SIN = kiln_f32_2d(w->rsin, T, m->head_dim / 2);
     kiln_dit_attn at = {B, L, N, D, m->heads, m->head_dim, &COS, &SIN};
-    if (w->sp.comm) { /* Ulysses: this rank's N image tokens, the full [txt ; img] table */
-        const int64_t Tf = L + w->sp.N;
-        COS = kiln_f32_2d(w->rcos, Tf, m->head_dim / 2);
-        SIN = kiln_f32_2d(w->rsin, Tf, m->head_dim / 2);
-        for (int64_t b = 0; b < B; b++) {
-            kiln_tensor qt = kiln_tensor_rows(&QKVT, b * L, L), qi = kiln_tensor_rows(&QKVI, b * N, N);
-            kiln_tensor ot = kiln_tensor_rows(&ATT, b * L, L), oi = kiln_tensor_rows(&ATI, b * N, N);
-            CK(kiln_dit_ulysses_attention(be, &w->sp, &at, &qt, &qi, &ot, &oi, err));
-        }
-    } else {
-        CK(kiln_dit_joint_attention(be, &at, &QKVT, &QKVI, &CAT, &CATO, &ATT, &ATI, err));
-    }
+    if (w->sp.comm) CK(kiln_dit_ulysses_batch(be, &w->sp, &at, &QKVT, &QKVI, &ATT, &ATI, err)); /* this rank's tokens */
+    else CK(kiln_dit_joint_attention(be, &at, &QKVT, &QKVI, &CAT, &CATO, &ATT, &ATI, err));
     /* per stream: x += gate_msa out(attn); x += gate_mlp ff((1 + scale_mlp) LN(x) + shift_mlp) */
     for (int s = 0; s < 2; s++) {
         const kiln_flux1_stream *st = s ? &blk->txt : &blk->img;
@@ -283,18 +260,8 @@ static kiln_status single_block(const kiln_flux1_dit *m, kiln_backend *be, kiln_
     CK(be->ops->gelu_tanh(be, &mlp, &mlp, err));
     CK(qkv_proj(be, &QKV, &nrm, &blk->q, &blk->k, &blk->v, &blk->q_norm, &blk->k_norm, D, err));
     kiln_dit_attn at = {B, w->L, w->N, D, m->heads, m->head_dim, &COS, &SIN};
-    if (w->sp.comm) { /* Ulysses: per sample, text rows then this rank's image rows */
-        const int64_t L = w->L, N = w->N;
-        COS = kiln_f32_2d(w->rcos, L + w->sp.N, m->head_dim / 2);
-        SIN = kiln_f32_2d(w->rsin, L + w->sp.N, m->head_dim / 2);
-        for (int64_t b = 0; b < B; b++) {
-            kiln_tensor qt = kiln_tensor_rows(&QKV, b * T, L), qi = kiln_tensor_rows(&QKV, b * T + L, N);
-            kiln_tensor ot = kiln_tensor_rows(&att, b * T, L), oi = kiln_tensor_rows(&att, b * T + L, N);
-            CK(kiln_dit_ulysses_attention(be, &w->sp, &at, &qt, &qi, &ot, &oi, err));
-        }
-    } else {
-        CK(kiln_dit_single_attention(be, &at, &QKV, &att, err));
-    }
+    if (w->sp.comm) CK(kiln_dit_ulysses_batch(be, &w->sp, &at, &QKV, NULL, &att, NULL, err)); /* this rank's tokens */
+    else CK(kiln_dit_single_attention(be, &at, &QKV, &att, err));
     CK(lin(be, &P, &OM, &blk->out, err));
     return gated(be, &S, &P, &MOD, T, D, 2 * D, err);
 }
@@ -340,15 +307,9 @@ kiln_status kiln_flux1_dit_forward(const kiln_flux1_dit *m, kiln_backend *be, ki
     const int64_t D = m->hidden, B = w->B, L = w->L, N = w->N, T = L + N;
     float *v_all = v;
     if (w->sp.comm) { /* this rank's rows of each sample's image tokens */
-        const int64_t Nf = w->sp.N, r0 = (int64_t)w->sp.comm->rank * N;
-        kiln_tensor XF = kiln_tensor_make((void *)x, KILN_DT_F32, 2, (int64_t[]){B * Nf, m->in_ch});
-        kiln_tensor XL = kiln_f32_2d(w->x_l, B * N, m->in_ch);
-        for (int64_t b = 0; b < B; b++) {
-            kiln_tensor src = kiln_tensor_rows(&XF, b * Nf + r0, N), dst = kiln_tensor_rows(&XL, b * N, N);
-            CK(op->copy(be, &dst, &src, err));
-        }
-        x = w->x_l;
-        v = w->v_l;
+        CK(kiln_dit_sp_take_rows(be, &w->sp, x, B, m->in_ch, err));
+        x = w->sp.x_l;
+        v = w->sp.v_l;
     }
     CK(conditioning(m, be, w, pooled, sigma, guidance, err));
 
@@ -385,10 +346,6 @@ kiln_status kiln_flux1_dit_forward(const kiln_flux1_dit *m, kiln_backend *be, ki
     CK(ln_mod(be, &nrm, &IMG, &MOD, N, D, m->bfl ? 0 : D, m->bfl ? D : 0, err));
     kiln_tensor V = kiln_f32_2d(v, B * N, m->out_ch);
     CK(lin(be, &V, &nrm, &m->proj_out, err));
-    for (int64_t b = 0; w->sp.comm && b < B; b++) { /* every rank gets every rank's velocity rows */
-        size_t per = (size_t)N * m->out_ch;
-        kiln_comm *c = w->sp.comm;
-        CK(c->ops->all_gather(c, be, v + b * per, v_all + b * per * c->size, per, err));
-    }
+    if (w->sp.comm) CK(kiln_dit_sp_gather_rows(be, &w->sp, v_all, B, m->out_ch, err)); /* every rank's rows */
     return KILN_OK;
 }

@@ -43,7 +43,6 @@ struct kiln_flux2_dit_ws {
     /* Sequence parallelism (dit_ulysses.h; sp.comm NULL: one rank): N above is this rank's share of the image
      * tokens; run() slices its rows of x into x_l and all-gathers v from v_l. */
     kiln_dit_sp sp;
-    float *x_l, *v_l;     /* [B*N, in_ch], [B*N, out_ch] */
     /* Tensor parallelism (tp NULL: none): Dq = D/t attention and Fl = F/t MLP columns per rank */
     kiln_comm *tp;
     int64_t Dq, Fl;
@@ -159,19 +158,9 @@ kiln_status kiln_flux2_dit_ws_create_full(const kiln_flux2_dit *m, kiln_backend 
     w->mods = kiln_backend_alloc_floats(be, 17 * D, &ok);
     w->rcos = kiln_backend_alloc_floats(be, Tf * Dh2, &ok);
     w->rsin = kiln_backend_alloc_floats(be, Tf * Dh2, &ok);
-    if (P > 1) { /* Ulysses over the attention columns this rank holds (all of them without TP) */
-        kiln_dit_sp *sp = &w->sp;
-        size_t Dp = Dq / P;
-        sp->comm = comm;
-        sp->N = (int64_t)Nf;
-        sp->send = kiln_backend_alloc_floats(be, N * 3 * Dq, &ok);
-        sp->recv = kiln_backend_alloc_floats(be, N * 3 * Dq, &ok);
-        sp->cat = kiln_backend_alloc_floats(be, Tf * 3 * Dp, &ok);
-        sp->cato = kiln_backend_alloc_floats(be, Tf * Dp, &ok);
-        sp->tgather = kiln_backend_alloc_floats(be, (size_t)P * L * Dp, &ok);
-        w->x_l = kiln_backend_alloc_floats(be, B * N * (size_t)m->in_ch, &ok);
-        w->v_l = kiln_backend_alloc_floats(be, B * N * (size_t)m->out_ch, &ok);
-    }
+    if (P > 1) /* Ulysses over the attention columns this rank holds (all of them without TP) */
+        ok = kiln_dit_sp_alloc(&w->sp, be, comm, (int64_t)B, (int64_t)L, (int64_t)Nf, (int64_t)Dq, m->in_ch,
+                               m->out_ch) && ok;
     if (!ok) {
         kiln_flux2_dit_ws_free(be, w);
         return KILN_FAIL(err, KILN_E_NOMEM, "DiT: out of memory for activations (batch %d, %zu text + %zu image "
@@ -214,9 +203,8 @@ void kiln_flux2_dit_ws_free(kiln_backend *be, kiln_flux2_dit_ws *w) {
     ws_bufs(w, bufs);
     for (int i = 0; i < WS_NBUF; i++)
         if (bufs[i]) be->ops->free(be, bufs[i]);
-    float *sp[] = {w->sp.send, w->sp.recv, w->sp.cat, w->sp.cato, w->sp.tgather, w->x_l, w->v_l, w->red};
-    for (size_t i = 0; i < sizeof sp / sizeof *sp; i++)
-        if (sp[i]) be->ops->free(be, sp[i]);
+    kiln_dit_sp_free(&w->sp, be);
+    if (w->red) be->ops->free(be, w->red);
     kiln_free(w);
 }
 
@@ -318,18 +306,8 @@ static kiln_status double_block(const kiln_flux2_dit *m, kiln_backend *be, kiln_
     /* 4-5. per sample: [txt ; img] sequence, RoPE, joint attention (this rank's heads), split back */
     kiln_tensor COS = kiln_f32_2d(w->rcos, T, m->head_dim / 2), SIN = kiln_f32_2d(w->rsin, T, m->head_dim / 2);
     kiln_dit_attn at = {B, L, N, Dq, heads, m->head_dim, &COS, &SIN};
-    if (w->sp.comm) { /* Ulysses: this rank's N image tokens, the full [txt ; img] table */
-        const int64_t Tf = L + w->sp.N;
-        COS = kiln_f32_2d(w->rcos, Tf, m->head_dim / 2);
-        SIN = kiln_f32_2d(w->rsin, Tf, m->head_dim / 2);
-        for (int64_t b = 0; b < B; b++) {
-            kiln_tensor qt = kiln_tensor_rows(&QKVT, b * L, L), qi = kiln_tensor_rows(&QKVI, b * N, N);
-            kiln_tensor ot = kiln_tensor_rows(&ATT, b * L, L), oi = kiln_tensor_rows(&ATI, b * N, N);
-            CK(kiln_dit_ulysses_attention(be, &w->sp, &at, &qt, &qi, &ot, &oi, err));
-        }
-    } else {
-        CK(kiln_dit_joint_attention(be, &at, &QKVT, &QKVI, &CAT, &CATO, &ATT, &ATI, err));
-    }
+    if (w->sp.comm) CK(kiln_dit_ulysses_batch(be, &w->sp, &at, &QKVT, &QKVI, &ATT, &ATI, err)); /* this rank's tokens */
+    else CK(kiln_dit_joint_attention(be, &at, &QKVT, &QKVI, &CAT, &CATO, &ATT, &ATI, err));
     /* 6-7. per stream: gated attention projection, then the gated SwiGLU MLP */
     if (!w->tp) {
         for (int s = 0; s < 2; s++) {
@@ -385,18 +363,9 @@ static kiln_status single_block(const kiln_flux2_dit *m, kiln_backend *be, kiln_
     CK(op->rms_norm(be, &q, &q, &blk->q_norm, 1e-6f, err));
     CK(op->rms_norm(be, &k, &k, &blk->k_norm, 1e-6f, err));
     kiln_dit_attn at = {B, w->L, w->N, Dq, heads, m->head_dim, &COS, &SIN};
-    if (w->sp.comm) { /* Ulysses: per sample, text rows then this rank's image rows */
-        const int64_t L = w->L, N = w->N;
-        COS = kiln_f32_2d(w->rcos, L + w->sp.N, m->head_dim / 2);
-        SIN = kiln_f32_2d(w->rsin, L + w->sp.N, m->head_dim / 2);
-        for (int64_t b = 0; b < B; b++) {
-            kiln_tensor qt = kiln_tensor_rows(&P, b * T, L), qi = kiln_tensor_rows(&P, b * T + L, N);
-            kiln_tensor ot = kiln_block(&OM, b * T, L, 0, Dq), oi = kiln_block(&OM, b * T + L, N, 0, Dq);
-            CK(kiln_dit_ulysses_attention(be, &w->sp, &at, &qt, &qi, &ot, &oi, err));
-        }
-    } else {
-        CK(kiln_dit_single_attention(be, &at, &P, &OM, err));
-    }
+    kiln_tensor att = kiln_cols(&OM, 0, Dq);
+    if (w->sp.comm) CK(kiln_dit_ulysses_batch(be, &w->sp, &at, &P, NULL, &att, NULL, err)); /* this rank's tokens */
+    else CK(kiln_dit_single_attention(be, &at, &P, &OM, err));
     kiln_tensor ab = kiln_cols(&P, 3 * Dq, 2 * Fl), mo = kiln_cols(&OM, Dq, Fl);
     CK(op->swiglu(be, &mo, &ab, err));
     if (!w->tp) return kiln_matmul_epi(be, &S, &OM, &blk->linear2, NULL, &gated, err);
@@ -434,15 +403,9 @@ kiln_status kiln_flux2_dit_run(const kiln_flux2_dit *m, kiln_backend *be, kiln_f
     if (!w->have_txt) return KILN_FAIL(err, KILN_E_INTERNAL, "DiT: run before kiln_flux2_dit_set_text");
     float *v_all = v;
     if (w->sp.comm) { /* this rank's rows of each sample's image tokens */
-        const int64_t Nf = w->sp.N, r0 = (int64_t)w->sp.comm->rank * N;
-        kiln_tensor XF = kiln_tensor_make((void *)x, KILN_DT_F32, 2, (int64_t[]){B * Nf, m->in_ch});
-        kiln_tensor XL = kiln_f32_2d(w->x_l, B * N, m->in_ch);
-        for (int64_t b = 0; b < B; b++) {
-            kiln_tensor src = kiln_tensor_rows(&XF, b * Nf + r0, N), dst = kiln_tensor_rows(&XL, b * N, N);
-            CK(op->copy(be, &dst, &src, err));
-        }
-        x = w->x_l;
-        v = w->v_l;
+        CK(kiln_dit_sp_take_rows(be, &w->sp, x, B, m->in_ch, err));
+        x = w->sp.x_l;
+        v = w->sp.v_l;
     }
 
     /* 1. timestep vector: vec = t_out(SiLU(t_in(sinusoidal(t)))), the sinusoidal part uploaded by set_timestep */
@@ -493,11 +456,7 @@ kiln_status kiln_flux2_dit_run(const kiln_flux2_dit *m, kiln_backend *be, kiln_f
     CK(op->layer_norm_modulate(be, &nrm, &IMG, &sh, &sc, 1e-6f, err));
     kiln_tensor V = kiln_f32_2d(v, B * N, m->out_ch);
     CK(kiln_matmul(be, &V, &nrm, &m->final_out, NULL, err));
-    for (int64_t b = 0; w->sp.comm && b < B; b++) { /* every rank gets every rank's velocity rows */
-        size_t per = (size_t)N * m->out_ch;
-        kiln_comm *c = w->sp.comm;
-        CK(c->ops->all_gather(c, be, v + b * per, v_all + b * per * c->size, per, err));
-    }
+    if (w->sp.comm) CK(kiln_dit_sp_gather_rows(be, &w->sp, v_all, B, m->out_ch, err)); /* every rank's rows */
     return KILN_OK;
 }
 
