@@ -30,7 +30,7 @@ kiln_status kiln_serve_client_open(const kiln_serve_cfg *cfg, const json_t *grap
     c->cfg = cfg;
     c->graph = graph;
     if (cfg->api == KILN_SERVE_API_COMFY) {
-        kiln_http_opts ho = {.timeout_s = cfg->timeout_s, .poll_s = 0.01};
+        kiln_http_opts ho = {.timeout_s = cfg->timeout_s, .poll_s = 0.02}; /* 50 polls/s per request in flight */
         kiln_status st = kiln_target_http_open(cfg->url, &ho, &c->comfy, err);
         if (st != KILN_OK) {
             kiln_free(c);

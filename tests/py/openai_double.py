@@ -5,8 +5,9 @@ POST /v1/images/generations answers like the OpenAI images API ({"created", "dat
 fixed service time, with --workers requests served at once (the rest wait for a worker, as on a server with one
 GPU), so the latency a load generator measures is predictable: with 200 ms service and one worker, a run above
 5 requests/s must queue. A request without a prompt, or with a bad size, gets a 400 in the API's error shape.
-GET /debug/served returns how many generations it served.
-    python3 openai_double.py --port-file FILE [--service-ms 200] [--workers 1]
+--fail-every N answers every N-th generation with a 500 (after its service time). GET /debug/served returns how
+many generations it served.
+    python3 openai_double.py --port-file FILE [--service-ms 200] [--workers 1] [--fail-every N]
 """
 import argparse, base64, http.server, json, struct, threading, time, zlib
 
@@ -59,6 +60,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
             time.sleep(ARGS.service_ms / 1000.0)
             with LOCK:
                 SERVED[0] += 1
+                failed = ARGS.fail_every > 0 and SERVED[0] % ARGS.fail_every == 0
+        if failed:
+            return self.answer(500, {"error": {"message": "scripted failure", "type": "server_error", "param": None,
+                                               "code": "generation_failed"}})
         small = png(min(w, 16), min(h, 16))  # the bytes are not what the load generator measures
         self.answer(200, {"created": int(time.time()), "data": [{"b64_json": base64.b64encode(small).decode()}]})
 
@@ -74,6 +79,7 @@ def main():
     ap.add_argument("--port-file", required=True)
     ap.add_argument("--service-ms", type=float, default=200)
     ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--fail-every", type=int, default=0, help="answer every N-th generation with a 500")
     ARGS = ap.parse_args()
     SLOTS = threading.Semaphore(ARGS.workers)
     srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
