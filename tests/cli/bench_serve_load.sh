@@ -6,7 +6,7 @@
 #     at concurrency 1 never has two in flight; Poisson gaps are reproducible from the seed;
 #   - an OpenAI-images double (tests/py/openai_double.py, 200 ms, one worker, every 4th answer a 500): latency
 #     grows, failures are counted as errors and as missed SLOs;
-#   - kiln serve on the committed tiny model at three arrival rates (64x64, a 1-2 step mix, prompts from a file).
+# (kiln serve itself at three rates: bench_serve_rates.sh.)
 # Every report passes `kiln bench check`, and tests/py/serve_load_report.py recomputes every figure from the
 # request records by its own definitions; a doctored percentile is caught by `kiln bench check`.
 source "$(dirname "$0")/lib/serve_common.bash"
@@ -81,12 +81,4 @@ check openai "$SCRATCH/openai.json" 3 && ok "openai: latency grows at 2x capacit
 "$KILN_BIN" bench serve --url "http://127.0.0.1:$DPORT" --rate 1 2>"$SCRATCH/x.err" \
   && fail "comfy without --graph accepted" || { grep -q "graph is required" "$SCRATCH/x.err" && ok "comfy needs --graph" || fail "graph message: $(cat "$SCRATCH/x.err")"; }
 
-# ---- kiln serve on the tiny model: three arrival rates ---------------------------------------------------------
-make_models
-start_server
-if "$KILN_BIN" bench serve --url "$(url '')" --graph "$SCRATCH/graph.json" --sizes 64x64 --steps 1,2 \
-     --prompts "$SCRATCH/prompts.txt" --requests 8 --rate 1,2,4 -o "$SCRATCH/kiln.json" --plot "$SCRATCH/kiln.png" \
-     2>"$SCRATCH/kiln.err"; then ok "bench serve, kiln serve at three rates"; else fail "bench serve kiln: $(cat "$SCRATCH/kiln.err")"; fi
-valid "$SCRATCH/kiln.json" kiln
-check kiln "$SCRATCH/kiln.json" && ok "kiln serve: every request served, mix drawn" || fail "kiln figures"
 finish
