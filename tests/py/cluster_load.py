@@ -196,10 +196,12 @@ def main():
 
     threads = [threading.Thread(target=client, args=(k,), daemon=True) for k in range(args.clients)]
     t0 = time.time()
-    for t in threads:
-        t.start()
+    # the killer first: starting 200 client threads on a loaded 2-core machine can take most of the run, and a
+    # killer started after them would never get to kill
     kt = threading.Thread(target=killer, daemon=True)
     kt.start()
+    for t in threads:
+        t.start()
     time.sleep(min(3.0, args.seconds / 4))
     rss_start = nodes[0].rss_mb()
     time.sleep(max(0.0, args.seconds - (time.time() - t0)))
