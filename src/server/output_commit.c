@@ -164,10 +164,12 @@ static kiln_status make_links(const char *output_dir, const char *stage, json_t 
 kiln_status kiln_outputs_commit(const char *output_dir, const char *stage, const json_t *outputs, bool planned,
                                 json_t **final_outputs, kiln_err *err) {
     *final_outputs = NULL;
-    json_t *plan;
-    if (planned) {
-        if (!(plan = read_plan(stage))) return KILN_FAIL(err, KILN_E_IO, "the output plan of a resumed job is gone");
-    } else {
+    /* A plan that appeared while this attempt ran is another attempt's (a node whose lease expired under load
+     * but that was still alive): adopt it, so that only one set of files is ever committed. */
+    json_t *plan = read_plan(stage);
+    if (planned && !plan) return KILN_FAIL(err, KILN_E_IO, "the output plan of a resumed job is gone");
+    if (plan && !planned) log_warn("serve: another attempt committed this job's outputs first; adopting its files");
+    if (!plan) {
         json_t *out = json_deep_copy(outputs ? outputs : json_object()), *links = json_array();
         plan = json_pack("{s:o, s:o}", "outputs", out, "links", links);
         if (!plan) return KILN_FAIL(err, KILN_E_NOMEM, "out of memory");

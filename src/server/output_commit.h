@@ -13,8 +13,9 @@
  * plan there, the job's outputs exist already - steps 2-3 are redone (a link already made is recognised by its
  * inode) and nothing runs twice; without one, the staging folder of the dead attempt (a half-written file
  * included) is wiped and the graph runs again. So no output file is ever duplicated or half-written in the output
- * folder. The staging folder must be on the output folder's filesystem (it is inside it) - on a shared output
- * folder every node sees every plan.
+ * folder. Two live attempts (a node whose lease expired under load while it still ran) share the staging folder:
+ * the second to commit adopts the first one's plan. The staging folder must be on the output folder's filesystem
+ * (it is inside it) - on a shared output folder every node sees every plan.
  */
 #ifndef KILN_SERVER_OUTPUT_COMMIT_H
 #define KILN_SERVER_OUTPUT_COMMIT_H
