@@ -408,11 +408,23 @@ static void fault_pause(const char *point) {
     nanosleep(&ts, NULL);
 }
 
+/* false when another attempt has the job now (this node's lease expired while it ran and another node claimed
+ * it, or that attempt already finished it): this attempt must not commit files. */
+static bool still_ours(kiln_server *srv, const kiln_job *mine) {
+    kiln_job now;
+    if (kiln_store_get(srv->store, mine->id, &now, NULL) != KILN_OK) return true; /* cannot tell: the plan decides */
+    bool ours = now.state == KILN_JOB_RUNNING && now.attempts == mine->attempts;
+    kiln_job_clear(&now);
+    return ours;
+}
+
 /* The staged outputs of a finished graph committed to the output folder (output_commit.h), then the "executed"
  * events that name them. */
 static kiln_status commit_outputs(job_run *jr, const char *stage, bool planned, json_t **outputs, kiln_err *err) {
     kiln_server *srv = jr->w->srv;
     fault_pause("after-stage");
+    if (!still_ours(srv, &jr->job))
+        return KILN_FAIL(err, KILN_E_IO, "another node took the job over (this node's lease expired): not committing");
     json_t *fin;
     KILN_TRY(kiln_outputs_commit(srv->output_dir, stage, *outputs, planned, &fin, err));
     json_decref(*outputs);
