@@ -18,4 +18,8 @@
  * or a report with no timed submit; KILN_E_IO when the file cannot be written. */
 kiln_status kiln_bench_plot(const json_t *report, const char *path, kiln_err *err);
 
+/* A serve-load report (`kiln bench serve`): latency and queue wait of every request by send time, one colour
+ * per run (plot_serve.c). KILN_E_INVALID when it has no request. */
+kiln_status kiln_bench_plot_serve(const json_t *report, const char *path, kiln_err *err);
+
 #endif

@@ -14,6 +14,7 @@ const char *kiln_report_kind_name(kiln_report_kind kind) {
     case KILN_REPORT_SECONDS_PER_IMAGE: return "seconds-per-image";
     case KILN_REPORT_ABBA: return "abba";
     case KILN_REPORT_VARIANTS: return "variants";
+    case KILN_REPORT_SERVE_LOAD: return "serve-load";
     }
     return "unknown";
 }
@@ -21,7 +22,7 @@ const char *kiln_report_kind_name(kiln_report_kind kind) {
 static bool detect_kind(const json_t *root, kiln_report_kind *kind) {
     const char *k = json_string_value(json_object_get(root, "kind"));
     if (k) {
-        for (int i = 0; i <= KILN_REPORT_VARIANTS; i++)
+        for (int i = 0; i <= KILN_REPORT_SERVE_LOAD; i++)
             if (!strcmp(k, kiln_report_kind_name((kiln_report_kind)i))) {
                 *kind = (kiln_report_kind)i;
                 return true;
@@ -31,6 +32,7 @@ static bool detect_kind(const json_t *root, kiln_report_kind *kind) {
     if (json_object_get(root, "graphs")) *kind = KILN_REPORT_SECONDS_PER_IMAGE;
     else if (json_object_get(root, "rows")) *kind = KILN_REPORT_ABBA;
     else if (json_object_get(root, "results")) *kind = KILN_REPORT_VARIANTS;
+    else if (json_object_get(root, "runs")) *kind = KILN_REPORT_SERVE_LOAD;
     else return false;
     return true;
 }
@@ -41,7 +43,8 @@ kiln_status kiln_report_from_json(json_t *root, const char *name, kiln_report **
     kiln_report_kind kind;
     if (!detect_kind(root, &kind))
         return KILN_FAIL(err, KILN_E_FORMAT,
-                         "%s: not a benchmark report (no \"graphs\", \"rows\" or \"results\", or an unknown \"kind\")",
+                         "%s: not a benchmark report (no \"graphs\", \"rows\", \"results\" or \"runs\", or an unknown "
+                         "\"kind\")",
                          name);
     kiln_report *r = kiln_calloc(1, sizeof *r);
     if (!r) return KILN_FAIL(err, KILN_E_NOMEM, "%s: out of memory", name);
@@ -554,5 +557,6 @@ void kiln_report_check_consistency(const json_t *root, kiln_report_kind kind, ki
     case KILN_REPORT_SECONDS_PER_IMAGE: check_seconds_per_image(root, problems); break;
     case KILN_REPORT_ABBA: check_abba(root, problems); break;
     case KILN_REPORT_VARIANTS: check_variants(root, problems); break;
+    case KILN_REPORT_SERVE_LOAD: kiln_report_check_serve_load(root, problems); break;
     }
 }

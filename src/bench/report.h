@@ -6,6 +6,8 @@
  *   abba               "rows" of an A/B/B/A comparison with per-stage timings and output digests (seed 001;
  *                      what `kiln bench compare` writes)
  *   variants           "results" per variant with HTTP lifecycle medians per cycle (seed 002)
+ *   serve-load         "runs" of `kiln bench serve`: every request of every load level, the unloaded baseline,
+ *                      throughput, latency percentiles and SLO attainment
  *
  *     kiln_report *r;
  *     if (kiln_report_load("report.json", &r, &err) != KILN_OK) ... // unreadable, not JSON, or no known kind
@@ -35,6 +37,7 @@ typedef enum kiln_report_kind {
     KILN_REPORT_SECONDS_PER_IMAGE = 0,
     KILN_REPORT_ABBA,
     KILN_REPORT_VARIANTS,
+    KILN_REPORT_SERVE_LOAD, /* `kiln bench serve`: "runs" of a load generator against a server */
 } kiln_report_kind;
 
 typedef struct kiln_report {
@@ -60,6 +63,9 @@ void kiln_report_free(kiln_report *r); /* NULL allowed */
 /* The consistency rules beyond types (reductions agree with their submits, n = 0 means null, fractions in
  * [0, 1], cap fields named, A/B/B/A order, ...). Called by parse; exposed for the tests. */
 void kiln_report_check_consistency(const json_t *root, kiln_report_kind kind, kiln_strlist *problems);
+/* The serve-load rules (report_serve.c). */
+void kiln_report_check_serve_load(const json_t *root, kiln_strlist *problems);
+void kiln_report_show_serve_load(const json_t *root, FILE *out);
 
 /* The short human table: one line per graph x card x batch (or per row / variant). */
 void kiln_report_print_table(const kiln_report *r, FILE *out);

@@ -424,11 +424,87 @@ static const kiln_field variants_f[] = {
 };
 static const kiln_shape variants = {KILN_T_OBJ, variants_f, 0, 0};
 
+/* ---- serve-load (`kiln bench serve`) ---------------------------------------------------------------------- */
+
+
+static const kiln_field pct_f[] = {
+    {"n", &integer, true},         {"min", &num_or_null, true}, {"p50", &num_or_null, true},
+    {"p90", &num_or_null, true},   {"p99", &num_or_null, true}, {"max", &num_or_null, true},
+    {"mean", &num_or_null, true},  {0},
+};
+static const kiln_shape pct = {KILN_T_OBJ, pct_f, 0, 0};
+
+static const kiln_field sl_config_f[] = {
+    {"api", &str, true},           {"graph", &str_or_null, true},    {"model", &str_or_null, true},
+    {"prompts_file", &str_or_null, true}, {"prompt_count", &integer, true}, {"requests", &integer, true},
+    {"arrival", &str, true},       {"loads", &arr_num, true},        {"sizes", &arr_str, true},
+    {"steps", &arr_num, true},     {"seed", &integer, true},         {"warmup", &integer, true},
+    {"slo_scale", &num, true},     {"timeout_s", &num, true},        {"max_in_flight", &integer, true},
+    {0},
+};
+static const kiln_shape sl_config = {KILN_T_OBJ, sl_config_f, 0, 0};
+
+static const kiln_field sl_warm_f[] = {
+    {"index", &integer, true},  {"width", &integer, true},   {"height", &integer, true}, {"steps", &integer, true},
+    {"latency_s", &num, true},  {"ok", &boolean, true},      {"error", &str_or_null, true},
+    {"unit_s", &num_or_null, true}, {0},
+};
+static const kiln_shape sl_warm = {KILN_T_OBJ, sl_warm_f, 0, 0};
+static const kiln_shape arr_sl_warm = {KILN_T_ARR, 0, &sl_warm, 0};
+
+static const kiln_field sl_baseline_f[] = {
+    {"requests", &arr_sl_warm, true}, {"unit_s", &num, true}, {"definition", &str, false}, {0},
+};
+static const kiln_shape sl_baseline = {KILN_T_OBJ, sl_baseline_f, 0, 0};
+
+static const kiln_field sl_req_f[] = {
+    {"index", &integer, true},       {"scheduled_s", &num, true},      {"sent_s", &num, true},
+    {"done_s", &num, true},          {"latency_s", &num, true},        {"exec_s", &num_or_null, true},
+    {"queue_wait_s", &num_or_null, true}, {"width", &integer, true},   {"height", &integer, true},
+    {"steps", &integer, true},       {"prompt_index", &integer, true}, {"seed", &integer, true},
+    {"ok", &boolean, true},          {"error", &str_or_null, true},    {"id", &str, true},
+    {"deadline_s", &num_or_null, true}, {"slo_met", &boolean, true},   {0},
+};
+static const kiln_shape sl_req = {KILN_T_OBJ, sl_req_f, 0, 0};
+static const kiln_shape arr_sl_req = {KILN_T_ARR, 0, &sl_req, 0};
+
+static const kiln_field sl_slo_f[] = {
+    {"scale", &num, true}, {"unit_s", &num_or_null, true}, {"met", &integer, true}, {"total", &integer, true},
+    {"attainment", &num_or_null, true}, {0},
+};
+static const kiln_shape sl_slo = {KILN_T_OBJ, sl_slo_f, 0, 0};
+
+static const kiln_field sl_summary_f[] = {
+    {"sent", &integer, true},          {"completed", &integer, true},      {"errors", &integer, true},
+    {"error_messages", &arr_str, true}, {"duration_s", &num, true},        {"offered_rps", &num_or_null, true},
+    {"throughput_rps", &num_or_null, true}, {"latency_s", &pct, true},     {"queue_wait_s", &pct, true},
+    {"exec_s", &pct, true},            {"max_send_lag_s", &num, true},     {"slo", &sl_slo, true},
+    {0},
+};
+static const kiln_shape sl_summary = {KILN_T_OBJ, sl_summary_f, 0, 0};
+
+static const kiln_field sl_run_f[] = {
+    {"label", &str, true},          {"arrival", &str, true},        {"rate_rps", &num_or_null, true},
+    {"concurrency", &int_or_null, true}, {"requests", &arr_sl_req, true}, {"summary", &sl_summary, true},
+    {0},
+};
+static const kiln_shape sl_run = {KILN_T_OBJ, sl_run_f, 0, 0};
+static const kiln_shape arr_sl_run = {KILN_T_ARR, 0, &sl_run, 0};
+
+static const kiln_field serve_load_f[] = {
+    {"schema", &str, true},   {"kind", &str, true},          {"tool", &tool, true},
+    {"at", &str, true},       {"target", &target, true},     {"config", &sl_config, true},
+    {"baseline", &sl_baseline, true}, {"runs", &arr_sl_run, true}, {"run_seconds_wall", &num, false},
+    {0},
+};
+static const kiln_shape serve_load = {KILN_T_OBJ, serve_load_f, 0, 0};
+
 const kiln_shape *kiln_report_shape(kiln_report_kind kind) {
     switch (kind) {
     case KILN_REPORT_SECONDS_PER_IMAGE: return &spi;
     case KILN_REPORT_ABBA: return &abba;
     case KILN_REPORT_VARIANTS: return &variants;
+    case KILN_REPORT_SERVE_LOAD: return &serve_load;
     }
     return &any;
 }

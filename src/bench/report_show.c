@@ -147,5 +147,6 @@ void kiln_report_print_table(const kiln_report *r, FILE *out) {
     case KILN_REPORT_SECONDS_PER_IMAGE: show_seconds_per_image(r->root, out); break;
     case KILN_REPORT_ABBA: show_abba(r->root, out); break;
     case KILN_REPORT_VARIANTS: show_variants(r->root, out); break;
+    case KILN_REPORT_SERVE_LOAD: kiln_report_show_serve_load(r->root, out); break;
     }
 }

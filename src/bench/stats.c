@@ -52,6 +52,20 @@ kiln_reduction kiln_reduce(const double *x, size_t count) {
     return r;
 }
 
+double kiln_percentile(const double *x, size_t count, double p) {
+    size_t m;
+    double *v = sorted_values(x, count, &m);
+    double r = NAN;
+    if (v && p >= 0 && p <= 100) {
+        double pos = p / 100.0 * (double)(m - 1);
+        size_t lo = (size_t)floor(pos);
+        size_t hi = lo + 1 < m ? lo + 1 : lo;
+        r = v[lo] + (v[hi] - v[lo]) * (pos - (double)lo);
+    }
+    kiln_free(v);
+    return r;
+}
+
 double kiln_median(const double *x, size_t count) {
     size_t m;
     double *v = sorted_values(x, count, &m);

@@ -29,6 +29,11 @@ typedef struct kiln_reduction {
  * the median falls back to NaN and n stays correct - a reduction never fails loudly). */
 kiln_reduction kiln_reduce(const double *x, size_t count);
 
+/* The p-th percentile (0 <= p <= 100) of the non-NaN values, interpolated linearly between the two nearest order
+ * statistics at rank p/100 * (n - 1) - numpy's default ("linear"), the definition serving benchmarks report
+ * (vLLM, SGLang). NaN when there are no values or p is outside [0, 100]. */
+double kiln_percentile(const double *x, size_t count, double p);
+
 /* Median of the non-NaN values (NaN if none). */
 double kiln_median(const double *x, size_t count);
 

@@ -20,6 +20,7 @@
 #define KILN_BENCH_TARGET_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -36,6 +37,7 @@ typedef struct kiln_bench_image {
 typedef struct kiln_submit_result {
     char prompt_id[64];
     double exec_seconds, wall_seconds, t0, t1;
+    bool exec_from_target; /* exec_seconds came from the target's own stamps (else it is the client's wall time) */
     int n_images;
     kiln_bench_image *images;
     json_t *stages; /* [{name, duration_ms}] when the target reports them, else NULL */

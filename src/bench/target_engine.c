@@ -211,6 +211,7 @@ static kiln_status engine_submit(kiln_target *base, const json_t *g, kiln_submit
             json_array_append_new(out->stages, json_pack("{s:s,s:f}", "name", kiln_stage_name((kiln_stage)s),
                                                          "duration_ms", res->stage_ms[s]));
     out->exec_seconds = res->total_ms / 1000.0;
+    out->exec_from_target = true;
     kiln_result_free(res);
     out->t1 = kiln_clock_wall_s();
     out->wall_seconds = kiln_clock_s() - c0;

@@ -242,7 +242,8 @@ static kiln_status http_submit(kiln_target *base, const json_t *graph, kiln_subm
     out->t1 = kiln_clock_wall_s();
     out->wall_seconds = kiln_clock_s() - c0;
     /* exec: the server's own stamps; a server without them is timed from the client (and says so in the log). */
-    out->exec_seconds = (!isnan(start) && !isnan(done) && done >= start) ? (done - start) / 1000.0 : out->wall_seconds;
+    out->exec_from_target = !isnan(start) && !isnan(done) && done >= start;
+    out->exec_seconds = out->exec_from_target ? (done - start) / 1000.0 : out->wall_seconds;
     return KILN_OK;
 }
 

@@ -143,15 +143,24 @@ json_t *kiln_workflow_instantiate(const kiln_workflow *w, const char *prompt, lo
     return g;
 }
 
+void kiln_workflow_set_knobs(json_t *graph, int width, int height, long long steps) {
+    const char *id;
+    json_t *n;
+    json_object_foreach(graph, id, n) {
+        json_t *in = json_object_get(n, "inputs");
+        if (steps > 0 && json_is_integer(json_object_get(in, "steps")))
+            json_object_set_new(in, "steps", json_integer(steps));
+        if (width > 0 && json_is_integer(json_object_get(in, "width")) && json_is_integer(json_object_get(in, "height"))) {
+            json_object_set_new(in, "width", json_integer(width));
+            json_object_set_new(in, "height", json_integer(height));
+        }
+    }
+}
+
 /* A copy of w's graph with every steps input set to steps. */
 static json_t *with_steps(const json_t *graph, json_int_t steps) {
     json_t *g = json_deep_copy(graph);
-    const char *id;
-    json_t *n;
-    json_object_foreach(g, id, n) {
-        json_t *in = json_object_get(n, "inputs");
-        if (json_is_integer(json_object_get(in, "steps"))) json_object_set_new(in, "steps", json_integer(steps));
-    }
+    if (g) kiln_workflow_set_knobs(g, 0, 0, steps);
     return g;
 }
 

@@ -34,6 +34,10 @@ void kiln_workflow_free(kiln_workflow *w);
  * RandomNoise.noise_seed / KSampler.seed, and filename_prefix on every SaveImage. NULL when out of memory. */
 json_t *kiln_workflow_instantiate(const kiln_workflow *w, const char *prompt, long long seed, const char *prefix);
 
+/* Sets, in place, every integer "steps" input to steps (when steps > 0) and every integer width/height pair
+ * (EmptyFlux2LatentImage, EmptyLatentImage, Flux2Scheduler, ...) to width x height (when width > 0). */
+void kiln_workflow_set_knobs(json_t *graph, int width, int height, long long steps);
+
 /* Receipts (seed 000): when graph b is graph a with only its step count changed, a's receipt names b:
  * "graph-at-<b's steps>-steps" -> b's graph digest (so a 32-step graph points at the 8-step graph it was derived
  * from, and back). Compares canonical digests, so formatting never matters. Adds to receipt (an object). */

@@ -41,9 +41,11 @@ static void usage(FILE *out) {
             "       kiln bench check [--unknown] REPORT...\n"
             "                                         validate reports (schema + consistency); --unknown lists\n"
             "                                         the fields kept but not understood\n"
-            "       kiln bench plot REPORT -o FILE.png  seconds per image and the telemetry trace as a PNG\n"
-            "       kiln bench digest FILE...         graph_digest (canonical JSON) and file_digest (bytes)\n"
-            "report schema: docs/bench-report.md\n");
+            "       kiln bench plot REPORT -o FILE.png  seconds per image and the telemetry trace (serve-load: latency\n"
+            "                                         and queue wait by send time) as a PNG\n"
+            "       kiln bench digest FILE...         graph_digest (canonical JSON) and file_digest (bytes)\n");
+    kiln_bench_serve_usage(out);
+    fprintf(out, "report schema: docs/bench-report.md\n");
 }
 
 static int fail(const kiln_err *err) {
@@ -104,10 +106,12 @@ static int cmd_plot(int argc, char **argv) {
     kiln_report *r;
     if (kiln_report_load(argv[1], &r, &err) != KILN_OK) return fail(&err);
     int rc = 0;
-    if (!r->typed_ok || r->kind != KILN_REPORT_SECONDS_PER_IMAGE) {
-        fprintf(stderr, "kiln bench plot: %s is not a valid seconds-per-image report (see kiln bench check)\n", argv[1]);
+    if (!r->typed_ok || (r->kind != KILN_REPORT_SECONDS_PER_IMAGE && r->kind != KILN_REPORT_SERVE_LOAD)) {
+        fprintf(stderr, "kiln bench plot: %s is not a valid seconds-per-image or serve-load report (see kiln bench check)\n",
+                argv[1]);
         rc = 4;
-    } else if (kiln_bench_plot(r->root, argv[3], &err) != KILN_OK) {
+    } else if ((r->kind == KILN_REPORT_SERVE_LOAD ? kiln_bench_plot_serve(r->root, argv[3], &err)
+                                                  : kiln_bench_plot(r->root, argv[3], &err)) != KILN_OK) {
         rc = fail(&err);
     }
     kiln_report_free(r);
@@ -296,6 +300,7 @@ int kiln_cmd_bench(int argc, char **argv) {
     }
     if (!strcmp(argv[1], "run")) return cmd_run(argc - 1, argv + 1);
     if (!strcmp(argv[1], "compare")) return cmd_compare(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "serve")) return kiln_cmd_bench_serve(argc - 1, argv + 1);
     if (!strcmp(argv[1], "show")) return cmd_show(argc - 1, argv + 1);
     if (!strcmp(argv[1], "check")) return cmd_check(argc - 1, argv + 1);
     if (!strcmp(argv[1], "digest")) return cmd_digest(argc - 1, argv + 1);

@@ -3,12 +3,17 @@
 #ifndef KILN_CLI_COMMANDS_H
 #define KILN_CLI_COMMANDS_H
 
+#include <stdio.h>
+
 int kiln_cmd_inspect(int argc, char **argv);
 int kiln_cmd_mkweights(int argc, char **argv);
 int kiln_cmd_bench_sys(int argc, char **argv);
 int kiln_cmd_generate(int argc, char **argv);
 int kiln_cmd_tokenize(int argc, char **argv);
 int kiln_cmd_bench(int argc, char **argv);
+/* `kiln bench serve` (cmd_bench_serve.c) and its lines of the bench help. */
+int kiln_cmd_bench_serve(int argc, char **argv);
+void kiln_bench_serve_usage(FILE *f);
 int kiln_cmd_bench_ops(int argc, char **argv);
 int kiln_cmd_serve(int argc, char **argv);
 int kiln_cmd_convert(int argc, char **argv);

@@ -16,6 +16,7 @@
  * of a batch is claimed (RUNNING) in the store before the forward starts, so a crash mid-batch re-queues all.
  * If the shared forward fails or is stopped, each job simply calls the engine itself. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -23,6 +24,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "server/openai.h"
+#include "server/output_commit.h"
 #include "server/server_internal.h"
 
 #define MAX_BATCH_JOBS 16
@@ -34,6 +36,7 @@ typedef struct job_run {
     kiln_job job;
     json_t *messages;      /* history messages */
     json_t *executed;      /* node ids that ran */
+    json_t *deferred;      /* node -> ui of "executed" events naming output files: sent once they are committed */
     bool started;          /* execution_start sent (batch members get it before the shared forward) */
     const kiln_graph *graph;
     bool captured;         /* params holds the graph's engine call (strings below are owned) */
@@ -151,8 +154,23 @@ static void hook_latent_preview(void *ctx, const char *node, const float *latent
     kiln_free(jpg);
 }
 
+static bool names_outputs(const json_t *ui) {
+    const json_t *img;
+    size_t i;
+    json_array_foreach(json_object_get(ui, "images"), i, img) {
+        const char *t = json_string_value(json_object_get(img, "type"));
+        if (t && !strcmp(t, "output")) return true;
+    }
+    return false;
+}
+
 static void hook_executed(void *ctx, const char *node, json_t *ui) {
     job_run *jr = ctx;
+    if (names_outputs(ui)) { /* its files are staged: the event names the committed files, after the commit */
+        if (!jr->deferred) jr->deferred = json_object();
+        json_object_set(jr->deferred, node, ui);
+        return;
+    }
     emit(jr, "executed", json_pack("{s:s, s:s, s:O, s:s}", "node", node, "display_node", node, "output", ui,
                                    "prompt_id", jr->job.id), false);
 }
@@ -215,6 +233,7 @@ static void job_run_clear(job_run *jr) {
     kiln_job_clear(&jr->job);
     json_decref(jr->messages);
     json_decref(jr->executed);
+    json_decref(jr->deferred);
     json_decref(jr->batched_with);
     json_decref(jr->nodes_state);
     for (int i = 0; i < 8; i++) kiln_free(jr->owned[i]);
@@ -414,6 +433,52 @@ static void emit_start(job_run *jr) {
     jr->started = true;
 }
 
+/* Fault injection for tests/cli/serve_output_commit.sh: KILN_FAULT_PAUSE=<point>:<seconds> holds the worker at
+ * that point of every job - "after-stage" (the graph's files staged, nothing committed) or "after-link" (the files
+ * committed, the job not yet recorded finished) - so that the test can kill -9 the node exactly there. */
+static void fault_pause(const char *point) {
+    const char *v = getenv("KILN_FAULT_PAUSE");
+    size_t n = strlen(point);
+    if (!v || strncmp(v, point, n) != 0 || v[n] != ':') return;
+    double sec = atof(v + n + 1);
+    log_warn("serve: KILN_FAULT_PAUSE: holding %.1f s %s", sec, point);
+    struct timespec ts = {(time_t)sec, (long)((sec - (double)(time_t)sec) * 1e9)};
+    nanosleep(&ts, NULL);
+}
+
+/* false when another attempt has the job now (this node's lease expired while it ran and another node claimed
+ * it, or that attempt already finished it): this attempt must not commit files. */
+static bool still_ours(kiln_server *srv, const kiln_job *mine) {
+    kiln_job now;
+    if (kiln_store_get(srv->store, mine->id, &now, NULL) != KILN_OK) return true; /* cannot tell: the plan decides */
+    bool ours = now.state == KILN_JOB_RUNNING && now.attempts == mine->attempts;
+    kiln_job_clear(&now);
+    return ours;
+}
+
+/* The staged outputs of a finished graph committed to the output folder (output_commit.h), then the "executed"
+ * events that name them. */
+static kiln_status commit_outputs(job_run *jr, const char *stage, bool planned, json_t **outputs, kiln_err *err) {
+    kiln_server *srv = jr->w->srv;
+    fault_pause("after-stage");
+    if (!still_ours(srv, &jr->job))
+        return KILN_FAIL(err, KILN_E_IO, "another node took the job over (this node's lease expired): not committing");
+    json_t *fin;
+    KILN_TRY(kiln_outputs_commit(srv->output_dir, stage, *outputs, planned, &fin, err));
+    json_decref(*outputs);
+    *outputs = fin;
+    const char *node;
+    json_t *ui;
+    json_object_foreach(planned ? fin : jr->deferred, node, ui) {
+        json_t *now = json_object_get(fin, node);
+        if (planned && !names_outputs(now)) continue;
+        emit(jr, "executed", json_pack("{s:s, s:s, s:O, s:s}", "node", node, "display_node", node, "output",
+                                       now ? now : ui, "prompt_id", jr->job.id), false);
+    }
+    fault_pause("after-link");
+    return KILN_OK;
+}
+
 /* Runs one claimed job to its final state. */
 static void run_job(kiln_worker *w, job_run *jr) {
     kiln_server *srv = w->srv;
@@ -431,15 +496,22 @@ static void run_job(kiln_worker *w, job_run *jr) {
     double engine_ms = 0;
     size_t peak_bytes = 0;
     kiln_status s;
+    char stage[4096] = "";
+    bool planned = false;
     if (!graph_json) {
         s = KILN_FAIL(&err, KILN_E_FORMAT, "stored job has no graph");
     } else if (kiln_graph_parse(graph_json, &srv->cfg.limits, srv->cfg.models_dir, &g, &errors) != KILN_OK) {
         char *txt = json_dumps(errors, JSON_COMPACT);
         s = KILN_FAIL(&err, KILN_E_INVALID, "the graph no longer validates: %.900s", txt ? txt : "?");
         free(txt);
+    } else if ((s = kiln_outputs_begin(srv->output_dir, job->id, stage, &planned, &outputs, &err)) != KILN_OK) {
+        stage[0] = 0;
+    } else if (planned) { /* an earlier attempt ran the graph and planned its files: commit them, run nothing */
+        jr->graph = g;
+        log_warn("serve: job %s: an earlier attempt's outputs are planned; committing them", job->id);
     } else {
         jr->graph = g;
-        kiln_exec_env env = {.models_root = srv->cfg.models_dir, .output_dir = srv->output_dir,
+        kiln_exec_env env = {.models_root = srv->cfg.models_dir, .output_dir = stage,
                              .temp_dir = srv->temp_dir, .input_dir = srv->input_dir,
                              .engine = srv->cfg.engine ? &jr->eng : NULL, .prompt_id = job->id,
                              .extra_pnginfo = json_object_get(json_object_get(req, "extra_data"), "extra_pnginfo"),
@@ -453,6 +525,7 @@ static void run_job(kiln_worker *w, job_run *jr) {
         s = kiln_graph_execute(g, &env, &hooks, &outputs, failed, &err);
     }
     json_decref(errors);
+    if (s == KILN_OK && stage[0]) s = commit_outputs(jr, stage, planned, &outputs, &err);
 
     if (s == KILN_E_CANCELLED && atomic_load(&w->stopping) && !atomic_load(&w->interrupt)) {
         /* server shutdown: leave it RUNNING; the next start re-queues it */
@@ -502,6 +575,7 @@ static void run_job(kiln_worker *w, job_run *jr) {
             log_error("serve: recording the end of job %s: %s", job->id, ferr.msg);
             json_decref(last);
         } else {
+            if (stage[0]) kiln_outputs_done(stage); /* the job is finished: its staging folder has served */
             kiln_events_send(srv, job->client_id, last_type, last);
             int images = 0;
             const char *okey;

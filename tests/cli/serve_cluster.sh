@@ -19,6 +19,7 @@ if [ -n "${KILN_CLUSTER_SANITIZED:-}" ]; then
 fi
 "$PY" "$KILN_SOURCE_DIR/tests/py/cluster_load.py" --kiln "$KILN_BIN" --src "$KILN_SOURCE_DIR" --models "$MODELS" \
   --out "$OUT" --scratch "$SCRATCH" --queue "$PG_URI" --psql "$PGBIN/psql" \
-  --nodes 3 --clients "${KILN_CLUSTER_CLIENTS:-16}" --seconds "${KILN_CLUSTER_SECONDS:-20}" --kill-every 5 --lease 2 "${extra[@]}" \
+  --nodes 3 --clients "${KILN_CLUSTER_CLIENTS:-16}" --seconds "${KILN_CLUSTER_SECONDS:-20}" --kill-every 5 --lease 2 \
+  --drain-wait "${KILN_CLUSTER_DRAIN:-40}" "${extra[@]}" \
   || { for f in "$SCRATCH"/node.*.log; do echo "== $f"; tail -15 "$f"; done; exit 1; }
 echo "ok   cluster: every accepted job completed exactly once"
