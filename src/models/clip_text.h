@@ -41,7 +41,6 @@ typedef struct kiln_clip_text {
     kiln_tensor pos_embed;                        /* [P, D] */
     kiln_tensor final_scale, final_b;             /* f32 [D] final_layer_norm (weight - 1, bias) */
     kiln_clip_layer *layers;
-    float *scales; /* the owned (weight - 1) vectors */
     kiln_wset ws;
 } kiln_clip_text;
 

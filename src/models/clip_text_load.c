@@ -51,17 +51,15 @@ static kiln_status read_config(kiln_clip_text *m, const char *path, kiln_err *er
     return s;
 }
 
-/* A LayerNorm's weight as (weight - 1) and its bias, f32. */
-static kiln_status layer_norm(kiln_clip_text *m, float **next, kiln_tensor *scale, kiln_tensor *bias, const char *name) {
+/* A LayerNorm's weight as (weight - 1) and its bias, f32. The (weight - 1) is made in the f32 copy kiln_w_vec
+ * hands out (owned by the wset and one of its ranges), so it is placed with the other weights: a buffer of its
+ * own would be host memory a GPU op cannot read (the strict-residency check). */
+static kiln_status layer_norm(kiln_clip_text *m, kiln_tensor *scale, kiln_tensor *bias, const char *name) {
     kiln_wset *ws = &m->ws;
-    kiln_tensor w;
-    KILN_TRY(kiln_w_vec(ws, &w, m->hidden, "%s.weight", name));
+    KILN_TRY(kiln_w_vec(ws, scale, m->hidden, "%s.weight", name));
     KILN_TRY(kiln_w_vec(ws, bias, m->hidden, "%s.bias", name));
-    float *d = *next;
-    const float *src = w.data;
-    for (int i = 0; i < m->hidden; i++) d[i] = src[i] - 1.0f;
-    *scale = kiln_tensor_make(d, KILN_DT_F32, 1, (int64_t[]){m->hidden});
-    *next += m->hidden;
+    float *d = scale->data;
+    for (int i = 0; i < m->hidden; i++) d[i] -= 1.0f;
     return KILN_OK;
 }
 
@@ -91,20 +89,18 @@ kiln_status kiln_clip_text_load(const kiln_st_file *ck, const char *config_json,
     }
     m->head_dim = m->hidden / m->n_heads;
     m->layers = kiln_calloc((size_t)m->n_layers, sizeof *m->layers);
-    m->scales = kiln_malloc(sizeof(float) * (size_t)m->hidden * (2 * (size_t)m->n_layers + 1));
-    if (!m->layers || !m->scales) {
+    if (!m->layers) {
         s = KILN_FAIL(err, KILN_E_NOMEM, "CLIP: out of memory");
         goto fail;
     }
-    float *next = m->scales;
     int D = m->hidden, F = m->ffn;
     char name[128];
     for (int i = 0; i < m->n_layers; i++) {
         kiln_clip_layer *L = &m->layers[i];
         snprintf(name, sizeof name, "%s.%d.layer_norm1", p, i);
-        if ((s = layer_norm(m, &next, &L->ln1_scale, &L->ln1_b, name))) goto fail;
+        if ((s = layer_norm(m, &L->ln1_scale, &L->ln1_b, name))) goto fail;
         snprintf(name, sizeof name, "%s.%d.layer_norm2", p, i);
-        if ((s = layer_norm(m, &next, &L->ln2_scale, &L->ln2_b, name))) goto fail;
+        if ((s = layer_norm(m, &L->ln2_scale, &L->ln2_b, name))) goto fail;
         if ((s = kiln_w_mat(ws, &L->wq, D, D, "%s.%d.self_attn.q_proj.weight", p, i)) ||
             (s = kiln_w_vec(ws, &L->bq, D, "%s.%d.self_attn.q_proj.bias", p, i)) ||
             (s = kiln_w_mat(ws, &L->wk, D, D, "%s.%d.self_attn.k_proj.weight", p, i)) ||
@@ -119,7 +115,7 @@ kiln_status kiln_clip_text_load(const kiln_st_file *ck, const char *config_json,
             (s = kiln_w_vec(ws, &L->b2, D, "%s.%d.mlp.fc2.bias", p, i)))
             goto fail;
     }
-    if ((s = layer_norm(m, &next, &m->final_scale, &m->final_b, "text_model.final_layer_norm"))) goto fail;
+    if ((s = layer_norm(m, &m->final_scale, &m->final_b, "text_model.final_layer_norm"))) goto fail;
     if (m->n_layers == 0) {
         s = KILN_FAIL(err, KILN_E_FORMAT, "CLIP: no encoder layers");
         goto fail;
@@ -135,6 +131,5 @@ void kiln_clip_text_free(kiln_clip_text *m) {
     if (!m) return;
     kiln_wset_free(&m->ws);
     kiln_free(m->layers);
-    kiln_free(m->scales);
     kiln_free(m);
 }
