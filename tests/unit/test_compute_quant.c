@@ -1,5 +1,6 @@
-/* test_compute_quant.c - matmul with quantised weights (GGML blocks, fp8 with a per-tensor scale), which stay
- * quantised and are widened per K slice inside the weight packing (compute/cpu/gemm_quant.c).
+/* test_compute_quant.c - matmul with quantised weights (GGML blocks, fp8 with a per-tensor scale) and f16 weights
+ * (ComfyUI's t5xxl_fp16), which stay as stored and are widened per K slice inside the weight packing
+ * (compute/cpu/gemm_quant.c).
  *
  * On every instruction-set tier this machine has, and in both precisions (quantised weights always run EXACT):
  * y = x . W^T against a float64 product with W the dequantised weight (tensor/quant.h kiln_dequant, fp8 -> f32
@@ -30,7 +31,7 @@ static float frand(void) {
 
 typedef struct qcase {
     const char *what;
-    kiln_dtype dt;   /* QBLOCK or F8_* */
+    kiln_dtype dt;   /* QBLOCK, F8_* or F16 */
     uint32_t qtype;  /* QBLOCK */
     float scale;     /* fp8 */
 } qcase;
@@ -48,6 +49,14 @@ static void *make_weight(const qcase *c, int64_t N, int64_t K, float *wf, size_t
         w = malloc(*bytes);
         CHECK(kiln_quantize(w, c->qtype, src, (size_t)(N * K), &err) == KILN_OK);
         CHECK(kiln_dequant_ref(wf, c->qtype, w, (size_t)(N * K), &err) == KILN_OK);
+    } else if (c->dt == KILN_DT_F16) {
+        *bytes = (size_t)(N * K) * 2;
+        uint16_t *h = malloc(*bytes);
+        for (int64_t i = 0; i < N * K; i++) {
+            h[i] = kiln_f32_to_f16(src[i] * 3.0f);
+            wf[i] = kiln_f16_to_f32(h[i]);
+        }
+        w = h;
     } else {
         *bytes = (size_t)(N * K);
         uint8_t *b = malloc(*bytes);
@@ -115,6 +124,7 @@ static const qcase cases[] = {
     {"Q4_K", KILN_DT_QBLOCK, KILN_QT_Q4_K, 0},
     {"e4m3 x 0.0021", KILN_DT_F8_E4M3, 0, 0.0021f},
     {"e5m2 x 3.5e-5", KILN_DT_F8_E5M2, 0, 3.5e-5f},
+    {"f16 (t5xxl_fp16)", KILN_DT_F16, 0, 0},
 };
 
 static void test_matmul_quant(void) {

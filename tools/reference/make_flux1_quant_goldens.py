@@ -19,7 +19,6 @@ image_u8 (the official image on the dequantised weights), image_u8_bf16 (on the 
 
 Run: /opt/kiln-ref/bin/python tools/reference/make_flux1_quant_goldens.py   (regenerate.sh runs it)
 """
-import copy
 import json
 import os
 import sys
@@ -52,29 +51,16 @@ def main():
     os.makedirs(q.QDIR, exist_ok=True)
     pipe = f1.pipeline("dev", "f32")
     base = pipe.transformer
-    sd = {k: v.detach().clone() for k, v in base.state_dict().items()}
-    ids, off = {}, 0  # where each BFL element comes from: the same mapping run on element ids (exact in float64)
-    for k in sorted(sd):
-        n = sd[k].numel()
-        ids[k] = torch.arange(off, off + n, dtype=torch.float64).reshape(sd[k].shape)
-        off += n
-    bfl = f1.dit_to_bfl(sd)
-    src = f1.dit_to_bfl(ids)
+    back = q.Unmapper(base, f1.dit_to_bfl)
     g = torch.Generator().manual_seed(SEED)
     noise = runs.bf16_exact(torch.randn(1, f1.DIT["in_channels"], H // 16, W // 16, generator=g))
     ref_img = run(pipe, noise)
     for fmt, qt in (("q8_0", T.Q8_0), ("q4_k", T.Q4_K), ("fp8_bfl", None)):
         if qt is not None:
-            deq, types = q.gguf_file(fmt, bfl, qt, prefix=STEM, arch="flux")
+            deq, types = q.gguf_file(fmt, back.bfl, qt, prefix=STEM, arch="flux")
         else:
-            deq, types = q.fp8_file(fmt, bfl, prefix=STEM)
-        flat = torch.full((off,), float("nan"), dtype=torch.float32)
-        for k, v in deq.items():
-            flat[src[k].long().flatten()] = v.flatten()
-        assert not torch.isnan(flat).any()
-        dit = copy.deepcopy(base)
-        dit.load_state_dict({k: flat[ids[k].long()].reshape(sd[k].shape) for k in sd})
-        pipe.transformer = dit.eval()
+            deq, types = q.fp8_file(fmt, back.bfl, prefix=STEM)
+        pipe.transformer = back.model(deq)
         img = run(pipe, noise)
         pipe.transformer = base
         ext = "gguf" if qt is not None else "safetensors"

@@ -159,6 +159,33 @@ def fp8_file(fmt, bfl, prefix="klein"):
     return deq, {"e4m3": len([k for k in out if out[k].dtype == torch.float8_e4m3fn and out[k].numel()])}
 
 
+class Unmapper:
+    """Maps dequantised BFL-named weights back onto the diffusers model they came from: the layout conversion
+    (to_bfl, which fuses and reorders) is run once on element ids (exact in float64), so every BFL element knows
+    its diffusers source."""
+
+    def __init__(self, base, to_bfl):
+        self.base = base
+        self.sd = {k: v.detach().clone() for k, v in base.state_dict().items()}
+        self.ids, self.n = {}, 0
+        for k in sorted(self.sd):
+            c = self.sd[k].numel()
+            self.ids[k] = torch.arange(self.n, self.n + c, dtype=torch.float64).reshape(self.sd[k].shape)
+            self.n += c
+        self.bfl = to_bfl(self.sd)
+        self.src = to_bfl(self.ids)
+
+    def model(self, deq):
+        """A copy of the base model holding the dequantised values deq (BFL names -> float32 tensors)."""
+        flat = torch.full((self.n,), float("nan"), dtype=torch.float32)
+        for k, v in deq.items():
+            flat[self.src[k].long().flatten()] = v.flatten()
+        assert not torch.isnan(flat).any()
+        m = copy.deepcopy(self.base)
+        m.load_state_dict({k: flat[self.ids[k].long()].reshape(self.sd[k].shape) for k in self.sd})
+        return m.eval()
+
+
 def run(dit):
     from diffusers import FlowMatchEulerDiscreteScheduler, Flux2KleinPipeline
 
@@ -178,26 +205,12 @@ def main():
     common.deterministic()
     os.makedirs(QDIR, exist_ok=True)
     base = runs.dit("f32")
-    sd = {k: v.detach().clone() for k, v in base.state_dict().items()}
-    # where each BFL element comes from: the same mapping run on element ids (exact in float64)
-    ids, off = {}, 0
-    for k in sorted(sd):
-        n = sd[k].numel()
-        ids[k] = torch.arange(off, off + n, dtype=torch.float64).reshape(sd[k].shape)
-        off += n
-    bfl = layouts.dit_diffusers_to_bfl(sd)
-    src = layouts.dit_diffusers_to_bfl(ids)
+    back = Unmapper(base, layouts.dit_diffusers_to_bfl)
     noise, ref_img = run(base)
     formats = [("q8_0", T.Q8_0), ("q4_k", T.Q4_K), ("q6_k", T.Q6_K), ("fp8_bfl", None), ("fp8_scaled", None)]
     for fmt, qt in formats:
-        deq, types = gguf_file(fmt, bfl, qt) if qt is not None else fp8_file(fmt, bfl)
-        flat = torch.full((off,), float("nan"), dtype=torch.float32)
-        for k, v in deq.items():
-            flat[src[k].long().flatten()] = v.flatten()
-        assert not torch.isnan(flat).any()
-        dit = copy.deepcopy(base)
-        dit.load_state_dict({k: flat[ids[k].long()].reshape(sd[k].shape) for k in sd})
-        _, img = run(dit.eval())
+        deq, types = gguf_file(fmt, back.bfl, qt) if qt is not None else fp8_file(fmt, back.bfl)
+        _, img = run(back.model(deq))
         g = common.Golden("quant_%s_f32" % fmt, "f32", "Flux2KleinPipeline (distilled, f32) on the tiny DiT "
                           "dequantised from tests/data/quant/klein-%s.*; image_u8_bf16: on the unquantised DiT" % fmt)
         g.add("noise", noise, tol=(0, 0))

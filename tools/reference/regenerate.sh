@@ -28,6 +28,7 @@ cd "$here"
 "$py" make_flux1_schedule_golden.py
 "$py" make_comfy_sigmas_golden.py
 "$py" make_flux1_pipeline_golden.py
+"$py" make_flux1_quant_goldens.py   # the tiny FLUX.1 [dev] DiT quantised (needs the tiny flux1 models)
 # LoRA adapters in each format and diffusers' load_lora_weights + fuse_lora images (needs peft)
 "$py" make_lora_goldens.py
 "$py" describe_goldens.py

@@ -24,7 +24,7 @@ typedef struct cpu_gemm {
     const void *w; /* [N, K], row stride ldw */
     int64_t ldw;
     bool w_bf16;
-    /* A quantised weight (dtype QBLOCK, F8_E4M3 or F8_E5M2; ldw in bytes): widened to f32 per K slice inside
+    /* A quantised weight (dtype QBLOCK, F8_E4M3, F8_E5M2 or F16; ldw in bytes): widened to f32 per K slice inside
      * the weight packing (gemm_quant.c), never as a whole copy. Runs EXACT (like f32 weights): packed kernel on
      * the vector tiers (for any M), a slice loop on the generic tier. */
     kiln_dtype wq; /* KILN_DT_F32 = not quantised */

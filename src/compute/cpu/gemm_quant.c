@@ -1,4 +1,5 @@
-/* gemm_quant.c - quantised weights (GGUF blocks, fp8 with a per-tensor scale) in the matmul core (see gemm.h).
+/* gemm_quant.c - quantised weights (GGUF blocks, fp8 with a per-tensor scale) and f16 weights in the matmul core
+ * (see gemm.h).
  *
  * The weight stays as the checkpoint stores it (mapped); each task widens only the K slice of its weight rows it
  * is about to use, into the per-thread pack buffers the packed kernel already has. The values are exactly those
@@ -6,12 +7,19 @@
  * f32 (what ComfyUI's dequantisation computes before its cast), so EXACT runs of a quantised model equal f32 runs
  * on the dequantised weights. */
 #include "compute/cpu/gemm.h"
+#include "tensor/convert.h"
 #include "tensor/quant.h"
 
 void cpu_gemm_wq_rows(const cpu_gemm *g, float *dst, int64_t ld, int64_t n0, int64_t n1, int64_t kc, int64_t ke) {
     if (g->wq == KILN_DT_QBLOCK) {
         /* arguments were checked when the matmul was set up (whole blocks, known type): cannot fail here */
         (void)kiln_dequant_rows(dst, ld, g->wq_type, g->w, g->K, n0, n1, kc, ke, NULL);
+        return;
+    }
+    if (g->wq == KILN_DT_F16) { /* every f16 value is exact in f32 */
+        for (int64_t n = n0; n < n1; n++)
+            kiln_f16_to_f32_n(dst + (n - n0) * ld, (const uint16_t *)((const uint8_t *)g->w + n * g->ldw) + kc,
+                              (size_t)(ke - kc));
         return;
     }
     const float s = g->wq_scale;

@@ -69,10 +69,12 @@ kiln_status cpu_matmul(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, c
     KILN_TRY(cpu_as_mat(y, KILN_DT_F32, "matmul", "y", &ym, err));
     KILN_TRY(cpu_as_mat(x, KILN_DT_F32, "matmul", "x", &xm, err));
     KILN_TRY(cpu_as_mat(w, -1, "matmul", "w", &wm, err));
-    const bool quant = wm.dt == KILN_DT_QBLOCK || wm.dt == KILN_DT_F8_E4M3 || wm.dt == KILN_DT_F8_E5M2;
+    /* f16 weights (ComfyUI's t5xxl_fp16.safetensors) take the quantised path: widened to f32 per K slice, EXACT */
+    const bool quant = wm.dt == KILN_DT_QBLOCK || wm.dt == KILN_DT_F8_E4M3 || wm.dt == KILN_DT_F8_E5M2 ||
+                       wm.dt == KILN_DT_F16;
     if (wm.dt != KILN_DT_BF16 && wm.dt != KILN_DT_F32 && !quant)
-        return KILN_FAIL(err, KILN_E_UNSUPPORTED, "matmul: weight dtype %s (expected bf16, f32, fp8 or GGML blocks)",
-                         kiln_dtype_name(wm.dt));
+        return KILN_FAIL(err, KILN_E_UNSUPPORTED, "matmul: weight dtype %s (expected bf16, f32, f16, fp8 or GGML "
+                         "blocks)", kiln_dtype_name(wm.dt));
     if (w->ndim != 2 || xm.cols != wm.cols || ym.rows != xm.rows || ym.cols != wm.rows)
         return KILN_FAIL(err, KILN_E_INVALID,
                          "matmul: shapes do not chain: y [%lld, %lld] = x [%lld, %lld] . w [%lld, %lld]^T",
@@ -84,6 +86,7 @@ kiln_status cpu_matmul(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, c
     g->x = (const float *)xm.data, g->ldx = xm.ld;
     g->w = wm.data, g->ldw = wm.ld, g->w_bf16 = wm.dt == KILN_DT_BF16;
     g->wq = quant ? wm.dt : KILN_DT_F32, g->wq_type = w->qtype, g->wq_scale = w->qscale != 0.0f ? w->qscale : 1.0f;
+    if (wm.dt == KILN_DT_F16) g->ldw = wm.ld * 2, g->wq_scale = 1.0f; /* (a quantised weight's ldw is in bytes) */
     if (wm.dt == KILN_DT_QBLOCK) { /* whole rows of whole blocks of a type kiln dequantises */
         const kiln_qtype_info *q = kiln_qtype_get(w->qtype);
         if (!q || !q->dequant)
