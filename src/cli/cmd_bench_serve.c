@@ -1,5 +1,5 @@
-/* cmd_bench_serve.c - `kiln bench serve`: the options of the load generator (src/bench/serve_load.h). One table
- * gives both the parsing and the help text, so the two cannot drift apart. */
+/* cmd_bench_serve.c - `kiln bench serve`: the options of the load generator (src/bench/serve_load.h), as one
+ * table (cli/options.h) that gives both the parsing and the help text. */
 #include <errno.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -10,52 +10,13 @@
 #include "bench/plot.h"
 #include "bench/serve_load.h"
 #include "cli/commands.h"
+#include "cli/options.h"
 
 typedef struct serve_args {
     kiln_serve_cfg cfg;
     const char *out, *plot;
-    long long seed;
+    bool have_rate, have_conc;
 } serve_args;
-
-typedef enum okind { O_STR, O_INT, O_NUM, O_SEED, O_API, O_ARRIVAL, O_RATES, O_CONC, O_SIZES, O_STEPS } okind;
-
-typedef struct opt {
-    const char *name, *arg, *help;
-    okind kind;
-    size_t off;      /* into serve_args (O_STR, O_INT, O_NUM) */
-    double lo, hi;   /* O_INT, O_NUM bounds */
-} opt;
-
-#define OFF(f) offsetof(serve_args, f)
-static const opt opts[] = {
-    {"--url", "URL", "the server: http://host:port", O_STR, OFF(cfg.url), 0, 0},
-    {"--api", "comfy|openai", "POST /prompt + /history (ComfyUI API), or POST /v1/images/generations (default comfy)", O_API, 0, 0, 0},
-    {"--graph", "FILE", "comfy: the template graph (size, steps, prompt and seed patched per request)", O_STR, OFF(cfg.graph), 0, 0},
-    {"--model", "NAME", "openai: the \"model\" sent (default: none)", O_STR, OFF(cfg.model), 0, 0},
-    {"--requests", "N", "requests per run (default 32)", O_INT, OFF(cfg.requests), 1, KILN_SERVE_MAX_REQUESTS},
-    {"--rate", "R[,R...]", "open loop: requests/s, one run per rate", O_RATES, 0, 0, 0},
-    {"--arrival", "poisson|constant", "open-loop gaps: exponential (seeded) or 1/rate (default poisson)", O_ARRIVAL, 0, 0, 0},
-    {"--concurrency", "C[,C...]", "closed loop instead: C clients, each sending when its last answer came", O_CONC, 0, 0, 0},
-    {"--sizes", "WxH[,WxH...]", "the size mix (default: the graph's; openai 1024x1024)", O_SIZES, 0, 0, 0},
-    {"--steps", "N[,N...]", "the steps mix (default: the graph's; openai: not sent)", O_STEPS, 0, 0, 0},
-    {"--prompts", "FILE", "prompts, one a line, drawn per request (default: one built-in prompt)", O_STR, OFF(cfg.prompts_file), 0, 0},
-    {"--seed", "N", "the mix, the Poisson gaps and the image seeds (default 1)", O_SEED, 0, 0, 0},
-    {"--warmup", "N", "unloaded requests, one at a time, before the runs: the SLO baseline (default 3)", O_INT, OFF(cfg.warmup), 1, 1000},
-    {"--slo-scale", "X", "deadline = X times the request's unloaded time (default 3, as vLLM-Omni)", O_NUM, OFF(cfg.slo_scale), 1e-6, 1e6},
-    {"--timeout", "S", "one request (default 600)", O_NUM, OFF(cfg.timeout_s), 1e-3, 1e6},
-    {"--max-in-flight", "N", "open loop: most requests in flight; a send held back shows as send lag (default 512)", O_INT, OFF(cfg.max_in_flight), 1, 65536},
-    {"-o", "REPORT", "write the serve-load report here (default: stdout)", O_STR, OFF(out), 0, 0},
-    {"--plot", "FILE.png", "also draw latency and queue wait by send time", O_STR, OFF(plot), 0, 0},
-};
-
-void kiln_bench_serve_usage(FILE *f) {
-    fprintf(f, "       kiln bench serve --url URL (--rate R[,R...] | --concurrency C[,C...]) [options]\n");
-    for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++) {
-        char head[64];
-        snprintf(head, sizeof head, "%s %s", opts[i].name, opts[i].arg);
-        fprintf(f, "         %-32s %s\n", head, opts[i].help);
-    }
-}
 
 /* "a,b,c" -> up to KILN_SERVE_MAX_LIST items through one item parser. */
 static bool parse_list(const char *v, size_t *n, bool (*item)(const char *s, size_t i, void *ctx), void *ctx) {
@@ -106,71 +67,103 @@ static bool steps_item(const char *s, size_t i, void *ctx) {
     return true;
 }
 
-static bool apply(const opt *o, const char *v, serve_args *a, bool *have_rate, bool *have_conc) {
-    char *base = (char *)a;
-    long n;
-    char *end;
-    switch (o->kind) {
-    case O_STR: *(const char **)(base + o->off) = v; return true;
-    case O_INT:
-        if (!whole(v, (long)o->lo, (long)o->hi, &n)) return false;
-        *(int *)(base + o->off) = (int)n;
-        return true;
-    case O_NUM: {
-        double d = strtod(v, &end);
-        if (!*v || *end || !(d >= o->lo && d <= o->hi)) return false;
-        *(double *)(base + o->off) = d;
-        return true;
-    }
-    case O_SEED:
-        if (!whole(v, 0, 1L << 48, &n)) return false;
-        a->cfg.seed = (uint64_t)n;
-        return true;
-    case O_API:
-        if (!strcmp(v, "comfy")) a->cfg.api = KILN_SERVE_API_COMFY;
-        else if (!strcmp(v, "openai")) a->cfg.api = KILN_SERVE_API_OPENAI;
-        else return false;
-        return true;
-    case O_ARRIVAL:
-        if (*have_conc) return false;
-        if (!strcmp(v, "poisson")) a->cfg.arrival = KILN_ARRIVAL_POISSON;
-        else if (!strcmp(v, "constant")) a->cfg.arrival = KILN_ARRIVAL_CONSTANT;
-        else return false;
-        return true;
-    case O_RATES: *have_rate = true; return !*have_conc && parse_list(v, &a->cfg.n_runs, rate_item, &a->cfg);
-    case O_CONC:
-        *have_conc = true;
-        a->cfg.arrival = KILN_ARRIVAL_CONCURRENCY;
-        return !*have_rate && parse_list(v, &a->cfg.n_runs, conc_item, &a->cfg);
-    case O_SIZES: return parse_list(v, &a->cfg.n_sizes, size_item, &a->cfg);
-    case O_STEPS: return parse_list(v, &a->cfg.n_steps, steps_item, &a->cfg);
-    }
-    return false;
+/* The option callbacks (cli/options.h): ctx is the serve_args. */
+static bool opt_api(void *ctx, const char *v, char *why, size_t cap) {
+    serve_args *a = ctx;
+    if (!strcmp(v, "comfy")) a->cfg.api = KILN_SERVE_API_COMFY;
+    else if (!strcmp(v, "openai")) a->cfg.api = KILN_SERVE_API_OPENAI;
+    else return snprintf(why, cap, "takes comfy or openai"), false;
+    return true;
+}
+static bool opt_arrival(void *ctx, const char *v, char *why, size_t cap) {
+    serve_args *a = ctx;
+    if (a->have_conc) return snprintf(why, cap, "and --concurrency exclude each other"), false;
+    if (!strcmp(v, "poisson")) a->cfg.arrival = KILN_ARRIVAL_POISSON;
+    else if (!strcmp(v, "constant")) a->cfg.arrival = KILN_ARRIVAL_CONSTANT;
+    else return snprintf(why, cap, "takes poisson or constant"), false;
+    return true;
+}
+static bool opt_rates(void *ctx, const char *v, char *why, size_t cap) {
+    serve_args *a = ctx;
+    a->have_rate = true;
+    if (a->have_conc) return snprintf(why, cap, "and --concurrency exclude each other"), false;
+    if (!parse_list(v, &a->cfg.n_runs, rate_item, &a->cfg))
+        return snprintf(why, cap, "needs up to %d rates in (0, 1e6] requests/s", KILN_SERVE_MAX_LIST), false;
+    return true;
+}
+static bool opt_conc(void *ctx, const char *v, char *why, size_t cap) {
+    serve_args *a = ctx;
+    a->have_conc = true;
+    a->cfg.arrival = KILN_ARRIVAL_CONCURRENCY;
+    if (a->have_rate) return snprintf(why, cap, "and --rate/--arrival exclude each other"), false;
+    if (!parse_list(v, &a->cfg.n_runs, conc_item, &a->cfg))
+        return snprintf(why, cap, "needs up to %d client counts in 1..1024", KILN_SERVE_MAX_LIST), false;
+    return true;
+}
+static bool opt_sizes(void *ctx, const char *v, char *why, size_t cap) {
+    serve_args *a = ctx;
+    if (parse_list(v, &a->cfg.n_sizes, size_item, &a->cfg)) return true;
+    return snprintf(why, cap, "needs up to %d sizes WxH, sides 16..16384", KILN_SERVE_MAX_LIST), false;
+}
+static bool opt_steps(void *ctx, const char *v, char *why, size_t cap) {
+    serve_args *a = ctx;
+    if (parse_list(v, &a->cfg.n_steps, steps_item, &a->cfg)) return true;
+    return snprintf(why, cap, "needs up to %d step counts in 1..10000", KILN_SERVE_MAX_LIST), false;
+}
+
+/* One table: the parser and kiln bench --help's lines for `bench serve`. */
+static size_t serve_opts(serve_args *a, kiln_opt *o) {
+    const kiln_opt t[] = {
+        KILN_OPT_STR("--url", NULL, "URL", "the server: http://host:port", &a->cfg.url),
+        KILN_OPT_CALL("--api", NULL, "comfy|openai",
+                      "POST /prompt + /history (ComfyUI API), or POST /v1/images/generations (default comfy)", opt_api, a),
+        KILN_OPT_STR("--graph", NULL, "FILE", "comfy: the template graph (size, steps, prompt and seed patched per request)",
+                     &a->cfg.graph),
+        KILN_OPT_STR("--model", NULL, "NAME", "openai: the \"model\" sent (default: none)", &a->cfg.model),
+        KILN_OPT_INT("--requests", NULL, "N", "requests per run (default 32)", &a->cfg.requests, 1,
+                     KILN_SERVE_MAX_REQUESTS),
+        KILN_OPT_CALL("--rate", NULL, "R[,R...]", "open loop: requests/s, one run per rate", opt_rates, a),
+        KILN_OPT_CALL("--arrival", NULL, "poisson|constant",
+                      "open-loop gaps: exponential (seeded) or 1/rate (default poisson)", opt_arrival, a),
+        KILN_OPT_CALL("--concurrency", NULL, "C[,C...]",
+                      "closed loop instead: C clients, each sending when its last answer came", opt_conc, a),
+        KILN_OPT_CALL("--sizes", NULL, "WxH[,WxH...]", "the size mix (default: the graph's; openai 1024x1024)", opt_sizes,
+                      a),
+        KILN_OPT_CALL("--steps", NULL, "N[,N...]", "the steps mix (default: the graph's; openai: not sent)", opt_steps, a),
+        KILN_OPT_STR("--prompts", NULL, "FILE", "prompts, one a line, drawn per request (default: one built-in prompt)",
+                     &a->cfg.prompts_file),
+        KILN_OPT_U64("--seed", NULL, "N", "the mix, the Poisson gaps and the image seeds (default 1)", &a->cfg.seed, 0,
+                     (double)(1LL << 48)),
+        KILN_OPT_INT("--warmup", NULL, "N", "unloaded requests, one at a time, before the runs: the SLO baseline (default 3)",
+                     &a->cfg.warmup, 1, 1000),
+        KILN_OPT_DOUBLE("--slo-scale", NULL, "X", "deadline = X times the request's unloaded time (default 3, as vLLM-Omni)",
+                        &a->cfg.slo_scale, 1e-6, 1e6),
+        KILN_OPT_DOUBLE("--timeout", NULL, "S", "one request (default 600)", &a->cfg.timeout_s, 1e-3, 1e6),
+        KILN_OPT_INT("--max-in-flight", NULL, "N",
+                     "open loop: most requests in flight; a send held back shows as send lag (default 512)",
+                     &a->cfg.max_in_flight, 1, 65536),
+        KILN_OPT_STR("--output", "-o", "REPORT", "write the serve-load report here (default: stdout)", &a->out),
+        KILN_OPT_STR("--plot", NULL, "FILE.png", "also draw latency and queue wait by send time", &a->plot),
+    };
+    memcpy(o, t, sizeof t);
+    return KILN_N(t);
+}
+
+#define SERVE_SYNOPSIS "       kiln bench serve --url URL (--rate R[,R...] | --concurrency C[,C...]) [options]\n"
+
+void kiln_bench_serve_usage(FILE *f) {
+    serve_args a = {.cfg = kiln_serve_cfg_default()};
+    kiln_opt o[32];
+    const kiln_opts spec = {.cmd = "kiln bench serve", .synopsis = SERVE_SYNOPSIS, .opts = o, .n = serve_opts(&a, o)};
+    kiln_opts_usage(&spec, f);
 }
 
 int kiln_cmd_bench_serve(int argc, char **argv) {
     serve_args a = {.cfg = kiln_serve_cfg_default()};
-    bool have_rate = false, have_conc = false;
-    for (int i = 1; i < argc; i += 2) {
-        const opt *o = NULL;
-        for (size_t k = 0; k < sizeof opts / sizeof opts[0]; k++)
-            if (!strcmp(argv[i], opts[k].name)) o = &opts[k];
-        if (!o) {
-            fprintf(stderr, "kiln bench serve: unknown option %s (kiln bench --help)\n", argv[i]);
-            return 2;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "kiln bench serve: %s needs a value (%s)\n", o->name, o->arg);
-            return 2;
-        }
-        if (!apply(o, argv[i + 1], &a, &have_rate, &have_conc)) {
-            fprintf(stderr, "kiln bench serve: bad value for %s: \"%s\" (%s%s)\n", o->name, argv[i + 1], o->arg,
-                    (o->kind == O_RATES || o->kind == O_CONC || o->kind == O_ARRIVAL) && have_rate && have_conc
-                        ? "; --rate/--arrival and --concurrency exclude each other"
-                        : "");
-            return 2;
-        }
-    }
+    kiln_opt o[32];
+    const kiln_opts spec = {.cmd = "kiln bench serve", .synopsis = SERVE_SYNOPSIS, .opts = o, .n = serve_opts(&a, o)};
+    int prc = kiln_opts_parse(&spec, argc, argv, NULL, NULL);
+    if (prc != KILN_OPTS_CONTINUE) return prc;
     json_t *rep = NULL;
     kiln_err err = {0};
     kiln_status st = kiln_bench_serve(&a.cfg, &rep, &err);
