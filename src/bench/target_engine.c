@@ -4,9 +4,8 @@
  * (diffusion_models/ or unet/, text_encoders/ or clip/, vae/), so the same graph file runs here and on a server.
  * FLUX.1 graphs (the official templates' nodes): DualCLIPLoader's two files (which is T5 is read from the file,
  * as ComfyUI does not care about their order), CLIPTextEncodeFlux (its t5xxl text), FluxGuidance as
- * the distilled guidance, EmptySD3LatentImage, BasicScheduler's steps, BasicGuider; a true CFG above 1 and
- * ModelSamplingFlux shifts other than the scheduler's 1.15 / 0.5 are refused (the engine runs the official
- * FluxPipeline schedule).
+ * the distilled guidance, EmptySD3LatentImage, BasicScheduler, ModelSamplingFlux, BasicGuider; a true CFG above 1
+ * is refused. The sigmas are ComfyUI's, as kiln serve's nodes compute them (graph_sigmas).
  * The engine is opened on the first submit and kept for the next ones, as a server would keep it. Graph nodes
  * the engine does not run (ImagePixelize and any other post-process) are refused with a clear error: measure
  * those graphs through `kiln serve`. exec_seconds is the engine's end-to-end time (total_ms); the per-stage
@@ -24,6 +23,9 @@
 #include "io/detect.h"
 #include "io/safetensors.h"
 #include "kiln.h"
+#include "pipeline/comfy_sigmas.h"
+
+#define KILN_ENGINE_MAX_STEPS 1000 /* kiln_generate's limit */
 
 typedef struct engine_target {
     kiln_target base;
@@ -111,10 +113,34 @@ static kiln_status flux1_knobs(const json_t *g, kiln_request *req, kiln_err *err
     if (((v = input_of(g, "CFGGuider", "cfg")) || (v = input_of(g, "KSampler", "cfg"))) && json_number_value(v) != 1.0)
         return KILN_FAIL(err, KILN_E_UNSUPPORTED, "engine target: FLUX.1 with a true CFG of %g (the official "
                          "FluxPipeline runs the distilled guidance only: cfg 1 and FluxGuidance)", json_number_value(v));
-    const json_t *mx = input_of(g, "ModelSamplingFlux", "max_shift"), *bs = input_of(g, "ModelSamplingFlux", "base_shift");
-    if ((mx && fabs(json_number_value(mx) - 1.15) > 1e-9) || (bs && fabs(json_number_value(bs) - 0.5) > 1e-9))
-        return KILN_FAIL(err, KILN_E_UNSUPPORTED, "engine target: ModelSamplingFlux shifts %g / %g (the engine uses "
-                         "the scheduler's 1.15 / 0.5)", json_number_value(mx), json_number_value(bs));
+    return KILN_OK;
+}
+
+/* The graph's sigmas exactly as kiln serve's nodes compute them (pipeline/comfy_sigmas.h: ComfyUI's schedules),
+ * so the engine target and the server make the same image of one graph: Flux2Scheduler's at its size, else
+ * BasicScheduler's / KSampler's with the model's shift (ModelSamplingFlux's line when the graph has one). */
+static kiln_status graph_sigmas(const json_t *g, kiln_variant variant, int steps, float *out, int cap, int *n,
+                                kiln_err *err) {
+    const json_t *fs = input_of(g, "Flux2Scheduler", "width");
+    if (fs) {
+        *n = kiln_comfy_flux2_sigmas(steps, (int)json_integer_value(fs),
+                                     (int)json_integer_value(input_of(g, "Flux2Scheduler", "height")), out, cap);
+    } else {
+        const char *node = input_of(g, "BasicScheduler", "scheduler") ? "BasicScheduler" : "KSampler";
+        const char *sched = json_string_value(input_of(g, node, "scheduler"));
+        const json_t *dn = input_of(g, node, "denoise");
+        double shift = variant == KILN_VARIANT_FLUX1_DEV ? 1.15 : variant == KILN_VARIANT_FLUX1_SCHNELL ? 1.0 : 2.02;
+        const json_t *mx = input_of(g, "ModelSamplingFlux", "max_shift");
+        if (mx)
+            shift = kiln_comfy_flux_shift(json_number_value(mx),
+                                          json_number_value(input_of(g, "ModelSamplingFlux", "base_shift")),
+                                          (int)json_integer_value(input_of(g, "ModelSamplingFlux", "width")),
+                                          (int)json_integer_value(input_of(g, "ModelSamplingFlux", "height")));
+        *n = kiln_comfy_sigmas(shift, sched ? sched : "simple", steps, dn ? json_number_value(dn) : 1.0, out, cap);
+    }
+    if (*n < 2)
+        return KILN_FAIL(err, KILN_E_UNSUPPORTED, "engine target: the graph's schedule (%d steps) is not one kiln "
+                         "computes", steps);
     return KILN_OK;
 }
 
@@ -182,6 +208,14 @@ static kiln_status engine_submit(kiln_target *base, const json_t *g, kiln_submit
     if ((v = input_of(g, "Flux2Scheduler", "steps")) || (v = input_of(g, "BasicScheduler", "steps")) ||
         (v = input_of(g, "KSampler", "steps")))
         req.steps = (int)json_integer_value(v);
+    float sigmas[KILN_ENGINE_MAX_STEPS + 1];
+    int n_sigmas = 0;
+    if (req.steps < 1 || req.steps > KILN_ENGINE_MAX_STEPS)
+        return KILN_FAIL(err, KILN_E_INVALID, "engine target: %d steps (1..%d)", req.steps, KILN_ENGINE_MAX_STEPS);
+    KILN_TRY(graph_sigmas(g, kiln_engine_variant(t->eng), req.steps, sigmas, KILN_ENGINE_MAX_STEPS + 1, &n_sigmas, err));
+    req.sigmas = sigmas;
+    req.n_sigmas = n_sigmas;
+    req.steps = 0; /* the schedule gives them */
     if (clip2[0]) KILN_TRY(flux1_knobs(g, &req, err));
     else if ((v = input_of(g, "CFGGuider", "cfg")) || (v = input_of(g, "KSampler", "cfg")))
         req.guidance = (float)json_number_value(v);

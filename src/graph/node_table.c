@@ -10,7 +10,7 @@
 static const char *const weight_dtypes[] = {"default", "fp8_e4m3fn", "fp8_e4m3fn_fast", "fp8_e5m2", NULL};
 static const char *const clip_types[] = {"flux2", NULL};
 static const char *const dual_clip_types[] = {"flux", NULL};
-/* ComfyUI's schedulers that kiln computes exactly (graph/comfy_sigmas.h); the others are not listed */
+/* ComfyUI's schedulers that kiln computes exactly (pipeline/comfy_sigmas.h); the others are not listed */
 static const char *const comfy_schedulers[] = {"simple", "sgm_uniform", "normal", NULL};
 static const char *const upscale_methods[] = {"nearest-exact", NULL};
 static const char *const devices[] = {"default", "cpu", NULL};

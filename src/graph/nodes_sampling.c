@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
-#include "graph/comfy_sigmas.h"
+#include "pipeline/comfy_sigmas.h"
 #include "graph/exec.h"
 #include "io/detect.h"
 #include "io/safetensors.h"

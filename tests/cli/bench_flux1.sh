@@ -5,7 +5,7 @@
 # T5 named first, FluxGuidance, EmptySD3LatentImage, ModelSamplingFlux, BasicScheduler). The report must pass
 # `kiln bench check`, carry engine_e2e_s, denoise_s, stages and output_sha256 per row in A/B/B/A order, and the
 # two configurations must give byte-identical pixels. Then what the engine target cannot honour is refused by
-# name: a true CFG, other ModelSamplingFlux shifts, two CLIP-L files and no T5.
+# name: a true CFG, two CLIP-L files and no T5; another ModelSamplingFlux shift gives another image.
 set -euo pipefail
 : "${KILN_BIN:?}" "${KILN_SOURCE_DIR:?}"
 data=$(cd "$KILN_SOURCE_DIR/tests/data" && pwd)
@@ -52,6 +52,27 @@ variant() { # variant NAME PYTHON-EDIT WANT-IN-ERROR
   echo "ok $1 refused"
 }
 variant true-cfg 'g["99"]={"class_type":"KSampler","inputs":{"cfg":3.0,"seed":1,"steps":2}}' "true CFG of 3"
-variant shifts 'g["30"]["inputs"]["max_shift"]=2.0' "ModelSamplingFlux shifts 2"
+# ModelSamplingFlux's shift is computed as kiln serve's node computes it: another max_shift, another image
+python3 -c "import json,sys; g=json.load(open(sys.argv[1])); g['30']['inputs']['max_shift']=2.0; json.dump(g, open(sys.argv[2], 'w'))" \
+  "$graph" "$tmp/shift.json"
+for g in default shift; do
+  [ $g = default ] && f=$graph || f=$tmp/shift.json
+  "$KILN_BIN" bench run --url "engine:$m" --graph "$f@still-orchard-1__dwelling" --timed 1 --warmup 0 \
+    --bank "$data/bench/prompt-bank.json" -o "$tmp/$g.out.json" >"$tmp/$g.log" 2>&1 || fail "$g: $(tail -3 "$tmp/$g.log")"
+done
+python3 - "$tmp/shift.out.json" "$tmp/default.out.json" <<'PY' || fail "max_shift 2.0 gave the default shift's image"
+import json, sys
+def digests(node, out):  # every image digest anywhere in a report
+    if isinstance(node, dict):
+        for k, v in node.items():
+            if k in ("output_sha256", "pixel_sha256") and isinstance(v, str): out.add(v)
+            else: digests(v, out)
+    elif isinstance(node, list):
+        for v in node: digests(v, out)
+    return out
+a, b = digests(json.load(open(sys.argv[1])), set()), digests(json.load(open(sys.argv[2])), set())
+sys.exit(0 if a and b and not (a & b) else 1)
+PY
+echo "ok ModelSamplingFlux max_shift 2.0 changes the image"
 variant two-clips 'g["11"]["inputs"]["clip_name1"]="clip_l.safetensors"' "are neither T5"
 echo "bench_flux1: all checks passed"

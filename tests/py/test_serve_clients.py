@@ -96,7 +96,8 @@ def test_openai_errors():
     with pytest.raises(openai.AuthenticationError):
         bad.images.generate(prompt="x", size="64x64")
     models = client().models.list()
-    assert [m.id for m in models.data] == ["flux-2-klein-4b.safetensors"]
+    # the model ids kiln detects from the files come first, then the files themselves (docs/server.md)
+    assert [m.id for m in models.data] == ["flux.2-klein-4b", "flux-2-klein-4b.safetensors"]
 
 
 def test_websocket_message_sequence():

@@ -1,4 +1,4 @@
-/* test_graph_comfy_sigmas.c - ComfyUI's flow-model sigmas (graph/comfy_sigmas.h) bit for bit against the oracle
+/* test_graph_comfy_sigmas.c - ComfyUI's flow-model sigmas (pipeline/comfy_sigmas.h) bit for bit against the oracle
  * (comfy_sigmas golden, tools/reference/make_comfy_sigmas_golden.py: ComfyUI's formulas in torch float32) for the
  * FLUX.1 [dev]/[schnell], FLUX.2 and ModelSamplingFlux shifts, the simple/normal/sgm_uniform schedulers and
  * BasicScheduler's denoise tail, Flux2Scheduler's; and ModelSamplingFlux's shift line. */
@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "golden.h"
-#include "graph/comfy_sigmas.h"
+#include "pipeline/comfy_sigmas.h"
 #include "test.h"
 
 static void test_golden(void) {

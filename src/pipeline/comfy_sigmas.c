@@ -1,5 +1,5 @@
 /* comfy_sigmas.c - ComfyUI's flow-model sigma schedules in float32 (see comfy_sigmas.h). */
-#include "graph/comfy_sigmas.h"
+#include "pipeline/comfy_sigmas.h"
 
 #include <math.h>
 #include <stdlib.h>

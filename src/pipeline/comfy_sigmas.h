@@ -11,8 +11,8 @@
  * (FLUX.1 [dev] 1.15, [schnell] 1.0, FLUX.2 2.02) or ModelSamplingFlux's line through (256, base_shift) and
  * (4096, max_shift) at width * height / 256 tokens.
  */
-#ifndef KILN_GRAPH_COMFY_SIGMAS_H
-#define KILN_GRAPH_COMFY_SIGMAS_H
+#ifndef KILN_PIPELINE_COMFY_SIGMAS_H
+#define KILN_PIPELINE_COMFY_SIGMAS_H
 
 #include <stdbool.h>
 
