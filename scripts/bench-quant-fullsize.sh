@@ -3,8 +3,10 @@
 # "Quantised weights, full size"): the bf16 DiT, `kiln convert`'s fp8 (e4m3, comfy-quant layout) and its GGUF
 # Q8_0 and Q4_K files, each through `kiln generate --perf-dump` under /usr/bin/time -v: per-stage seconds, the
 # peak RSS (kernel's VmHWM and time -v), and the engine's up-front memory estimate for the same request.
-# Weights: `kiln mkweights --sparse` of the model's ComfyUI-layout manifest (tests/data/manifests; real shapes
-# and bytes, values zero: no kernel has a data-dependent path, and convert gives an all-zero tensor scale 1).
+# Weights: `kiln mkweights` of the model's ComfyUI-layout manifest (tests/data/manifests; real shapes and bytes,
+# random values: the project benchmarks random, never all-zero, weights - zero tensors convert to scale-1 fp8 and
+# all-zero GGUF blocks, and a sparse file's holes are never read from disk). KILN_BENCH_SPARSE=1 writes the
+# zero-valued sparse layout instead (minutes less; its figures must say so).
 # The text encoder and VAE stay bf16 in every row: only the DiT's format changes.
 #
 # Usage: KILN_THREADS=2 scripts/bench-quant-fullsize.sh MODEL [WORKDIR] [SIZE]
@@ -38,8 +40,13 @@ flux1-dev | flux1-schnell) manifest=$model.folder.comfy.json; dit=diffusion_mode
 esac
 mkdir -p "$work"
 if [ ! -f "$work/$dit" ]; then
-    echo "== writing full-size $model weights (sparse: real layout, zero values) to $work"
-    "$bin" mkweights --sparse --manifest "$root/tests/data/manifests/$manifest" --out "$work" --seed 1
+    if [ "${KILN_BENCH_SPARSE:-0}" = 1 ]; then
+        echo "== writing full-size $model weights (sparse: real layout, ZERO values) to $work"
+        "$bin" mkweights --sparse --manifest "$root/tests/data/manifests/$manifest" --out "$work" --seed 1
+    else
+        echo "== writing full-size $model weights (real layout, random values) to $work"
+        "$bin" mkweights --manifest "$root/tests/data/manifests/$manifest" --out "$work" --seed 1
+    fi
 fi
 
 file_of() { # the DiT file of a format, converted on first use
