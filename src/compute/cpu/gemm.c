@@ -52,16 +52,14 @@ void cpu_gemm_block(const cpu_gemm *g, int64_t m0, int64_t m1, int64_t n0, int64
         cpu_gemm_block_quant_generic(g, m0, m1, n0, n1);
         return;
     }
-    void (*tile)(const cpu_gemm *, int64_t, int, int64_t, int, float *) =
-        g->tier >= KILN_CPU_AVX512 ? cpu_gemm_tile_avx512
-        : g->tier >= KILN_CPU_AVX2 ? cpu_gemm_tile_avx2
-                                   : cpu_gemm_tile_generic;
+    /* the vector tiers always take the packed kernel (cpu_gemm_select_packed), so what is left is the portable
+     * tile of CPUs below AVX2 */
     float acc[GEMM_MR * GEMM_NR];
     for (int64_t m = m0; m < m1; m += GEMM_MR) {
         int mr = m1 - m < GEMM_MR ? (int)(m1 - m) : GEMM_MR;
         for (int64_t n = n0; n < n1; n += GEMM_NR) {
             int nr = n1 - n < GEMM_NR ? (int)(n1 - n) : GEMM_NR;
-            tile(g, m, mr, n, nr, acc);
+            cpu_gemm_tile_generic(g, m, mr, n, nr, acc);
             cpu_gemm_store(g, m, mr, n, nr, acc, GEMM_NR, 1);
         }
     }

@@ -60,13 +60,11 @@ size_t cpu_gemm_amx_packed_bytes(int64_t rows, int64_t K);
  * [K/2][16][2] bf16 (the VNNI layout of an AMX B tile); rows past M are zero. */
 void cpu_gemm_pack_amx(uint16_t *dst, const float *x, int64_t ldx, int64_t M, int64_t K, int64_t r0, int64_t r1);
 
-/* Tier kernels (files gemm_avx2.c, gemm_avx512.c, gemm_amx.c). Each computes an mr x nr tile
+/* The portable kernel of CPUs below AVX2 (the vector tiers take the packed kernel or AMX): an mr x nr tile
  * (mr <= MR, nr <= NR) into acc[i*NR + j]. */
 #define GEMM_MR 4
 #define GEMM_NR 4
 void cpu_gemm_tile_generic(const cpu_gemm *g, int64_t m0, int mr, int64_t n0, int nr, float *acc);
-void cpu_gemm_tile_avx2(const cpu_gemm *g, int64_t m0, int mr, int64_t n0, int nr, float *acc);
-void cpu_gemm_tile_avx512(const cpu_gemm *g, int64_t m0, int mr, int64_t n0, int nr, float *acc);
 /* AMX: rows [m0, m1) x cols [n0, n1), all multiples of 32 except m1 (clipped at M when storing). The kernel
  * works on cpu_gemm_amx_block_n() columns at a time; callers split N in multiples of that. */
 void cpu_gemm_block_amx(const cpu_gemm *g, int64_t m0, int64_t m1, int64_t n0, int64_t n1);

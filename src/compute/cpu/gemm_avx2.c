@@ -1,6 +1,5 @@
-/* gemm_avx2.c - AVX2+FMA micro-kernel: a 4 x 4 tile as two 4 x 2 halves (16 ymm registers do not hold 16
- * accumulators plus operands). bf16 operands are widened in registers (a shift); the FAST mode's bf16 x gives
- * the same products a bf16 dot product would. K tails run in scalar code. */
+/* gemm_avx2.c - the AVX2+FMA parts of the packed matmul kernel (gemm_packed.c): its 6 x 16 micro-kernel and
+ * its weight pack. bf16 weights are widened in registers (a shift). */
 #include <immintrin.h>
 
 #include "compute/cpu/gemm.h"
@@ -12,50 +11,8 @@ TARGET static inline __m256 load8(const void *p, bool bf16) {
     return _mm256_loadu_ps((const float *)p);
 }
 
-TARGET static inline float hsum8(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
 static inline float ld(const void *p, int64_t k, bool bf16) {
     return bf16 ? bf16_to_f32(((const uint16_t *)p)[k]) : ((const float *)p)[k];
-}
-
-TARGET void cpu_gemm_tile_avx2(const cpu_gemm *g, int64_t m0, int mr, int64_t n0, int nr, float *acc) {
-    bool xbf = g->fast, wbf = g->w_bf16;
-    size_t xsz = xbf ? 2 : 4, wsz = wbf ? 2 : 4;
-    const char *x[4], *w[4];
-    #pragma GCC unroll 4
-    for (int i = 0; i < 4; i++) {
-        x[i] = xbf ? (const char *)(g->xb + (m0 + (i < mr ? i : 0)) * g->ldxb)
-                   : (const char *)(g->x + (m0 + (i < mr ? i : 0)) * g->ldx);
-        w[i] = (const char *)g->w + (size_t)((n0 + (i < nr ? i : 0)) * g->ldw) * wsz;
-    }
-    int64_t K = g->K, K8 = K & ~(int64_t)7;
-    for (int jh = 0; jh < 4; jh += 2) {
-        __m256 c[4][2];
-        #pragma GCC unroll 4
-        for (int i = 0; i < 4; i++) c[i][0] = c[i][1] = _mm256_setzero_ps();
-        for (int64_t k = 0; k < K8; k += 8) {
-            __m256 w0 = load8(w[jh] + k * wsz, wbf), w1 = load8(w[jh + 1] + k * wsz, wbf);
-            #pragma GCC unroll 4
-            for (int i = 0; i < 4; i++) {
-                __m256 a = load8(x[i] + k * xsz, xbf);
-                c[i][0] = _mm256_fmadd_ps(a, w0, c[i][0]);
-                c[i][1] = _mm256_fmadd_ps(a, w1, c[i][1]);
-            }
-        }
-        #pragma GCC unroll 4
-        for (int i = 0; i < 4; i++)
-            #pragma GCC unroll 4
-            for (int j = 0; j < 2; j++) {
-                float s = hsum8(c[i][j]);
-                for (int64_t k = K8; k < K; k++) s += ld(x[i], k, xbf) * ld(w[jh + j], k, wbf);
-                acc[i * GEMM_NR + jh + j] = s;
-            }
-    }
 }
 
 /* The packed kernel's 6 x 16 micro-kernel (gemm_packed.c): 12 ymm sums, two panel vectors and one broadcast x

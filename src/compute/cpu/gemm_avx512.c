@@ -1,7 +1,6 @@
-/* gemm_avx512.c - AVX-512 micro-kernels: a 4 x 4 tile of dot products along K.
- * FAST: vdpbf16ps on bf16 x and bf16 w (32 products per instruction, f32 accumulation) - the weights are read
- * as stored, so no packing is needed. EXACT: f32 FMA with bf16 weights widened in registers (a shift).
- * K tails use masked loads (zeros add nothing). */
+/* gemm_avx512.c - the AVX-512 parts of the packed matmul kernel (gemm_packed.c): the 12 x 32 micro-kernel (f32
+ * FMA, and its vdpbf16ps variant over bf16 pairs) and the weight packs. bf16 weights are widened in registers
+ * (a shift). */
 #include <immintrin.h>
 
 #include "compute/cpu/gemm.h"
@@ -10,93 +9,6 @@
 #define TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,fma")))
 
 TARGET static inline __m512 widen_bf16(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
-
-TARGET static void tile_fast(const cpu_gemm *g, int64_t m0, int mr, int64_t n0, int nr, float *acc) {
-    const uint16_t *x[4], *w[4];
-    #pragma GCC unroll 4
-    for (int i = 0; i < 4; i++) {
-        x[i] = g->xb + (m0 + (i < mr ? i : 0)) * g->ldxb;
-        w[i] = (const uint16_t *)g->w + (n0 + (i < nr ? i : 0)) * g->ldw;
-    }
-    __m512 c00 = _mm512_setzero_ps(), c01 = c00, c02 = c00, c03 = c00, c10 = c00, c11 = c00, c12 = c00, c13 = c00;
-    __m512 c20 = c00, c21 = c00, c22 = c00, c23 = c00, c30 = c00, c31 = c00, c32 = c00, c33 = c00;
-    int64_t K = g->K, k = 0;
-#define STEP(LOAD)                                                                                            \
-    do {                                                                                                      \
-        __m512bh w0 = (__m512bh)LOAD(w[0] + k), w1 = (__m512bh)LOAD(w[1] + k), w2 = (__m512bh)LOAD(w[2] + k),   \
-                 w3 = (__m512bh)LOAD(w[3] + k);                                                                \
-        __m512bh a = (__m512bh)LOAD(x[0] + k);                                                                 \
-        c00 = _mm512_dpbf16_ps(c00, a, w0), c01 = _mm512_dpbf16_ps(c01, a, w1);                                \
-        c02 = _mm512_dpbf16_ps(c02, a, w2), c03 = _mm512_dpbf16_ps(c03, a, w3);                                \
-        a = (__m512bh)LOAD(x[1] + k);                                                                          \
-        c10 = _mm512_dpbf16_ps(c10, a, w0), c11 = _mm512_dpbf16_ps(c11, a, w1);                                \
-        c12 = _mm512_dpbf16_ps(c12, a, w2), c13 = _mm512_dpbf16_ps(c13, a, w3);                                \
-        a = (__m512bh)LOAD(x[2] + k);                                                                          \
-        c20 = _mm512_dpbf16_ps(c20, a, w0), c21 = _mm512_dpbf16_ps(c21, a, w1);                                \
-        c22 = _mm512_dpbf16_ps(c22, a, w2), c23 = _mm512_dpbf16_ps(c23, a, w3);                                \
-        a = (__m512bh)LOAD(x[3] + k);                                                                          \
-        c30 = _mm512_dpbf16_ps(c30, a, w0), c31 = _mm512_dpbf16_ps(c31, a, w1);                                \
-        c32 = _mm512_dpbf16_ps(c32, a, w2), c33 = _mm512_dpbf16_ps(c33, a, w3);                                \
-    } while (0)
-#define LOADU(p) _mm512_loadu_si512((const void *)(p))
-    for (; k + 32 <= K; k += 32) STEP(LOADU);
-    if (k < K) {
-        __mmask32 m = (__mmask32)((1ull << (K - k)) - 1);
-#define LOADM(p) _mm512_maskz_loadu_epi16(m, (const void *)(p))
-        STEP(LOADM);
-#undef LOADM
-    }
-#undef LOADU
-#undef STEP
-    float r[16] = {_mm512_reduce_add_ps(c00), _mm512_reduce_add_ps(c01), _mm512_reduce_add_ps(c02),
-                   _mm512_reduce_add_ps(c03), _mm512_reduce_add_ps(c10), _mm512_reduce_add_ps(c11),
-                   _mm512_reduce_add_ps(c12), _mm512_reduce_add_ps(c13), _mm512_reduce_add_ps(c20),
-                   _mm512_reduce_add_ps(c21), _mm512_reduce_add_ps(c22), _mm512_reduce_add_ps(c23),
-                   _mm512_reduce_add_ps(c30), _mm512_reduce_add_ps(c31), _mm512_reduce_add_ps(c32),
-                   _mm512_reduce_add_ps(c33)};
-    memcpy(acc, r, sizeof r);
-}
-
-/* EXACT: acc[i][j] over K with x f32 and w bf16 (widened) or f32. */
-TARGET static void tile_exact(const cpu_gemm *g, int64_t m0, int mr, int64_t n0, int nr, float *acc) {
-    const float *x[4];
-    const char *w[4];
-    size_t wsz = g->w_bf16 ? 2 : 4;
-    #pragma GCC unroll 4
-    for (int i = 0; i < 4; i++) {
-        x[i] = g->x + (m0 + (i < mr ? i : 0)) * g->ldx;
-        w[i] = (const char *)g->w + (size_t)((n0 + (i < nr ? i : 0)) * g->ldw) * wsz;
-    }
-    __m512 c[4][4];
-    #pragma GCC unroll 4
-    for (int i = 0; i < 4; i++)
-        #pragma GCC unroll 4
-        for (int j = 0; j < 4; j++) c[i][j] = _mm512_setzero_ps();
-    int64_t K = g->K;
-    for (int64_t k = 0; k < K; k += 16) {
-        __mmask16 m = K - k >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (K - k)) - 1);
-        __m512 wv[4];
-        #pragma GCC unroll 4
-        for (int j = 0; j < 4; j++)
-            wv[j] = g->w_bf16 ? widen_bf16(_mm256_maskz_loadu_epi16(m, (const uint16_t *)w[j] + k))
-                              : _mm512_maskz_loadu_ps(m, (const float *)w[j] + k);
-        #pragma GCC unroll 4
-        for (int i = 0; i < 4; i++) {
-            __m512 a = _mm512_maskz_loadu_ps(m, x[i] + k);
-            #pragma GCC unroll 4
-            for (int j = 0; j < 4; j++) c[i][j] = _mm512_fmadd_ps(a, wv[j], c[i][j]);
-        }
-    }
-    #pragma GCC unroll 4
-    for (int i = 0; i < 4; i++)
-        #pragma GCC unroll 4
-        for (int j = 0; j < 4; j++) acc[i * GEMM_NR + j] = _mm512_reduce_add_ps(c[i][j]);
-}
-
-TARGET void cpu_gemm_tile_avx512(const cpu_gemm *g, int64_t m0, int mr, int64_t n0, int nr, float *acc) {
-    if (g->fast) tile_fast(g, m0, mr, n0, nr, acc);
-    else tile_exact(g, m0, mr, n0, nr, acc);
-}
 
 /* The packed kernel's 12 x 32 micro-kernel (gemm_packed.c): 24 zmm sums, two panel vectors per k, each x value
  * broadcast from the packed x group. The bf16 variant (dot) has the same shape over pairs of k: the panel vectors
