@@ -18,6 +18,7 @@
 #include "models/dit_ulysses.h"
 #include "models/latent.h"
 #include "models/views.h"
+#include "pipeline/decode_batch.h"
 #include "pipeline/denoise_step.h"
 #include "pipeline/edit_inputs.h"
 #include "pipeline/engine_flux1.h"
@@ -133,16 +134,20 @@ static void estimate(const kiln_engine *e, const run *r, size_t *keep, size_t *r
     *release = a > b ? a : b;
 }
 
-/* The decode's tiling (r->vae_tile) and the estimate with it: the engine's forced tile, or automatically the
- * largest tile (128 latent pixels down to 32) that brings an untiled request over the memory limit within it. */
+static size_t release_with_tile(void *ctx, int tile) {
+    run *r = ctx;
+    size_t keep, release;
+    r->vae_tile = tile;
+    estimate(r->e, r, &keep, &release);
+    return release;
+}
+
+/* The decode's tiling (r->vae_tile: the engine's forced tile, or automatically the largest tile that brings an
+ * untiled request over the memory limit within it) and the estimate with it. */
 static void plan_vae(const kiln_engine *e, run *r, size_t *keep, size_t *release) {
-    r->vae_tile = e->cfg.vae_tile > 0 ? e->cfg.vae_tile : 0;
-    estimate(e, r, keep, release);
     size_t lim = e->cfg.memory_limit ? e->cfg.memory_limit : kiln_mem_usable();
-    for (int t = 128; e->cfg.vae_tile == 0 && lim && *release > lim && t >= 32; t /= 2) {
-        r->vae_tile = t;
-        estimate(e, r, keep, release);
-    }
+    r->vae_tile = kiln_vae_pick_tile(e->cfg.vae_tile, lim, release_with_tile, r);
+    estimate(e, r, keep, release);
 }
 
 /* Tokenizes one prompt with the klein template. A prompt longer than the template's 512 tokens is cut as the
@@ -221,8 +226,7 @@ static kiln_status validate(run *r, kiln_err *err) {
         return KILN_FAIL(err, KILN_E_LIMIT, "image size %dx%d: the largest side kiln accepts is %d (beyond, "
                          "pixel indices would overflow; what fits below is the memory estimate's call)", r->W, r->H,
                          MAX_SIDE);
-    if (e->cfg.vae_tile > 0 && (e->cfg.vae_tile < 8 || e->cfg.vae_tile % 4))
-        return KILN_FAIL(err, KILN_E_INVALID, "VAE tile %d: must be a multiple of 4, >= 8", e->cfg.vae_tile);
+    KILN_TRY(kiln_vae_tile_check(e->cfg.vae_tile, err));
     if (q->steps < 0 || q->steps > MAX_STEPS)
         return KILN_FAIL(err, KILN_E_INVALID, "steps %d: must be 1..%d (0 = the model's default)", q->steps,
                          MAX_STEPS);
@@ -491,46 +495,21 @@ static kiln_status denoise(run *r, kiln_err *err) {
     return KILN_OK;
 }
 
+/* FLUX.2's latent rule: tokens -> grid, BatchNorm denormalised, 2x2 patches unfolded (Flux2KleinPipeline). */
+static void to_vae_input(void *ctx, const float *tok, float *grid, float *z) {
+    run *r = ctx;
+    const kiln_flux2_vae *vae = r->e->vae;
+    kiln_tokens_to_grid(tok, 128, r->h16, r->w16, grid);
+    kiln_latent_bn_denormalize(grid, 128, r->N, vae->bn_mean.data, vae->bn_var.data, vae->bn_eps);
+    kiln_latent_unpatchify(grid, vae->z_ch, r->h16, r->w16, z);
+    trace(r, "latent.image", z, (size_t)128 * r->N);
+}
+
 static kiln_status decode(run *r, kiln_err *err) {
-    kiln_engine *e = r->e;
-    kiln_backend *be = e->be;
-    const kiln_flux2_vae *vae = e->vae;
-    int H = r->h16 * 16, W = r->w16 * 16, zc = vae->z_ch;
-    size_t per = (size_t)128 * r->N;
-    float *tok = kiln_malloc(per * sizeof(float)), *grid = kiln_malloc(per * sizeof(float));
-    float *z = kiln_malloc(per * sizeof(float)), *pix = kiln_malloc((size_t)3 * H * W * sizeof(float));
-    float *zd = be->ops->alloc(be, per * sizeof(float));
-    float *pd = r->vae_tile ? NULL : be->ops->alloc(be, (size_t)3 * H * W * sizeof(float));
-    kiln_status s = KILN_OK;
-    if (!tok || !grid || !z || !pix || !zd || (!pd && !r->vae_tile)) {
-        s = KILN_FAIL(err, KILN_E_NOMEM, "decoding: out of memory");
-        goto done;
-    }
-    for (int i = 0; i < r->B && s == KILN_OK; i++) {
-        if ((s = be->ops->download(be, tok, r->x + (size_t)i * per, per * sizeof(float), err))) break;
-        kiln_tokens_to_grid(tok, 128, r->h16, r->w16, grid);
-        kiln_latent_bn_denormalize(grid, 128, r->N, vae->bn_mean.data, vae->bn_var.data, vae->bn_eps);
-        kiln_latent_unpatchify(grid, zc, r->h16, r->w16, z);
-        if (r->trace) trace(r, "latent.image", z, per);
-        if ((s = be->ops->upload(be, zd, z, per * sizeof(float), err))) break;
-        if (r->vae_tile) {
-            kiln_vae_tiles t; /* tiles spread over the ranks (one rank: the plain tiled decode) */
-            if ((s = kiln_vae_tiles_plan(vae, 2 * r->h16, 2 * r->w16, r->vae_tile, &t, err))) break;
-            if ((s = kiln_vae_decode_distributed(vae, be, e->comm, &t, zd, pix, err))) break;
-        } else {
-            if ((s = kiln_flux2_vae_decode(vae, be, zd, 2 * r->h16, 2 * r->w16, pd, err))) break;
-            if ((s = be->ops->download(be, pix, pd, (size_t)3 * H * W * sizeof(float), err))) break;
-        }
-        s = kiln_result_store_image(r->res, r->req, i, pix, H, W, r->trace, r->trace_ctx, err);
-    }
-done:
-    kiln_free(tok);
-    kiln_free(grid);
-    kiln_free(z);
-    kiln_free(pix);
-    if (zd) be->ops->free(be, zd);
-    if (pd) be->ops->free(be, pd);
-    return s;
+    kiln_decode_batch d = {.be = r->e->be, .comm = r->e->comm, .vae = r->e->vae, .x = r->x, .B = r->B, .C = 128,
+                           .h16 = r->h16, .w16 = r->w16, .tile = r->vae_tile, .to_vae_input = to_vae_input, .ctx = r,
+                           .res = r->res, .req = r->req, .trace = r->trace, .trace_ctx = r->trace_ctx};
+    return kiln_decode_batch_run(&d, err);
 }
 
 static void run_free(run *r) {

@@ -24,12 +24,14 @@
 #include "models/flux1_vae.h"
 #include "models/latent.h"
 #include "models/views.h"
+#include "pipeline/decode_batch.h"
 #include "pipeline/engine_flux1.h"
 #include "pipeline/engine_internal.h"
 #include "pipeline/memory.h"
 #include "pipeline/noise.h"
 #include "pipeline/run_common.h"
 #include "pipeline/schedule.h"
+#include "pipeline/vae_plan.h"
 
 #define MAX_SIDE 2048
 #define MAX_BATCH 16
@@ -43,6 +45,7 @@ typedef struct run {
     kiln_result *res;
     kiln_stage_clock clk;
     int B, C, h16, w16, N, L, steps, n_seq;
+    int vae_tile;             /* 0: untiled decode; else the latent tile side (pipeline/vae_plan.h) */
     float guidance;           /* dev: fed to the DiT; schnell: unused */
     kiln_tokens clip[MAX_BATCH], t5[MAX_BATCH];
     float *txt, *pooled;      /* backend [B*L, ctx], [B, pooled] */
@@ -80,13 +83,28 @@ static void estimate(const kiln_flux1_models *f, const run *r, size_t *keep, siz
     size_t lat = (size_t)3 * r->B * r->N * r->C * sizeof(float);
     size_t dit_act = ((size_t)r->B * T * (14 * Dd + 2 * Fd) + 4 * T * Dd) * 4 + lat + feats;
     size_t px = (size_t)r->h16 * 16 * r->w16 * 16;
-    size_t vae_act = kiln_flux2_vae_workspace(f->vae, 2 * r->h16, 2 * r->w16) + px * 3 * (sizeof(float) + r->B) + lat;
+    size_t vae_act = kiln_vae_plan_bytes(f->vae, 2 * r->h16, 2 * r->w16, r->vae_tile) + px * 3 * (sizeof(float) + r->B) + lat;
     size_t act = t5_act > dit_act ? t5_act : dit_act;
     if (vae_act > act) act = vae_act;
     *keep = f->clip_bytes + f->t5_bytes + f->dit_bytes + f->vae_bytes + act;
     size_t a = f->clip_bytes + f->t5_bytes + t5_act;
     size_t b = f->clip_bytes + f->dit_bytes + f->vae_bytes + feats + (dit_act > vae_act ? dit_act : vae_act);
     *release = a > b ? a : b;
+}
+
+static size_t release_with_tile(void *ctx, int tile) {
+    run *r = ctx;
+    size_t keep, release;
+    r->vae_tile = tile;
+    estimate(r->f, r, &keep, &release);
+    return release;
+}
+
+/* The decode's tiling (r->vae_tile: forced, or automatic when the untiled decode would not fit) and the
+ * request's estimate with it. */
+static void plan(run *r, size_t limit, size_t *keep, size_t *release) {
+    r->vae_tile = kiln_vae_pick_tile(r->e->cfg.vae_tile, limit, release_with_tile, r);
+    estimate(r->f, r, keep, release);
 }
 
 static kiln_status tokenize(run *r, const char *what, const char *p, int i, kiln_err *err) {
@@ -121,6 +139,7 @@ static kiln_status validate(run *r, kiln_err *err) {
     if (q->steps < 0 || q->steps > MAX_STEPS)
         return KILN_FAIL(err, KILN_E_INVALID, "steps %d: must be 1..%d (0 = the model's default)", q->steps,
                          MAX_STEPS);
+    KILN_TRY(kiln_vae_tile_check(r->e->cfg.vae_tile, err));
     if (q->batch < 1 || q->batch > MAX_BATCH)
         return KILN_FAIL(err, KILN_E_INVALID, "batch %d: must be 1..%d", q->batch, MAX_BATCH);
     if (!(q->guidance >= 0.0f) || q->guidance > 1000.0f)
@@ -167,9 +186,9 @@ static kiln_status validate(run *r, kiln_err *err) {
         KILN_TRY(tokenize(r, what, p, i, err));
         r->n_seq = i + 1;
     }
-    size_t keep, release;
-    estimate(f, r, &keep, &release);
-    size_t limit = e->cfg.memory_limit ? e->cfg.memory_limit : kiln_mem_usable();
+    size_t keep, release, limit = e->cfg.memory_limit ? e->cfg.memory_limit : kiln_mem_usable();
+    plan(r, limit, &keep, &release);
+    if (r->vae_tile) log_info("VAE decode in %dx%d-latent tiles", r->vae_tile, r->vae_tile);
     bool rel = e->cfg.te_policy == KILN_TE_RELEASE;
     if (limit && (rel ? release : keep) > limit) {
         if (release > limit || e->cfg.te_policy == KILN_TE_KEEP)
@@ -322,38 +341,22 @@ static kiln_status denoise(run *r, kiln_err *err) {
     return KILN_OK;
 }
 
+/* FLUX.1's latent rule: tokens -> grid, 2x2 patches unfolded (_unpack_latents: channel c*4 + dy*2 + dx), then
+ * the autoencoder's scaling and shift undone. */
+static void to_vae_input(void *ctx, const float *tok, float *grid, float *z) {
+    run *r = ctx;
+    const size_t per = (size_t)r->C * r->N;
+    kiln_tokens_to_grid(tok, r->C, r->h16, r->w16, grid);
+    kiln_latent_unpatchify(grid, r->f->vae->z_ch, r->h16, r->w16, z);
+    kiln_flux1_vae_unscale(r->f->vae, z, per);
+    trace(r, "vae_input.image", z, per);
+}
+
 static kiln_status decode(run *r, kiln_err *err) {
-    kiln_backend *be = r->e->be;
-    const kiln_flux2_vae *vae = r->f->vae;
-    int H = r->h16 * 16, W = r->w16 * 16, zc = vae->z_ch;
-    size_t per = (size_t)r->C * r->N;
-    float *tok = kiln_malloc(per * sizeof(float)), *grid = kiln_malloc(per * sizeof(float));
-    float *z = kiln_malloc(per * sizeof(float)), *pix = kiln_malloc((size_t)3 * H * W * sizeof(float));
-    float *zd = be->ops->alloc(be, per * sizeof(float)), *pd = be->ops->alloc(be, (size_t)3 * H * W * sizeof(float));
-    kiln_status s = KILN_OK;
-    if (!tok || !grid || !z || !pix || !zd || !pd) {
-        s = KILN_FAIL(err, KILN_E_NOMEM, "decoding: out of memory");
-        goto done;
-    }
-    for (int i = 0; i < r->B && s == KILN_OK; i++) {
-        if ((s = be->ops->download(be, tok, r->x + (size_t)i * per, per * sizeof(float), err))) break;
-        kiln_tokens_to_grid(tok, r->C, r->h16, r->w16, grid);
-        kiln_latent_unpatchify(grid, zc, r->h16, r->w16, z); /* _unpack_latents: channel c*4 + dy*2 + dx */
-        kiln_flux1_vae_unscale(vae, z, per);
-        trace(r, "vae_input.image", z, per);
-        if ((s = be->ops->upload(be, zd, z, per * sizeof(float), err))) break;
-        if ((s = kiln_flux2_vae_decode(vae, be, zd, 2 * r->h16, 2 * r->w16, pd, err))) break;
-        if ((s = be->ops->download(be, pix, pd, (size_t)3 * H * W * sizeof(float), err))) break;
-        s = kiln_result_store_image(r->res, r->req, i, pix, H, W, r->trace, r->trace_ctx, err);
-    }
-done:
-    kiln_free(tok);
-    kiln_free(grid);
-    kiln_free(z);
-    kiln_free(pix);
-    if (zd) be->ops->free(be, zd);
-    if (pd) be->ops->free(be, pd);
-    return s;
+    kiln_decode_batch d = {.be = r->e->be, .comm = r->e->comm, .vae = r->f->vae, .x = r->x, .B = r->B, .C = r->C,
+                           .h16 = r->h16, .w16 = r->w16, .tile = r->vae_tile, .to_vae_input = to_vae_input, .ctx = r,
+                           .res = r->res, .req = r->req, .trace = r->trace, .trace_ctx = r->trace_ctx};
+    return kiln_decode_batch_run(&d, err);
 }
 
 static void run_free(run *r) {
@@ -455,6 +458,7 @@ kiln_status kiln_estimate_memory_flux1(kiln_engine *e, const kiln_request *req, 
                          req->width, req->height, req->batch);
     run r;
     memset(&r, 0, sizeof r);
+    r.e = e;
     r.f = e->f1;
     r.B = req->batch;
     r.C = r.f->dit->in_ch;
@@ -463,9 +467,8 @@ kiln_status kiln_estimate_memory_flux1(kiln_engine *e, const kiln_request *req, 
     r.N = r.h16 * r.w16;
     r.L = t5_length(r.f);
     r.n_seq = req->prompts ? r.B : 1;
-    size_t keep, release;
-    estimate(r.f, &r, &keep, &release);
-    size_t limit = e->cfg.memory_limit ? e->cfg.memory_limit : kiln_mem_usable();
+    size_t keep, release, limit = e->cfg.memory_limit ? e->cfg.memory_limit : kiln_mem_usable();
+    plan(&r, limit, &keep, &release);
     *bytes = (limit && keep > limit) ? release : keep;
     return KILN_OK;
 }
