@@ -44,6 +44,28 @@ kiln_status kiln_dit_single_attention(kiln_backend *be, const kiln_dit_attn *a, 
     return KILN_OK;
 }
 
+kiln_status kiln_dit_join_streams(kiln_backend *be, kiln_tensor *S, const kiln_tensor *txt, const kiln_tensor *img,
+                                  int64_t B, int64_t L, int64_t N, kiln_err *err) {
+    const int64_t T = L + N;
+    for (int64_t b = 0; b < B; b++) {
+        kiln_tensor dt = kiln_tensor_rows(S, b * T, L), di = kiln_tensor_rows(S, b * T + L, N);
+        kiln_tensor st = kiln_tensor_rows(txt, b * L, L), si = kiln_tensor_rows(img, b * N, N);
+        KILN_TRY(be->ops->copy(be, &dt, &st, err));
+        KILN_TRY(be->ops->copy(be, &di, &si, err));
+    }
+    return KILN_OK;
+}
+
+kiln_status kiln_dit_split_image(kiln_backend *be, kiln_tensor *img, const kiln_tensor *S, int64_t B, int64_t L,
+                                 int64_t N, kiln_err *err) {
+    const int64_t T = L + N;
+    for (int64_t b = 0; b < B; b++) {
+        kiln_tensor di = kiln_tensor_rows(img, b * N, N), si = kiln_tensor_rows(S, b * T + L, N);
+        KILN_TRY(be->ops->copy(be, &di, &si, err));
+    }
+    return KILN_OK;
+}
+
 kiln_status kiln_dit_rope_upload(kiln_backend *be, const int32_t *ids, int64_t T, const int *axes, int n_axes,
                                  double theta, int64_t half_dim, float *rcos, float *rsin, kiln_err *err) {
     size_t bytes = (size_t)(T * half_dim) * sizeof(float);

@@ -31,6 +31,14 @@ kiln_status kiln_dit_joint_attention(kiln_backend *be, const kiln_dit_attn *a, c
 kiln_status kiln_dit_single_attention(kiln_backend *be, const kiln_dit_attn *a, kiln_tensor *qkv, kiln_tensor *out,
                                       kiln_err *err);
 
+/* The single-stream blocks' sequence S [B*(L+N), D]: each sample's text rows txt [B*L, D] then its image rows
+ * img [B*N, D] (join), and the image rows taken back out of it after the blocks (split; the text rows are
+ * dropped, as both official models drop them). */
+kiln_status kiln_dit_join_streams(kiln_backend *be, kiln_tensor *S, const kiln_tensor *txt, const kiln_tensor *img,
+                                  int64_t B, int64_t L, int64_t N, kiln_err *err);
+kiln_status kiln_dit_split_image(kiln_backend *be, kiln_tensor *img, const kiln_tensor *S, int64_t B, int64_t L,
+                                 int64_t N, kiln_err *err);
+
 /* The RoPE tables of one [txt ; img] sequence: ids [T, n_axes] (text then image positions, from the model's own
  * id rules) -> cos/sin [T, Dh/2] f32, computed on the host and uploaded to the backend buffers rcos / rsin. */
 kiln_status kiln_dit_rope_upload(kiln_backend *be, const int32_t *ids, int64_t T, const int *axes, int n_axes,

@@ -327,17 +327,9 @@ kiln_status kiln_flux1_dit_forward(const kiln_flux1_dit *m, kiln_backend *be, ki
     for (int i = 0; i < m->n_double; i++) CK(double_block(m, be, w, &m->dbl[i], err));
 
     kiln_tensor S = kiln_f32_2d(w->S, B * T, D);
-    for (int64_t b = 0; b < B; b++) {
-        kiln_tensor dt = kiln_tensor_rows(&S, b * T, L), di = kiln_tensor_rows(&S, b * T + L, N);
-        kiln_tensor st = kiln_tensor_rows(&TXT, b * L, L), si = kiln_tensor_rows(&IMG, b * N, N);
-        CK(op->copy(be, &dt, &st, err));
-        CK(op->copy(be, &di, &si, err));
-    }
+    CK(kiln_dit_join_streams(be, &S, &TXT, &IMG, B, L, N, err));
     for (int i = 0; i < m->n_single; i++) CK(single_block(m, be, w, &m->sgl[i], err));
-    for (int64_t b = 0; b < B; b++) {
-        kiln_tensor di = kiln_tensor_rows(&IMG, b * N, N), si = kiln_tensor_rows(&S, b * T + L, N);
-        CK(op->copy(be, &di, &si, err));
-    }
+    CK(kiln_dit_split_image(be, &IMG, &S, B, L, N, err));
 
     /* AdaLayerNormContinuous: rows [scale; shift] of norm_out.linear(SiLU(conditioning)), then proj_out */
     kiln_tensor VEC = kiln_f32_2d(w->vec, B, D), MOD = kiln_f32_2d(w->mod_o, B, 2 * D);

@@ -438,19 +438,11 @@ kiln_status kiln_flux2_dit_run(const kiln_flux2_dit *m, kiln_backend *be, kiln_f
 
     /* 6. S = [txt ; img] per sample, then the single-stream blocks */
     kiln_tensor S = kiln_f32_2d(w->S, B * T, D);
-    for (int64_t b = 0; b < B; b++) {
-        kiln_tensor dt = kiln_tensor_rows(&S, b * T, L), di = kiln_tensor_rows(&S, b * T + L, N);
-        kiln_tensor st = kiln_tensor_rows(&TXT, b * L, L), si = kiln_tensor_rows(&IMG, b * N, N);
-        CK(op->copy(be, &dt, &st, err));
-        CK(op->copy(be, &di, &si, err));
-    }
+    CK(kiln_dit_join_streams(be, &S, &TXT, &IMG, B, L, N, err));
     for (int i = 0; i < m->n_single; i++) CK(single_block(m, be, w, &m->sgl[i], err));
 
     /* 7-8. drop the text rows; final adaLN (shift, scale) and the output projection */
-    for (int64_t b = 0; b < B; b++) {
-        kiln_tensor di = kiln_tensor_rows(&IMG, b * N, N), si = kiln_tensor_rows(&S, b * T + L, N);
-        CK(op->copy(be, &di, &si, err));
-    }
+    CK(kiln_dit_split_image(be, &IMG, &S, B, L, N, err));
     kiln_tensor nrm = kiln_f32_2d(w->nrm, B * N, D);
     kiln_tensor sh = kiln_f32_1d(w->mods + 15 * D, D), sc = kiln_f32_1d(w->mods + 16 * D, D);
     CK(op->layer_norm_modulate(be, &nrm, &IMG, &sh, &sc, 1e-6f, err));
