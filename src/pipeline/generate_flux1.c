@@ -140,6 +140,16 @@ static kiln_status validate(run *r, kiln_err *err) {
         return KILN_FAIL(err, KILN_E_INVALID, "steps %d: must be 1..%d (0 = the model's default)", q->steps,
                          MAX_STEPS);
     KILN_TRY(kiln_vae_tile_check(r->e->cfg.vae_tile, err));
+    /* what FluxPipeline has no counterpart for here: refused by name, never ignored */
+    if (q->n_refs > 0)
+        return KILN_FAIL(err, KILN_E_UNSUPPORTED, "reference images with FLUX.1 [dev]/[schnell]: these models take "
+                         "none (reference editing is FLUX.2 [klein]'s, or FLUX.1 Kontext's, which kiln does not run)");
+    if (q->init_image)
+        return KILN_FAIL(err, KILN_E_UNSUPPORTED, "an init image (image-to-image) with FLUX.1 is not implemented yet "
+                         "(diffusers' FluxImg2ImgPipeline); FLUX.2 [klein] supports it");
+    if (q->n_loras > 0)
+        return KILN_FAIL(err, KILN_E_UNSUPPORTED, "LoRA adapters with FLUX.1 are not implemented yet (FLUX.2 "
+                         "[klein] supports them)");
     if (q->batch < 1 || q->batch > MAX_BATCH)
         return KILN_FAIL(err, KILN_E_INVALID, "batch %d: must be 1..%d", q->batch, MAX_BATCH);
     if (!(q->guidance >= 0.0f) || q->guidance > 1000.0f)

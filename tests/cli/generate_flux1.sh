@@ -41,4 +41,15 @@ grep -q "truncated for CLIP" <<<"$err" && grep -q "truncated for T5" <<<"$err" &
 err=$("$bin" generate -q -p x --unet "$c/diffusion_models/flux1-dev.safetensors" --clip "$c/text_encoders/clip_l.safetensors" \
       --vae "$c/vae/ae.safetensors" -o "$out/x.png" 2>&1)
 [ $? -ne 0 ] && grep -q -- "--clip2" <<<"$err" && echo "ok missing --clip2 named" || { echo "FAIL missing --clip2: $err"; fail=1; }
+# what FluxPipeline has no counterpart for is refused by name (until session 10 FLUX.1 ignored these silently)
+for opt in "--lora $src/tests/data/lora/lora-bfl.safetensors:LoRA adapters with FLUX.1" \
+           "--init $src/tests/data/images/init-96x64.png:an init image" \
+           "--ref $src/tests/data/images/ref-90x70.png:reference images with FLUX.1"; do
+    args=${opt%%:*} want=${opt#*:}
+    # shellcheck disable=SC2086
+    err=$("$bin" generate -q -p x --model "$t/dev" -W 32 -H 32 --steps 1 $args -o "$out/refused.png" 2>&1)
+    rc=$?
+    if [ "$rc" -ne 0 ] && grep -q "$want" <<<"$err" && [ ! -e "$out/refused.png" ]; then echo "ok ${args%% *} refused by name"
+    else echo "FAIL ${args%% *}: exit $rc, '$err'"; fail=1; fi
+done
 exit $fail
