@@ -66,6 +66,8 @@ void kiln_report_check_consistency(const json_t *root, kiln_report_kind kind, ki
 /* The serve-load rules (report_serve.c). */
 void kiln_report_check_serve_load(const json_t *root, kiln_strlist *problems);
 void kiln_report_show_serve_load(const json_t *root, FILE *out);
+/* The variants rules of kiln's own reports, whose cycles keep their requests (report_variants.c). */
+void kiln_report_check_variants_kiln(const json_t *root, kiln_strlist *problems);
 
 /* The short human table: one line per graph x card x batch (or per row / variant). */
 void kiln_report_print_table(const kiln_report *r, FILE *out);

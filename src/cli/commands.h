@@ -14,6 +14,9 @@ int kiln_cmd_bench(int argc, char **argv);
 /* `kiln bench serve` (cmd_bench_serve.c) and its lines of the bench help. */
 int kiln_cmd_bench_serve(int argc, char **argv);
 void kiln_bench_serve_usage(FILE *f);
+/* `kiln bench variants` (cmd_bench_variants.c): the seed-002 report against one or more servers. */
+int kiln_cmd_bench_variants(int argc, char **argv);
+void kiln_bench_variants_usage(FILE *f);
 int kiln_cmd_bench_ops(int argc, char **argv);
 int kiln_cmd_serve(int argc, char **argv);
 int kiln_cmd_convert(int argc, char **argv);

@@ -157,6 +157,8 @@ static kiln_status generate_batch(void *self, const kiln_gen_params *ps, int n, 
         o->n = ps[i].batch;
         o->engine_ms = res->total_ms; /* the shared forward's time: each job waited for all of it */
         o->peak_memory_bytes = res->peak_memory_bytes;
+        _Static_assert(sizeof o->stage_ms / sizeof *o->stage_ms == KILN_STAGE_COUNT, "graph/engine.h's stage_ms");
+        memcpy(o->stage_ms, res->stage_ms, sizeof o->stage_ms); /* the shared forward's, as engine_ms */
         o->width = res->images[0].width;
         o->height = res->images[0].height;
         snprintf(o->warnings, sizeof o->warnings, "%s", res->warnings ? res->warnings : "");

@@ -6,7 +6,8 @@
 #   queued jobs (one shared forward, several calls in one broadcast) too;
 # - `mpirun -np 2 kiln serve --tp 2 --exact`: the same two requests >= 60 dB from the single-rank --exact images
 #   (TP's all-reduce sums in another order: parallel_mpi.sh states the bar); a LoRA graph, which TP cannot split, is refused by name
-#   and the next request still runs (the ranks stay in step);
+#   and so does the next request after it, after a ComfyUI /interrupt of a running job and after /free (the ranks
+#   stay in step: the cancel and the unload are broadcast too);
 # - SIGTERM to rank 0: every rank exits, status 0, within seconds; --sp not matching the ranks is refused by name;
 # - rank 1 killed while idle: mpirun ends the job within seconds with "rank 1 ... exited on signal 9", the client's
 #   request does not hang; rank 1 stopped (SIGSTOP) while idle: rank 0's next request makes a collective time out
@@ -140,7 +141,7 @@ kill -TERM "$(rank_pid 0)"
 res=$(wait_ranks 30); [ "${res%% *}" = 0 ] || { fail "stopping the batch run: $res"; kill_job; }
 
 # --- TP 2 (FLUX.2 only): >= 60 dB; a LoRA request is refused by name and the ranks stay in step
-KILN_LOG=info start_ranks 2 --tp 2 --exact
+KILN_LOG=info KILN_COMM_TIMEOUT=20 start_ranks 2 --tp 2 --exact # ranks out of step: 20 s, not 300
 openai tp-openai && p=$(psnr "$SCRATCH/exact-openai.png" "$SCRATCH/tp-openai.png") && atleast60 "$p" \
   && ok "--tp 2: the OpenAI image, PSNR $p dB >= 60 against one rank" || fail "--tp 2: OpenAI image: PSNR ${p:-?}"
 comfy tp-comfy 5 && p=$(psnr "$SCRATCH/exact-comfy.png" "$SCRATCH/tp-comfy.png") && atleast60 "$p" \
@@ -151,8 +152,23 @@ g['75:63']['inputs']['model'] = ['90', 0]"
 comfy tp-lora 5 "$lora" || true
 grep -q "LoRA-patched weights cannot be split" "$SCRATCH/body" && ok "--tp 2: a LoRA graph is refused by name" \
   || fail "--tp 2: the LoRA graph was not refused by name: $(head -c 400 "$SCRATCH/body")"
+# /interrupt in the middle of a job: every rank stops at the same step (rank 0 broadcasts the decision after each)
+slow=$(comfy_body slow 3 "g['75:66']['inputs'].update(width=512, height=512); g['75:62']['inputs'].update(width=512, height=512, steps=40)" \
+  | curl -s -d @- "$(url /prompt)" | python3 -c "import json,sys; print(json.load(sys.stdin)['prompt_id'])")
+for _ in $(seq 1 300); do
+  curl -s "$(url /queue)" | python3 -c "import json,sys; sys.exit(0 if json.load(sys.stdin)['queue_running'] else 1)" && break
+  sleep 0.05
+done
+sleep 0.5
+curl -s -o /dev/null -X POST -d '{}' "$(url /interrupt)"
+wait_history "$slow" || fail "--tp 2: the interrupted job never ended"
+grep -q execution_interrupted "$SCRATCH/body" && ok "--tp 2: /interrupt stops a running job" \
+  || fail "--tp 2: the job was not interrupted: $(head -c 300 "$SCRATCH/body")"
+# /free: every rank drops its engine (the next open splits the TP groups again: a collective of all ranks)
+curl -s -o /dev/null -X POST -d '{"unload_models": true}' "$(url /free)"
 comfy tp-after 5 && same_pixels "$SCRATCH/tp-comfy.png" "$SCRATCH/tp-after.png" \
-  && ok "--tp 2: the request after the refusal runs (the ranks are still in step)" || fail "--tp 2: the request after the refusal"
+  && ok "--tp 2: after the refusal, the interrupt and /free the ranks are still in step (the same image)" \
+  || fail "--tp 2: the request after the refusal, the interrupt and /free"
 kill -TERM "$(rank_pid 0)"
 res=$(wait_ranks 30); [ "${res%% *}" = 0 ] && ok "--tp 2: SIGTERM ends every rank" || { fail "--tp 2: stopping: $res"; kill_job; }
 
