@@ -4,7 +4,8 @@
 # measuring nothing itself: the client measures). The report has the seed's shape plus the requests it reduces:
 # `kiln bench check` passes it, recomputing every median, the lifecycle phases and the VAE stage records from the
 # requests; the VAE records are the server's Decoding stage (kiln serve's history extension); tampered copies (a
-# cycle median, a VAE record, a lifecycle median, n) are refused. `kiln bench show` prints its table.
+# cycle median, a VAE record, a lifecycle median, n) are refused. `kiln bench show` prints its table. The in-process
+# engine target under mpirun is refused by name (a multi-rank engine is measured behind kiln serve).
 source "$(dirname "$0")/lib/serve_common.bash"
 command -v mpirun >/dev/null || { echo "FAIL mpirun not found (scripts/install-deps.sh installs openmpi-bin)"; exit 1; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 KILN_THREADS=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
@@ -79,5 +80,10 @@ tamper "a VAE stage record" "r['results'][0]['vae_stage_records'][2]['vae_s'] *=
 tamper "a lifecycle median" "r['results'][1]['http_cycles'][1]['lifecycle_medians_s']['queued_to_running'] += 1" "queued_to_running"
 tamper "n against the requests" "r['results'][0]['http_cycles'][1]['n'] = 2" "/n: 2, but 3 requests succeeded"
 tamper "a request's clock order" "q = r['results'][0]['http_cycles'][0]['requests'][0]; q['http_s'] = q['queued_s'] - 1" "queued_s <= http_s"
+# the in-process engine target under mpirun: every rank would bench on its own, out of step; refused by name
+out=$(timeout 60 mpirun --oversubscribe -np 2 -x ASAN_OPTIONS "$KILN_BIN" bench run --url "engine:$MODELS" --graph "$SCRATCH/g.json" \
+  --bank "$KILN_SOURCE_DIR/tests/data/bench/prompt-bank.json" 2>&1 || true)
+grep -q "engine target under mpirun (2 ranks)" <<<"$out" && ok "the engine target under mpirun is refused by name" \
+  || fail "engine target under mpirun: $(head -c 300 <<<"$out")"
 stop_ranks
 finish
