@@ -88,18 +88,7 @@ int kiln_cmd_bench_variants(int argc, char **argv) {
         fprintf(stderr, "kiln bench variants: %s\n", err.msg);
         return kiln_status_exit_code(err.code);
     }
-    int rc = 0, flags = JSON_INDENT(1) | JSON_REAL_PRECISION(17);
-    if (a.out) {
-        char tmp[4200];
-        snprintf(tmp, sizeof tmp, "%s.tmp", a.out); /* a reader never sees half a report */
-        if (json_dump_file(rep, tmp, flags) != 0 || rename(tmp, a.out) != 0) {
-            fprintf(stderr, "kiln bench variants: cannot write %s\n", a.out);
-            remove(tmp);
-            rc = 5;
-        }
-    } else if (json_dumpf(rep, stdout, flags) != 0 || putchar('\n') == EOF) {
-        rc = 5;
-    }
+    int rc = kiln_bench_write_report(rep, a.out, "kiln bench variants");
     kiln_report *r = NULL;
     if (kiln_report_from_json(rep, "variants", &r, &err) == KILN_OK) kiln_report_print_table(r, stderr);
     kiln_report_free(r);
