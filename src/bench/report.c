@@ -556,7 +556,10 @@ void kiln_report_check_consistency(const json_t *root, kiln_report_kind kind, ki
     switch (kind) {
     case KILN_REPORT_SECONDS_PER_IMAGE: check_seconds_per_image(root, problems); break;
     case KILN_REPORT_ABBA: check_abba(root, problems); break;
-    case KILN_REPORT_VARIANTS: check_variants(root, problems); break;
+    case KILN_REPORT_VARIANTS:
+        check_variants(root, problems);
+        kiln_report_check_variants_kiln(root, problems);
+        break;
     case KILN_REPORT_SERVE_LOAD: kiln_report_check_serve_load(root, problems); break;
     }
 }

@@ -66,6 +66,12 @@ void kiln_report_check_consistency(const json_t *root, kiln_report_kind kind, ki
 /* The serve-load rules (report_serve.c). */
 void kiln_report_check_serve_load(const json_t *root, kiln_strlist *problems);
 void kiln_report_show_serve_load(const json_t *root, FILE *out);
+/* A number field (NaN when absent or not a number), and the tolerance kiln's recomputing rules compare at: 1 us +
+ * 1e-6 relative, NaN equal to NaN (report_serve.c). */
+double kiln_report_num(const json_t *o, const char *k);
+bool kiln_report_same(double got, double want);
+/* The variants rules of kiln's own reports, whose cycles keep their requests (report_variants.c). */
+void kiln_report_check_variants_kiln(const json_t *root, kiln_strlist *problems);
 
 /* The short human table: one line per graph x card x batch (or per row / variant). */
 void kiln_report_print_table(const kiln_report *r, FILE *out);

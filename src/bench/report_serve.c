@@ -9,16 +9,18 @@
 #include "bench/serve_load.h"
 #include "bench/stats.h"
 
-static double num(const json_t *o, const char *k) {
+double kiln_report_num(const json_t *o, const char *k) {
     const json_t *v = json_object_get(o, k);
     return json_is_number(v) ? json_number_value(v) : NAN;
 }
 
 /* Figures are written at full precision; a hand-rounded report gets a microsecond plus 1e-6 relative. */
-static bool same(double got, double want) {
+bool kiln_report_same(double got, double want) {
     if (isnan(got) || isnan(want)) return isnan(got) && isnan(want);
     return fabs(got - want) <= 1e-6 + 1e-6 * fabs(want);
 }
+static double num(const json_t *o, const char *k) { return kiln_report_num(o, k); }
+static bool same(double got, double want) { return kiln_report_same(got, want); }
 
 static void check_pct(const json_t *pct, const double *x, size_t n, const char *path, kiln_strlist *p) {
     static const struct {

@@ -391,6 +391,23 @@ static const kiln_shape abba = {KILN_T_OBJ, abba_f, 0, 0};
 
 /* ---- variants with lifecycle medians (seed 002) ---------------------------------------------------------- */
 
+/* kiln: one request of a cycle, seconds from its submit (variants.h) */
+static const kiln_field vreq_f[] = {
+    {"index", &integer, true},          {"prompt_id", &str, true},          {"t0", &num, true},
+    {"queued_s", &num_or_null, true},   {"running_s", &num_or_null, true},  {"done_s", &num_or_null, true},
+    {"http_s", &num_or_null, true},     {"saved_validated_s", &num_or_null, true},
+    {"stage_gen_s", &num_or_null, true}, {"vae_s", &num_or_null, true},     {"ok", &boolean, true},
+    {"error", &str_or_null, true},      {0},
+};
+static const kiln_shape vreq = {KILN_T_OBJ, vreq_f, 0, 0};
+static const kiln_shape arr_vreq = {KILN_T_ARR, 0, &vreq, 0};
+static const kiln_field lifecycle_f[] = {
+    {"submit_to_queued", &num_or_null, true}, {"queued_to_running", &num_or_null, true},
+    {"running_to_done", &num_or_null, true},  {"done_to_http", &num_or_null, true},
+    {"http_to_saved_validated", &num_or_null, true}, {0},
+};
+static const kiln_shape lifecycle = {KILN_T_OBJ, lifecycle_f, 0, 0};
+
 static const kiln_field cycle_f[] = {
     {"hardware", &str, false},
     {"variant", &str, true},
@@ -401,6 +418,9 @@ static const kiln_field cycle_f[] = {
     {"http_median_s", &num, true},
     {"saved_validated_median_s", &num_or_null, false},
     {"stage_gen_median_s", &num_or_null, false},
+    {"lifecycle_medians_s", &lifecycle, false}, /* kiln */
+    {"requests", &arr_vreq, false},             /* kiln: the measured requests */
+    {"warmup", &arr_vreq, false},               /* kiln: the warm-up requests (not reduced) */
     {0},
 };
 static const kiln_shape cycle = {KILN_T_OBJ, cycle_f, 0, 0};
@@ -410,6 +430,7 @@ static const kiln_shape vae_rec = {KILN_T_OBJ, vae_rec_f, 0, 0};
 static const kiln_shape arr_vae_rec = {KILN_T_ARR, 0, &vae_rec, 0};
 static const kiln_field variant_f[] = {
     {"variant", &str, true},
+    {"target", &target, false}, /* kiln */
     {"http_cycles", &arr_cycle, true},
     {"http_median_of_lifecycle_medians_s", &num, true},
     {"vae_median_s", &num_or_null, false},
@@ -419,6 +440,8 @@ static const kiln_field variant_f[] = {
 static const kiln_shape variant = {KILN_T_OBJ, variant_f, 0, 0};
 static const kiln_shape arr_variant = {KILN_T_ARR, 0, &variant, 0};
 static const kiln_field variants_f[] = {
+    {"schema", &str, false},       {"kind", &str, false},           {"tool", &tool, false}, /* kiln */
+    {"at", &str, false},           {"config", &free_obj, false},    /* kiln: graph, digests, cycles, requests... */
     {"scope", &str, true},         {"execution", &str, false},      {"aggregation", &str, false},
     {"source_sha256", &str, false}, {"results", &arr_variant, true}, {0},
 };

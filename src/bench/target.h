@@ -41,6 +41,11 @@ typedef struct kiln_submit_result {
     int n_images;
     kiln_bench_image *images;
     json_t *stages; /* [{name, duration_ms}] when the target reports them, else NULL */
+    /* The HTTP lifecycle (http target; NaN where unknown), Unix seconds: queued_t when POST /prompt answered (the
+     * job is queued), running_t / done_t the server's execution_start / execution_success stamps (its clock),
+     * seen_t when the client's poll saw it done (then the images are fetched and decoded: t1). engine_s: what the
+     * server's engine measured (kiln serve's history extension), NaN when it does not say. */
+    double queued_t, running_t, done_t, seen_t, engine_s;
 } kiln_submit_result;
 
 void kiln_submit_result_clear(kiln_submit_result *r);

@@ -17,6 +17,7 @@
 
 #include "base/alloc.h"
 #include "base/clock.h"
+#include "compute/comm.h"
 #include "compute/cuda/cuda_device.h"
 #include "bench/digest.h"
 #include "bench/target.h"
@@ -266,6 +267,12 @@ kiln_status kiln_target_engine_open(const char *models_root, int threads, const 
     kiln_backend_kind kind = KILN_BACKEND_CPU;
     int index = 0;
     KILN_TRY(kiln_device_parse(device, &kind, &index, err));
+    /* Every rank would run its own bench loop and engine calls out of step with the others: a multi-rank engine
+     * is measured behind `mpirun kiln serve`, whose rank 0 keeps the ranks in step (docs/parallel.md). */
+    if (kiln_comm_launcher_size() > 1)
+        return KILN_FAIL(err, KILN_E_UNSUPPORTED, "engine target under mpirun (%d ranks): run `mpirun -np %d kiln serve "
+                         "--sp ...` and measure it with an http target (kiln bench run/variants/serve --url)",
+                         kiln_comm_launcher_size(), kiln_comm_launcher_size());
     if (!models_root || access(models_root, R_OK) != 0)
         return KILN_FAIL(err, KILN_E_NOT_FOUND, "engine target: models folder %s not readable",
                          models_root ? models_root : "(none)");

@@ -133,6 +133,25 @@ static double message_stamp(const json_t *messages, const char *event) {
     return NAN;
 }
 
+/* kiln serve's "kiln" extension of execution_success: the engine's time and its stages (ComfyUI has none). */
+static void take_kiln_extension(const json_t *messages, kiln_submit_result *out) {
+    for (size_t i = 0; i < json_array_size(messages); i++) {
+        const json_t *m = json_array_get(messages, i);
+        if (json_array_size(m) != 2 || !json_is_string(json_array_get(m, 0)) ||
+            strcmp(json_string_value(json_array_get(m, 0)), "execution_success"))
+            continue;
+        const json_t *ext = json_object_get(json_array_get(m, 1), "kiln");
+        const json_t *ms = json_object_get(ext, "engine_ms"), *stages = json_object_get(ext, "stages");
+        if (json_is_number(ms)) out->engine_s = json_number_value(ms) / 1000.0;
+        bool ok = json_is_array(stages) && json_array_size(stages) > 0;
+        for (size_t k = 0; ok && k < json_array_size(stages); k++) {
+            const json_t *st = json_array_get(stages, k);
+            ok = json_is_string(json_object_get(st, "name")) && json_is_number(json_object_get(st, "duration_ms"));
+        }
+        if (ok && !out->stages) out->stages = json_deep_copy(stages);
+    }
+}
+
 static void copy_str(char *dst, size_t cap, const char *src) { snprintf(dst, cap, "%s", src ? src : ""); }
 
 static kiln_status fetch_image(http_target *t, kiln_bench_image *img, kiln_err *err) {
@@ -173,9 +192,11 @@ static kiln_status http_submit(kiln_target *base, const json_t *graph, kiln_subm
     double c0 = kiln_clock_s();
     out->t0 = kiln_clock_wall_s();
     json_t *ans;
+    out->queued_t = out->running_t = out->done_t = out->seen_t = out->engine_s = NAN;
     kiln_status st = request_json(t, "POST", "/prompt", payload, &ans, err);
     free(payload);
     if (st != KILN_OK) return st;
+    out->queued_t = kiln_clock_wall_s();
     const char *id = json_string_value(json_object_get(ans, "prompt_id"));
     if (!id || !*id || strlen(id) >= sizeof out->prompt_id || strchr(id, '/') || strchr(id, '?')) {
         json_decref(ans);
@@ -203,8 +224,12 @@ static kiln_status http_submit(kiln_target *base, const json_t *graph, kiln_subm
             return KILN_FAIL(err, KILN_E_LIMIT, "prompt %s: not done after %.0f s", out->prompt_id, t->opts.timeout_s);
         sleep_s(t->opts.poll_s);
     }
+    out->seen_t = kiln_clock_wall_s();
     const json_t *msgs = json_object_get(json_object_get(entry, "status"), "messages");
     double start = message_stamp(msgs, "execution_start"), done = message_stamp(msgs, "execution_success");
+    out->running_t = start / 1000.0;
+    out->done_t = done / 1000.0;
+    take_kiln_extension(msgs, out);
     /* Collect output images in node-id order (object order is not guaranteed). */
     const json_t *outputs = json_object_get(entry, "outputs");
     size_t n = 0;

@@ -45,6 +45,7 @@ static void usage(FILE *out) {
             "                                         and queue wait by send time) as a PNG\n"
             "       kiln bench digest FILE...         graph_digest (canonical JSON) and file_digest (bytes)\n");
     kiln_bench_serve_usage(out);
+    kiln_bench_variants_usage(out);
     fprintf(out, "report schema: docs/bench-report.md\n");
 }
 
@@ -301,6 +302,7 @@ int kiln_cmd_bench(int argc, char **argv) {
     if (!strcmp(argv[1], "run")) return cmd_run(argc - 1, argv + 1);
     if (!strcmp(argv[1], "compare")) return cmd_compare(argc - 1, argv + 1);
     if (!strcmp(argv[1], "serve")) return kiln_cmd_bench_serve(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "variants")) return kiln_cmd_bench_variants(argc - 1, argv + 1);
     if (!strcmp(argv[1], "show")) return cmd_show(argc - 1, argv + 1);
     if (!strcmp(argv[1], "check")) return cmd_check(argc - 1, argv + 1);
     if (!strcmp(argv[1], "digest")) return cmd_digest(argc - 1, argv + 1);

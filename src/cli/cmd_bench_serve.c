@@ -158,6 +158,20 @@ void kiln_bench_serve_usage(FILE *f) {
     kiln_opts_usage(&spec, f);
 }
 
+int kiln_bench_write_report(const json_t *rep, const char *path, const char *cmd) {
+    int flags = JSON_INDENT(1) | JSON_REAL_PRECISION(17);
+    if (!path) return json_dumpf(rep, stdout, flags) != 0 || putchar('\n') == EOF ? 5 : 0;
+    /* write to a temporary name, then rename: a reader never sees half a report */
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    if (json_dump_file(rep, tmp, flags) != 0 || rename(tmp, path) != 0) {
+        fprintf(stderr, "%s: cannot write %s\n", cmd, path);
+        remove(tmp);
+        return 5;
+    }
+    return 0;
+}
+
 int kiln_cmd_bench_serve(int argc, char **argv) {
     serve_args a = {.cfg = kiln_serve_cfg_default()};
     kiln_opt o[32];
@@ -169,19 +183,7 @@ int kiln_cmd_bench_serve(int argc, char **argv) {
     kiln_status st = kiln_bench_serve(&a.cfg, &rep, &err);
     int rc = 0;
     if (rep) {
-        int flags = JSON_INDENT(1) | JSON_REAL_PRECISION(17);
-        if (a.out) {
-            /* write to a temporary name, then rename: a reader never sees half a report */
-            char tmp[4200];
-            snprintf(tmp, sizeof tmp, "%s.tmp", a.out);
-            if (json_dump_file(rep, tmp, flags) != 0 || rename(tmp, a.out) != 0) {
-                fprintf(stderr, "kiln bench serve: cannot write %s\n", a.out);
-                remove(tmp);
-                rc = 5;
-            }
-        } else if (json_dumpf(rep, stdout, flags) != 0 || putchar('\n') == EOF) {
-            rc = 5;
-        }
+        rc = kiln_bench_write_report(rep, a.out, "kiln bench serve");
         if (a.plot && kiln_bench_plot_serve(rep, a.plot, &err) != KILN_OK) {
             fprintf(stderr, "kiln bench serve: %s\n", err.msg);
             rc = kiln_status_exit_code(err.code);

@@ -10,6 +10,8 @@
 #include "base/log.h"
 #include "cli/commands.h"
 #include "cli/options.h"
+#include "compute/comm.h"
+#include "server/engine_ranks.h"
 #include "server/engine_select.h"
 #include "server/server.h"
 
@@ -27,7 +29,9 @@ static const char epilogue[] =
     "and the templates of its comfyui-workflow-templates packages at /templates/; 'none' or no package: kiln's\n"
     "own page at /. kiln's own page is always at /kiln/.\n"
     "SIGTERM drains: the running job finishes (up to --drain-timeout), the queue stays for the next start or the\n"
-    "other nodes; SIGINT stops at once. GET /metrics: Prometheus text format.\n";
+    "other nodes; SIGINT stops at once. GET /metrics: Prometheus text format.\n"
+    "Several ranks (docs/parallel.md): mpirun -np N kiln serve ... [--sp S] [--tp T]: rank 0 serves, the other\n"
+    "ranks run each engine call with it (sequence parallelism over S ranks, tensor parallelism over T; N = S x T).\n";
 
 /* "WxH", each side 64..2048 and a multiple of 16. */
 static bool size_arg(const char *v, int *w, int *h) {
@@ -153,12 +157,44 @@ static bool opt_default_size(void *ctx, const char *v, char *why, size_t cap) {
     return false;
 }
 
+/* --sp / --tp against the ranks mpirun started: refused by name when they do not fit (0: fine, else the exit code). */
+static int check_ranks(const kiln_comm *world, int sp, int tp) {
+    int t = tp ? tp : 1;
+    if (world->size % t) {
+        fprintf(stderr, "kiln serve: --tp %d: the %d ranks are not a multiple of it\n", t, world->size);
+        return 2;
+    }
+    if (sp && sp * t != world->size) {
+        fprintf(stderr, "kiln serve: --sp %d x --tp %d = %d ranks, but %d were started (mpirun -np %d)\n", sp, t, sp * t,
+                world->size, sp * t);
+        return 2;
+    }
+    return 0;
+}
+
+/* A rank other than 0: no server, only rank 0's engine calls, until its STOP. */
+static int follow(kiln_comm *world, kiln_gen_engine *engine) {
+    kiln_err err = {0};
+    say("kiln serve: rank %d of %d: running rank 0's engine calls (no server on this rank)\n", world->rank,
+        world->size);
+    /* a signal reaches every rank under mpirun; only rank 0 decides, and tells the others (STOP) */
+    signal(SIGINT, SIG_IGN);
+    signal(SIGTERM, SIG_IGN);
+    kiln_status s = kiln_ranks_follow(world, engine, &err);
+    if (s != KILN_OK) fprintf(stderr, "kiln serve: rank %d: %s\n", world->rank, err.msg);
+    kiln_server_engine_free(engine);
+    if (s != KILN_OK) return kiln_status_exit_code(s); /* non-zero: mpirun ends the job (MPI cannot finalise) */
+    kiln_comm_close(world);
+    return 0;
+}
+
 int kiln_cmd_serve(int argc, char **argv) {
     kiln_server_config cfg = kiln_server_config_default();
     const char *port_file = NULL, *device = NULL, *python = "python3";
     long drain_s = 600;
     serve_cli sc = {.cfg = &cfg};
-    int lease_s = 0, max_body = (int)cfg.max_body;
+    int lease_s = 0, max_body = (int)cfg.max_body, sp = 0, tp = 0;
+    bool exact = false;
     const kiln_opt opts[] = {
         KILN_OPT_STR("--listen", NULL, "ADDR", "address to bind (default 127.0.0.1)", &cfg.listen),
         KILN_OPT_INT("--port", NULL, "N", "port (default 8188; 0 picks a free one, see --port-file)", &cfg.port, 0,
@@ -196,6 +232,11 @@ int kiln_cmd_serve(int argc, char **argv) {
         KILN_OPT_STR("--clip", NULL, "NAME", "the OpenAI route's text encoder", &cfg.default_clip),
         KILN_OPT_STR("--vae", NULL, "NAME", "the OpenAI route's VAE", &cfg.default_vae),
         KILN_OPT_STR("--device", NULL, "D", "cpu (default), cuda or cuda:N", &device),
+        KILN_OPT_INT("--sp", NULL, "N", "under mpirun: the sequence-parallel degree; checks ranks = N x --tp", &sp, 1,
+                     1024),
+        KILN_OPT_FLAG("--exact", NULL, "f32 matmuls (match fp32 references) instead of bf16", &exact),
+        KILN_OPT_INT("--tp", NULL, "N", "under mpirun: tensor parallelism over groups of N ranks (FLUX.2)", &tp, 1,
+                     1024),
         KILN_OPT_INT("--max-queue", NULL, "N", "pending jobs at most (default 256)", &cfg.max_queue, 1, 1000000),
         KILN_OPT_INT("--max-body", NULL, "BYTES", "request body size at most (default 8 MiB)", &max_body, 1024, 1 << 30),
         KILN_OPT_INT("--max-side", NULL, "N", "image side at most", &cfg.limits.max_side, 64, 2048),
@@ -229,22 +270,47 @@ int kiln_cmd_serve(int argc, char **argv) {
     }
     located found;
     memset(&found, 0, sizeof found);
-    if (!front_given || !n_templates) locate_frontend(python, &found);
+    /* rank 0 only, and before MPI starts (a fork under MPI is best avoided) */
+    if (kiln_comm_launcher_rank() == 0 && (!front_given || !n_templates)) locate_frontend(python, &found);
     if (!front_given && found.front[0]) cfg.front_end_root = found.front;
     for (int i = 0; !n_templates && i < found.n_templates; i++) cfg.templates_dirs[i] = found.templates[i];
     kiln_err err = {0};
-    kiln_gen_engine *engine = kiln_server_engine_new(device);
-    if (!engine) {
-        fprintf(stderr, "kiln serve: --device must be cpu, cuda or cuda:N (or out of memory)\n");
-        return 2;
+    kiln_comm *world = NULL;
+    if (kiln_comm_open(&world, &err) != KILN_OK) {
+        fprintf(stderr, "kiln serve: %s\n", err.msg);
+        return kiln_status_exit_code(err.code);
     }
-    cfg.engine = engine;
+    int rc = check_ranks(world, sp, tp);
+    kiln_gen_engine *engine = rc ? NULL : kiln_server_engine_new(device);
+    if (!rc && !engine) {
+        fprintf(stderr, "kiln serve: --device must be cpu, cuda or cuda:N (or out of memory)\n");
+        rc = 2;
+    }
+    if (rc) {
+        kiln_comm_close(world);
+        return rc;
+    }
+    kiln_server_engine_set_tp(engine, tp);
+    kiln_server_engine_set_exact(engine, exact);
+    if (world->rank != 0) return follow(world, engine);
+    kiln_gen_engine *lead = world->size > 1 ? kiln_ranks_lead_new(world, engine) : NULL;
+    if (world->size > 1 && !lead) {
+        fprintf(stderr, "kiln serve: out of memory\n");
+        return 1; /* the other ranks wait for a STOP that cannot be sent: exiting non-zero makes mpirun end them */
+    }
+    cfg.engine = lead ? lead : engine;
     kiln_server *srv;
     if (kiln_server_start(&cfg, &srv, &err) != KILN_OK) {
         fprintf(stderr, "kiln serve: %s\n", err.msg);
+        kiln_ranks_lead_stop(lead);
+        kiln_ranks_lead_free(lead);
         kiln_server_engine_free(engine);
+        kiln_comm_close(world);
         return kiln_status_exit_code(err.code);
     }
+    if (world->size > 1)
+        say("kiln serve: rank 0 of %d serves; every engine call runs on all %d ranks (%s)\n", world->size, world->size,
+            tp > 1 ? "tensor parallel groups, the groups sequence parallel" : "sequence parallel");
     int port = kiln_server_port(srv);
     say("kiln serve: listening on http://%s:%d (models %s, output %s, device %s)\n", cfg.listen, port,
             cfg.models_dir ? cfg.models_dir : "(none)", cfg.output_dir, device ? device : "cpu");
@@ -277,6 +343,9 @@ int kiln_cmd_serve(int argc, char **argv) {
     }
     say("kiln serve: stopping\n");
     kiln_server_stop(srv);
+    kiln_ranks_lead_stop(lead); /* the worker has stopped: the other ranks leave their loop and exit */
+    kiln_ranks_lead_free(lead);
     kiln_server_engine_free(engine);
+    kiln_comm_close(world);
     return 0;
 }

@@ -14,6 +14,15 @@ int kiln_comm_launcher_size(void) {
     return 1;
 }
 
+int kiln_comm_launcher_rank(void) {
+    static const char *vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"};
+    for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && atoi(v) >= 0) return atoi(v);
+    }
+    return 0;
+}
+
 double kiln_comm_timeout_from_env(void) {
     const char *v = getenv("KILN_COMM_TIMEOUT");
     double t = v ? strtod(v, NULL) : 0;

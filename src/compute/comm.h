@@ -63,6 +63,9 @@ kiln_status kiln_comm_open(kiln_comm **out, kiln_err *err);
 kiln_status kiln_comm_open_single(kiln_comm **out, kiln_err *err);
 /* Ranks the launcher says this job has (OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX_SIZE...; 1 when none). */
 int kiln_comm_launcher_size(void);
+/* This process's rank as the launcher says (OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK; 0 when none), known before
+ * MPI starts: `kiln serve` forks its frontend probe on rank 0 only, before MPI_Init. */
+int kiln_comm_launcher_rank(void);
 /* KILN_COMM_TIMEOUT (seconds, > 0) or 300. */
 double kiln_comm_timeout_from_env(void);
 void kiln_comm_close(kiln_comm *c); /* NULL allowed */

@@ -208,11 +208,16 @@ kiln_status kiln_comm_open_mpi(kiln_comm **out, kiln_err *err) {
     int inited = 0, provided = 0;
     MPI_Initialized(&inited);
     if (!inited) {
-        if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+        /* SERIALIZED, not FUNNELED: `kiln serve` initialises MPI on its main thread and calls it from the worker
+         * (and an HTTP thread's unload), one at a time under a lock (server/engine_ranks.h) */
+        if (MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
             kiln_free(m);
             return KILN_FAIL(err, KILN_E_DEVICE, "MPI_Init_thread failed");
         }
         m->we_init = true;
+        if (provided < MPI_THREAD_SERIALIZED)
+            log_info("MPI gives thread level %d, below MPI_THREAD_SERIALIZED: kiln serve's ranks still call it from "
+                     "one thread at a time", provided);
     }
     m->comm = MPI_COMM_WORLD;
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);

@@ -59,6 +59,9 @@ typedef struct kiln_gen_images {
     /* what the engine measured (0 when it does not say): engine end-to-end and peak resident memory */
     double engine_ms;
     size_t peak_memory_bytes;
+    /* the engine's wall ms per stage, in include/kiln.h's kiln_stage order (InputValidation .. Output); all 0 when
+     * it does not say. The server reports them in /history (kiln bench variants' VAE stage records). */
+    double stage_ms[7];
     char warnings[512]; /* what the user should be told ('\n'-terminated lines; "" none): a truncated prompt... */
 } kiln_gen_images;
 

@@ -18,6 +18,8 @@ typedef struct kiln_adapter {
     kiln_engine *eng;
     kiln_device_kind device;
     int device_index;
+    int tp; /* kiln_engine_config.tp */
+    bool exact;
     char unet[4096], clip[4096], clip2[4096], vae[4096];
 } kiln_adapter;
 
@@ -82,6 +84,8 @@ static kiln_status generate_batch(void *self, const kiln_gen_params *ps, int n, 
         cfg.vae_path = p->vae_path;
         cfg.device = a->device;
         cfg.device_index = a->device_index;
+        cfg.tp = a->tp;
+        cfg.exact = a->exact;
         s = kiln_engine_open(&cfg, &a->eng, err);
         if (s == KILN_OK) {
             snprintf(a->unet, sizeof a->unet, "%s", p->unet_path);
@@ -153,6 +157,8 @@ static kiln_status generate_batch(void *self, const kiln_gen_params *ps, int n, 
         o->n = ps[i].batch;
         o->engine_ms = res->total_ms; /* the shared forward's time: each job waited for all of it */
         o->peak_memory_bytes = res->peak_memory_bytes;
+        _Static_assert(sizeof o->stage_ms / sizeof *o->stage_ms == KILN_STAGE_COUNT, "graph/engine.h's stage_ms");
+        memcpy(o->stage_ms, res->stage_ms, sizeof o->stage_ms); /* the shared forward's, as engine_ms */
         o->width = res->images[0].width;
         o->height = res->images[0].height;
         snprintf(o->warnings, sizeof o->warnings, "%s", res->warnings ? res->warnings : "");
@@ -203,6 +209,10 @@ kiln_gen_engine *kiln_server_engine_new(const char *device) {
     a->iface.unload = unload;
     return &a->iface;
 }
+
+void kiln_server_engine_set_tp(kiln_gen_engine *e, int tp) { ((kiln_adapter *)e->self)->tp = tp; }
+
+void kiln_server_engine_set_exact(kiln_gen_engine *e, bool exact) { ((kiln_adapter *)e->self)->exact = exact; }
 
 void kiln_server_engine_free(kiln_gen_engine *e) {
     if (!e) return;

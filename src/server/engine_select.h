@@ -10,5 +10,9 @@
  * "cuda:N". NULL when out of memory or the device name is not one of those. */
 kiln_gen_engine *kiln_server_engine_new(const char *device);
 void kiln_server_engine_free(kiln_gen_engine *e); /* NULL allowed */
+/* Tensor-parallel degree of the engines it opens (kiln_engine_config.tp; 0 or 1: none), before the first job. */
+void kiln_server_engine_set_tp(kiln_gen_engine *e, int tp);
+/* f32 matmuls (kiln_engine_config.exact) in the engines it opens, before the first job. */
+void kiln_server_engine_set_exact(kiln_gen_engine *e, bool exact);
 
 #endif

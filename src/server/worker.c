@@ -25,6 +25,7 @@
 #include "base/log.h"
 #include "server/openai.h"
 #include "server/output_commit.h"
+#include "kiln.h"
 #include "server/server_internal.h"
 
 #define MAX_BATCH_JOBS 16
@@ -52,6 +53,7 @@ typedef struct job_run {
     json_t *nodes_state;   /* progress_state's nodes */
     kiln_gen_engine eng;   /* what the job's graph calls: hands out pre, else the server's engine */
     bool partials;         /* an OpenAI stream on this node asked for partial images (openai.h) */
+    double stage_ms[KILN_STAGE_COUNT]; /* the engine's stage times, summed over the job's calls (/history) */
 } job_run;
 
 struct kiln_worker {
@@ -213,10 +215,12 @@ static kiln_status job_generate(void *self, const kiln_gen_params *p, kiln_gen_p
         p->seed == jr->params.seed && p->batch == jr->params.batch) {
         *out = jr->pre;
         memset(&jr->pre, 0, sizeof jr->pre);
-        return KILN_OK;
+    } else {
+        kiln_gen_engine *e = jr->w->srv->cfg.engine;
+        KILN_TRY(e->generate(e->self, p, progress, pctx, out, err));
     }
-    kiln_gen_engine *e = jr->w->srv->cfg.engine;
-    return e->generate(e->self, p, progress, pctx, out, err);
+    for (int i = 0; i < KILN_STAGE_COUNT; i++) jr->stage_ms[i] += out->stage_ms[i];
+    return KILN_OK;
 }
 
 static void job_run_init(kiln_worker *w, job_run *jr, kiln_job *job) {
@@ -541,6 +545,12 @@ static void run_job(kiln_worker *w, job_run *jr) {
             /* "kiln" is an extension ComfyUI clients ignore: what the engine measured for this prompt, and for a
              * job that shared a forward, that forward's image count and the other jobs in it */
             json_t *ext = json_pack("{s:f, s:I}", "engine_ms", engine_ms, "peak_memory_bytes", (json_int_t)peak_bytes);
+            json_t *stages = json_array(); /* the engine's stages (kiln bench variants reads Decoding) */
+            for (int i = 0; i < KILN_STAGE_COUNT; i++)
+                if (jr->stage_ms[i] > 0)
+                    json_array_append_new(stages, json_pack("{s:s, s:f}", "name", kiln_stage_name((kiln_stage)i),
+                                                            "duration_ms", jr->stage_ms[i]));
+            json_object_set_new(ext, "stages", stages);
             if (jr->batched_with && !jr->pre.pixels) { /* its images came from the shared forward */
                 json_object_set_new(ext, "batch_images", json_integer(jr->batch_images));
                 json_object_set(ext, "batched_with", jr->batched_with);
