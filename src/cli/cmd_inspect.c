@@ -192,9 +192,9 @@ static kiln_status inspect_gguf(const char *path, const opts *o, json_t *arr, ki
         printf("\n");
         if (*unsupported) printf("  unsupported: %s\n", unsupported);
         if (te.kind != KILN_GGUF_TE_NONE)
-            printf("  text encoder: llama.cpp names, read as transformers names (blk.N.* -> %s); the tokenizer "
-                   "stored in the file is not used (kiln tokenises with data/tokenizer)\n",
-                   te.kind == KILN_GGUF_TE_QWEN3 ? "model.layers.N.*" : "encoder.block.N.*");
+            printf("  text encoder: llama.cpp names, read as transformers names (%s); the tokenizer stored in the "
+                   "file is not used (kiln tokenises with data/tokenizer)\n", te.kind == KILN_GGUF_TE_QWEN3
+                   ? "blk.N.* -> model.layers.N.*" : "enc.blk.N.* -> encoder.block.N.*");
         for (size_t i = 0; i < kiln_gguf_kv_count(g); i++) {
             const kiln_gguf_kv *kv = kiln_gguf_kv_at(g, i);
             kv_text(kv, val, sizeof val);

@@ -39,6 +39,9 @@ static kiln_status read_config(kiln_qwen3 *m, const kiln_wset *ws, const char *p
         m->theta = (float)te->theta;                      /* qwen3.rope.freq_base */
         m->n_config_layers = te->n_layers;                /* qwen3.block_count */
         m->norm_last = m->n_config_layers == m->n_layers; /* transformers ties the last hidden state */
+        /* llama.cpp's converter permutes q/k rows into interleaved RoPE pairs only for LLaMA-family models;
+         * Qwen2/Qwen3 keep HF's rows (NEOX RoPE), so nothing is undone here (ComfyUI-GGUF: only for "llama") */
+        m->rope_interleaved = false;
         return KILN_OK;
     }
     json_t *c;
@@ -285,8 +288,8 @@ kiln_status kiln_qwen3_encode_tp(const kiln_qwen3 *m, kiln_backend *be, kiln_com
             kiln_tensor vb = kiln_tensor_rows(&Vt, (int64_t)b * seq, seq);
             kiln_tensor ab = kiln_tensor_rows(&A, (int64_t)b * seq, seq);
             kiln_tensor mb = kiln_tensor_make(msk + (size_t)b * seq, KILN_DT_U8, 1, (int64_t[]){seq});
-            CK(op->rope(be, &qb, &COS, &SIN, hq, false, err));
-            CK(op->rope(be, &kb, &COS, &SIN, hkv, false, err));
+            CK(op->rope(be, &qb, &COS, &SIN, hq, m->rope_interleaved, err));
+            CK(op->rope(be, &kb, &COS, &SIN, hkv, m->rope_interleaved, err));
             CK(op->attention(be, &ab, &qb, &kb, &vb, hq, hkv, 1.0f / sqrtf((float)Dh), true, &mb, err));
         }
         CK(project_out(be, tp, &X, &A, &L->wo, r * Q, &PART, &add, err));

@@ -52,6 +52,8 @@ typedef struct kiln_qwen3 {
     kiln_tensor final_norm; /* f32 [D] model.norm (when norm_last) */
     int64_t vocab;         /* embedding rows: 151936 */
     float eps, theta;      /* 1e-6, 1e6 */
+    bool rope_interleaved; /* q/k rows hold RoPE pairs (2i, 2i+1) rather than HF's (i, i+Dh/2): never for the
+                            * layouts kiln reads (HF; llama.cpp's qwen3, whose converter keeps HF's rows) */
     int out_layers[KILN_QWEN3_N_OUT];
     kiln_tensor embed;     /* [V, D]              model.embed_tokens */
     kiln_qwen3_layer *layers;

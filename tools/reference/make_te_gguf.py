@@ -37,6 +37,9 @@ Models:
              converter does): tests/data/gguf/te/qwen3-tiny-q8_0.gguf; golden gguf_te_klein_q8_0: the official
              Flux2KleinPipeline image with that text encoder's dequantised weights (the tiny DiT and VAE of
              tests/data/tiny/diffusers), and image_u8_bf16 on the unquantised text encoder.
+  tiny T5    the committed tiny FLUX.1 T5 (tests/data/tiny/flux1, d_model 32) as Q8_0 (all but wo and the relative
+             bias quantised, the token embedding included): tests/data/gguf/te/t5-tiny-q8_0.gguf; golden
+             gguf_te_flux1_t5_q8_0: FluxPipeline's [dev] image with its dequantised weights.
 """
 import copy
 import json
@@ -335,11 +338,44 @@ def make_klein():
     print("golden:", gold.save())
 
 
+def make_flux1():
+    """The tiny FLUX.1 T5 (d_model 32: q/k/v/o, wi_0/wi_1 and the token embedding are whole 32-blocks) as Q8_0, and
+    FluxPipeline's [dev] image with its dequantised weights (the flux1 quant goldens' prompt, size and seed)."""
+    import make_flux1_pipeline_golden as f1
+    import make_flux1_quant_goldens as fq
+    pipe = f1.pipeline("dev", "f32")
+    t5 = pipe.text_encoder_2
+    cfg = t5.config
+    meta = dict(d_model=cfg.d_model, d_ff=cfg.d_ff, num_layers=cfg.num_layers, num_heads=cfg.num_heads, d_kv=cfg.d_kv,
+                layer_norm_epsilon=cfg.layer_norm_epsilon,
+                relative_attention_num_buckets=cfg.relative_attention_num_buckets)
+    assert cfg.relative_attention_max_distance == 128  # GGUF has no key for it: llama.cpp's 128
+    deq, types = write_gguf(os.path.join(OUT, "t5-tiny-q8_0.gguf"), "t5encoder", t5_meta(meta),
+                            t5_tensors(t5.state_dict(), cfg.num_layers), T.Q8_0)
+    g = torch.Generator().manual_seed(fq.SEED)
+    noise = runs.bf16_exact(torch.randn(1, f1.DIT["in_channels"], fq.H // 16, fq.W // 16, generator=g))
+    ref_img = fq.run(pipe, noise)
+    pipe.text_encoder_2 = with_weights(t5, deq, "encoder.block.", "enc.blk.", T5_BLOCK, T5_GLOBAL)
+    img = fq.run(pipe, noise)
+    gold = common.Golden("gguf_te_flux1_t5_q8_0", "f32", "FluxPipeline ([dev], f32) with the tiny T5 dequantised from "
+                         "tests/data/gguf/te/t5-tiny-q8_0.gguf; image_u8_bf16: with the unquantised T5")
+    gold.add("noise", noise, tol=(0, 0))
+    gold.add("image_u8", img)
+    gold.add("image_u8_bf16", ref_img)
+    for k, v in (("prompts", json.dumps([fq.PROMPT])), ("height", fq.H), ("width", fq.W), ("steps", fq.STEPS),
+                 ("guidance_scale", fq.GUIDANCE), ("max_sequence_length", fq.MAX_SEQ),
+                 ("types", json.dumps(types, sort_keys=True)), ("file", "tests/data/gguf/te/t5-tiny-q8_0.gguf")):
+        gold.set(k, v)
+    print("t5-tiny-q8_0.gguf: %s" % types)
+    print("golden:", gold.save())
+
+
 def main():
     common.deterministic()
     make_qwen3()
     make_t5()
     make_klein()
+    make_flux1()
 
 
 if __name__ == "__main__":
