@@ -263,7 +263,7 @@ static kiln_status read_qwen3(const ctx *c, kiln_gguf_te *te) {
 static kiln_status read_t5(const ctx *c, kiln_gguf_te *te) {
     const char *l = kiln_gguf_label(c->g);
     int64_t L = 0, ctxlen = 0, D = 0, F = 0, H = 0, Dk = 0, Dv = 0, NB = 0;
-    double eps = 0, ln_eps = -1;
+    double rms = 0, ln_eps = -1;
     KILN_TRY(get_uint(c, "block_count", true, &L));
     KILN_TRY(get_uint(c, "context_length", false, &ctxlen));
     KILN_TRY(get_uint(c, "embedding_length", true, &D));
@@ -272,7 +272,7 @@ static kiln_status read_t5(const ctx *c, kiln_gguf_te *te) {
     KILN_TRY(get_uint(c, "attention.key_length", true, &Dk));
     KILN_TRY(get_uint(c, "attention.value_length", true, &Dv));
     KILN_TRY(get_uint(c, "attention.relative_buckets_count", true, &NB));
-    KILN_TRY(get_float(c, "attention.layer_norm_rms_epsilon", true, &eps));
+    KILN_TRY(get_float(c, "attention.layer_norm_rms_epsilon", true, &rms)); /* llama.cpp's T5 reads this one */
     KILN_TRY(get_float(c, "attention.layer_norm_epsilon", false, &ln_eps));
     const kiln_gguf_kv *dst = key(c, "decoder_start_token_id");
     uint64_t u;
@@ -282,17 +282,17 @@ static kiln_status read_t5(const ctx *c, kiln_gguf_te *te) {
     if (Dk != Dv)
         return KILN_FAIL(c->err, KILN_E_UNSUPPORTED, "%s: %s.attention.key_length %lld and value_length %lld differ "
                          "(T5 has one d_kv)", l, c->arch, (long long)Dk, (long long)Dv);
-    if (!(eps > 0 && eps < 1))
+    if (!(rms > 0 && rms < 1))
         return KILN_FAIL(c->err, KILN_E_FORMAT, "%s: %s.attention.layer_norm_rms_epsilon %g is not in (0, 1)", l,
-                         c->arch, eps);
-    if (ln_eps != -1 && ln_eps != eps)
+                         c->arch, rms);
+    if (ln_eps != -1 && ln_eps != rms)
         return KILN_FAIL(c->err, KILN_E_FORMAT, "%s: %s.attention.layer_norm_epsilon %g contradicts "
-                         "layer_norm_rms_epsilon %g (T5 has one layer_norm_epsilon)", l, c->arch, ln_eps, eps);
+                         "layer_norm_rms_epsilon %g (T5 has one layer_norm_epsilon)", l, c->arch, ln_eps, rms);
     if (NB < 2 || NB % 2)
         return KILN_FAIL(c->err, KILN_E_FORMAT, "%s: %s.attention.relative_buckets_count %lld must be even (half for "
                          "each direction)", l, c->arch, (long long)NB);
     te->n_layers = (int)L, te->context = ctxlen, te->hidden = (int)D, te->ffn = (int)F;
-    te->n_heads = te->n_kv_heads = (int)H, te->head_dim = (int)Dk, te->eps = eps, te->num_buckets = (int)NB;
+    te->n_heads = te->n_kv_heads = (int)H, te->head_dim = (int)Dk, te->eps = rms, te->num_buckets = (int)NB;
     return KILN_OK;
 }
 
