@@ -56,6 +56,7 @@ from gguf import GGMLQuantizationType as T
 from make_quant_goldens import q4_k
 
 OUT = os.path.join(common.DATA, "gguf", "te")
+CORPUS = os.path.join(common.REPO, "tests", "fuzz", "corpus", "fuzz_gguf")
 FORMATS = [("f32", T.F32), ("f16", T.F16), ("q8_0", T.Q8_0), ("q4_k", T.Q4_K)]
 SEED = 20261203
 
@@ -370,12 +371,44 @@ def make_flux1():
     print("golden:", gold.save())
 
 
+def make_corpus():
+    """Two small valid seeds for fuzz_gguf (tests/fuzz/corpus/fuzz_gguf/): a 2-layer Qwen3 and a 2-layer T5 encoder,
+    hidden 32, Q8_0 (every row one block), so the fuzzer starts from files the text-encoder check accepts."""
+    rng = np.random.default_rng(SEED)
+    q = dict(max_position_embeddings=128, hidden_size=32, intermediate_size=32, num_attention_heads=2,
+             num_key_value_heads=1, rope_theta=1e6, rms_norm_eps=1e-6, head_dim=16)
+    sd = {"model.embed_tokens.weight": (8, 32), "model.norm.weight": (32,)}
+    shapes = {"input_layernorm": (32,), "self_attn.q_proj": (32, 32), "self_attn.k_proj": (16, 32),
+              "self_attn.v_proj": (16, 32), "self_attn.o_proj": (32, 32), "self_attn.q_norm": (16,),
+              "self_attn.k_norm": (16,), "post_attention_layernorm": (32,), "mlp.gate_proj": (32, 32),
+              "mlp.up_proj": (32, 32), "mlp.down_proj": (32, 32)}
+    for i in range(2):
+        for k, v in shapes.items():
+            sd["model.layers.%d.%s.weight" % (i, k)] = v
+    sd = {k: torch.from_numpy(rng.standard_normal(v).astype(np.float32)) for k, v in sd.items()}
+    write_gguf(os.path.join(CORPUS, "qwen3-te.gguf"), "qwen3", qwen3_meta(q, 2), qwen3_tensors(sd, 2), T.Q8_0)
+    t = dict(d_model=32, d_ff=32, num_layers=2, num_heads=2, d_kv=16, layer_norm_epsilon=1e-6,
+             relative_attention_num_buckets=32)
+    sd = {"shared.weight": (8, 32), "encoder.final_layer_norm.weight": (32,),
+          "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight": (32, 2)}
+    shapes = {"layer.0.layer_norm": (32,), "layer.0.SelfAttention.q": (32, 32), "layer.0.SelfAttention.k": (32, 32),
+              "layer.0.SelfAttention.v": (32, 32), "layer.0.SelfAttention.o": (32, 32), "layer.1.layer_norm": (32,),
+              "layer.1.DenseReluDense.wi_0": (32, 32), "layer.1.DenseReluDense.wi_1": (32, 32),
+              "layer.1.DenseReluDense.wo": (32, 32)}
+    for i in range(2):
+        for k, v in shapes.items():
+            sd["encoder.block.%d.%s.weight" % (i, k)] = v
+    sd = {k: torch.from_numpy(rng.standard_normal(v).astype(np.float32)) for k, v in sd.items()}
+    write_gguf(os.path.join(CORPUS, "t5-te.gguf"), "t5encoder", t5_meta(t), t5_tensors(sd, 2), T.Q8_0)
+
+
 def main():
     common.deterministic()
     make_qwen3()
     make_t5()
     make_klein()
     make_flux1()
+    make_corpus()
 
 
 if __name__ == "__main__":
