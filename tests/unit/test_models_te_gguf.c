@@ -15,15 +15,6 @@
 
 static const char *const FORMATS[] = {"f32", "f16", "q8_0", "q4_k"};
 
-static double snr_db(const float *got, const float *ref, size_t n) {
-    double sig = 0, noise = 0;
-    for (size_t i = 0; i < n; i++) {
-        sig += (double)ref[i] * ref[i];
-        noise += ((double)got[i] - ref[i]) * ((double)got[i] - ref[i]);
-    }
-    return noise == 0 ? 999.0 : 10.0 * log10(sig / noise);
-}
-
 /* dB against the same weights (>= 60 and the golden's tolerance) and against the unquantised model (printed) */
 static void judge(golden *g, const char *what, const char *fmt, const char *key, const char *ref_key,
                   const float *got, size_t n) {
@@ -33,7 +24,7 @@ static void judge(golden *g, const char *what, const char *fmt, const char *key,
     float *ref = golden_f32(g, k, &nr), *orig = golden_f32(g, ref_key, &nu);
     if (ref && orig && nr == n && nu == n) {
         golden_compare(g, k, got, n, "");
-        double same = snr_db(got, ref, n), vs = snr_db(got, orig, n);
+        double same = golden_snr_db(got, ref, n), vs = golden_snr_db(got, orig, n);
         char tk[64];
         snprintf(tk, sizeof tk, "types_%s", fmt);
         printf("  %s %-5s %s: %.1f dB vs transformers on the same (dequantised) weights; %.1f dB vs the unquantised "
