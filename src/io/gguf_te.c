@@ -308,13 +308,15 @@ static kiln_status check_shape(const ctx *c, const kiln_gguf_tensor *t, const tm
     bool ok = t->ndim == m->ndim;
     for (int d = 0; ok && d < m->ndim; d++) ok = t->shape[d] == val[m->dims[d]];
     if (ok) return KILN_OK;
-    char got[96], want[96];
+    char got[96], want[96], says[256] = "";
     int64_t w[2] = {val[m->dims[0]], m->ndim > 1 ? val[m->dims[1]] : 0};
     shape_text(got, sizeof got, t->ndim, t->shape);
     shape_text(want, sizeof want, m->ndim, w);
-    return KILN_FAIL(c->err, KILN_E_FORMAT, "%s: tensor '%s' has shape %s, but %s.%s%s%s say %s",
-                     kiln_gguf_label(c->g), t->name, got, c->arch, sym_says[m->dims[0]], m->ndim > 1 ? " by " : "",
-                     m->ndim > 1 ? sym_says[m->dims[1]] : "", want);
+    for (int d = 0; d < m->ndim; d++) /* "qwen3.attention.head_count_kv x key_length by qwen3.embedding_length" */
+        snprintf(says + strlen(says), sizeof says - strlen(says), "%s%s%s%s", d ? " by " : "",
+                 m->dims[d] == S_VOCAB ? "" : c->arch, m->dims[d] == S_VOCAB ? "" : ".", sym_says[m->dims[d]]);
+    return KILN_FAIL(c->err, KILN_E_FORMAT, "%s: tensor '%s' has shape %s, but %s say %s", kiln_gguf_label(c->g),
+                     t->name, got, says, want);
 }
 
 static kiln_status check_tensors(const ctx *c, const arch *a, kiln_gguf_te *te) {
