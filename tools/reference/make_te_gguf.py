@@ -58,6 +58,7 @@ from make_quant_goldens import q4_k
 OUT = os.path.join(common.DATA, "gguf", "te")
 CORPUS = os.path.join(common.REPO, "tests", "fuzz", "corpus", "fuzz_gguf")
 FORMATS = [("f32", T.F32), ("f16", T.F16), ("q8_0", T.Q8_0), ("q4_k", T.Q4_K)]
+FMT_NAME = {t: n for n, t in FORMATS}
 SEED = 20261203
 
 QWEN3_Q = dict(vocab_size=256, hidden_size=256, intermediate_size=32, num_hidden_layers=27, num_attention_heads=2,
@@ -224,6 +225,20 @@ def randomise(m, g):
             p.copy_(v.to(torch.bfloat16).to(torch.float32))  # bf16-exact, like every tiny model
 
 
+def every_format(gold, stem, key, write, model, run):
+    """For each format: write(type) the file -> (dequantised weights, type counts), model(those) the HF model,
+    run(model) its output: stored as <key>_<fmt> with the fp32-vs-fp64 tolerance; then the golden is saved."""
+    for fmt, want in FORMATS:
+        deq, types = write(want)
+        m = model(deq)
+        f32, f64 = run(m), run(copy.deepcopy(m).double())
+        tol, s = make_goldens.tol32(f32, f64)
+        gold.add("%s_%s" % (key, fmt), f32, tol=tol, spread=s)
+        gold.set("types_" + fmt, json.dumps(types, sort_keys=True))
+        print("%s-%s.gguf: %s" % (stem, fmt, types))
+    print("golden:", gold.save())
+
+
 def qwen3_features(m, ids, mask):
     with torch.no_grad():
         hs = m(input_ids=ids, attention_mask=mask, output_hidden_states=True).hidden_states
@@ -250,18 +265,11 @@ def make_qwen3():
     gold.add("attention_mask", mask)
     ref = qwen3_features(base, ids, mask)
     gold.add("features_ref", ref)
-    for fmt, want in FORMATS:
-        deq, types = write_gguf(os.path.join(OUT, "qwen3-q-%s.gguf" % fmt), "qwen3", qwen3_meta(QWEN3_Q, L),
-                                qwen3_tensors(sd, L), want)
-        m = with_weights(base, deq, "layers.", "blk.", QWEN3_BLOCK,
-                         {"embed_tokens": "token_embd", "norm": "output_norm"})
-        f32 = qwen3_features(m, ids, mask)
-        f64 = qwen3_features(copy.deepcopy(m).double(), ids, mask.clone())
-        tol, s = make_goldens.tol32(f32, f64)
-        gold.add("features_" + fmt, f32, tol=tol, spread=s)
-        gold.set("types_" + fmt, json.dumps(types, sort_keys=True))
-        print("qwen3-q-%s.gguf: %s" % (fmt, types))
-    print("golden:", gold.save())
+    every_format(gold, "qwen3-q", "features", lambda want: write_gguf(
+        os.path.join(OUT, "qwen3-q-%s.gguf" % FMT_NAME[want]), "qwen3", qwen3_meta(QWEN3_Q, L), qwen3_tensors(sd, L),
+        want), lambda deq: with_weights(base, deq, "layers.", "blk.", QWEN3_BLOCK,
+                                        {"embed_tokens": "token_embd", "norm": "output_norm"}),
+        lambda m: qwen3_features(m, ids, mask))
 
 
 def make_t5():
@@ -279,18 +287,13 @@ def make_t5():
     gold.add("input_ids", ids)
     with torch.no_grad():
         gold.add("hidden_ref", base(ids).last_hidden_state)
-    for fmt, want in FORMATS:
-        deq, types = write_gguf(os.path.join(OUT, "t5-q-%s.gguf" % fmt), "t5encoder", t5_meta(T5_Q),
-                                t5_tensors(sd, T5_Q["num_layers"]), want)
-        m = with_weights(base, deq, "encoder.block.", "enc.blk.", T5_BLOCK, T5_GLOBAL)
+    def hidden(m):
         with torch.no_grad():
-            f32 = m(ids).last_hidden_state
-            f64 = copy.deepcopy(m).double()(ids).last_hidden_state
-        tol, s = make_goldens.tol32(f32, f64)
-        gold.add("hidden_" + fmt, f32, tol=tol, spread=s)
-        gold.set("types_" + fmt, json.dumps(types, sort_keys=True))
-        print("t5-q-%s.gguf: %s" % (fmt, types))
-    print("golden:", gold.save())
+            return m(ids).last_hidden_state
+    every_format(gold, "t5-q", "hidden", lambda want: write_gguf(
+        os.path.join(OUT, "t5-q-%s.gguf" % FMT_NAME[want]), "t5encoder", t5_meta(T5_Q),
+        t5_tensors(sd, T5_Q["num_layers"]), want),
+        lambda deq: with_weights(base, deq, "encoder.block.", "enc.blk.", T5_BLOCK, T5_GLOBAL), hidden)
 
 
 def make_klein():
