@@ -144,6 +144,12 @@ static void kv_text(const kiln_gguf_kv *kv, char *buf, size_t cap) {
 static kiln_status inspect_gguf(const char *path, const opts *o, json_t *arr, kiln_err *err) {
     kiln_gguf_file *g;
     KILN_TRY(kiln_gguf_open(path, &g, err));
+    kiln_gguf_te te; /* a llama.cpp text encoder: validated like the header (strictly: a refusal is an error) */
+    kiln_status tes = kiln_gguf_te_check(g, &te, err);
+    if (tes != KILN_OK) {
+        kiln_gguf_close(g);
+        return tes;
+    }
     kiln_detect_result d;
     kiln_detect_gguf(g, &d);
     size_t n = kiln_gguf_count(g);
@@ -185,6 +191,10 @@ static kiln_status inspect_gguf(const char *path, const opts *o, json_t *arr, ki
             if (per_type[t]) printf(" %s x %zu", kiln_qtype_get(t)->name, per_type[t]);
         printf("\n");
         if (*unsupported) printf("  unsupported: %s\n", unsupported);
+        if (te.kind != KILN_GGUF_TE_NONE)
+            printf("  text encoder: llama.cpp names, read as transformers names (%s); the tokenizer stored in the "
+                   "file is not used (kiln tokenises with data/tokenizer)\n", te.kind == KILN_GGUF_TE_QWEN3
+                   ? "blk.N.* -> model.layers.N.*" : "enc.blk.N.* -> encoder.block.N.*");
         for (size_t i = 0; i < kiln_gguf_kv_count(g); i++) {
             const kiln_gguf_kv *kv = kiln_gguf_kv_at(g, i);
             kv_text(kv, val, sizeof val);

@@ -47,6 +47,17 @@ static const kiln_node_class classes[] = {
                 {.name = "device", .type = "COMBO", .optional = true, .options = devices, .def_str = "default",
                  .model_kind = KILN_NO_MODEL_KIND}},
      .outputs = {"CLIP"}, .output_names = {"CLIP"}, .eval = kiln_node_dual_clip_loader},
+    /* ComfyUI-GGUF's loaders (city96/ComfyUI-GGUF nodes.py): CLIPLoader's and DualCLIPLoader's inputs without
+     * device; kiln reads a .gguf text encoder (llama.cpp names) through the same loaders as any other file */
+    {.name = "CLIPLoaderGGUF", .display_name = "CLIPLoader (GGUF)", .category = "bootleg",
+     .description = "Names the Qwen3 text encoder file, GGUF or not (text_encoders/ or clip/).",
+     .inputs = {MODEL_IN("clip_name", KILN_MODELS_TEXT_ENCODER), COMBO_IN("type", clip_types, "flux2")},
+     .outputs = {"CLIP"}, .output_names = {"CLIP"}, .eval = kiln_node_clip_loader},
+    {.name = "DualCLIPLoaderGGUF", .display_name = "DualCLIPLoader (GGUF)", .category = "bootleg",
+     .description = "Names FLUX.1's CLIP-L and T5-XXL files, GGUF or not (text_encoders/ or clip/).",
+     .inputs = {MODEL_IN("clip_name1", KILN_MODELS_TEXT_ENCODER), MODEL_IN("clip_name2", KILN_MODELS_TEXT_ENCODER),
+                COMBO_IN("type", dual_clip_types, "flux")},
+     .outputs = {"CLIP"}, .output_names = {"CLIP"}, .eval = kiln_node_dual_clip_loader},
     {.name = "LoraLoaderModelOnly", .display_name = "LoraLoaderModelOnly", .category = "loaders",
      .description = "Adds a LoRA adapter (loras/) to the diffusion model, applied at run time.",
      .inputs = {LINK("model", "MODEL"), MODEL_IN("lora_name", KILN_MODELS_LORA),

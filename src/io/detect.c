@@ -186,7 +186,45 @@ static bool gguf_shape(const void *file, const char *name, int *ndim, const int6
     return t != NULL;
 }
 
+/* A llama.cpp-named text encoder (io/gguf_te.h): described from its validated metadata. */
+static void detect_gguf_te(const kiln_gguf_file *g, const kiln_gguf_te *te, kiln_detect_result *r) {
+    memset(r, 0, sizeof *r);
+    r->layout = KILN_LAYOUT_LLAMACPP;
+    r->hidden = te->hidden;
+    r->n_layers = te->n_layers;
+    const char *q = kiln_gguf_find(g, "output.weight") ? ", with output.weight (lm_head, unused)" : "";
+    if (te->kind == KILN_GGUF_TE_QWEN3) {
+        bool is4b = te->hidden == 2560 && te->n_layers == 36, is8b = te->hidden == 4096 && te->n_layers == 36;
+        r->family = KILN_FAMILY_QWEN3;
+        snprintf(r->id, sizeof r->id, "%s", is4b ? "qwen3-4b" : is8b ? "qwen3-8b" : "qwen3");
+        snprintf(r->desc, sizeof r->desc, "Qwen3%s text encoder (llama.cpp GGUF), hidden %d, %d layers, %d q / %d kv "
+                 "heads x %d, vocabulary %lld, rms eps %g, rope theta %g%s", is4b ? "-4B" : is8b ? "-8B (klein 9B)" : "",
+                 te->hidden, te->n_layers, te->n_heads, te->n_kv_heads, te->head_dim, (long long)te->vocab, te->eps,
+                 te->theta, q);
+    } else {
+        bool xxl = te->hidden == 4096 && te->n_layers == 24;
+        r->family = KILN_FAMILY_T5;
+        snprintf(r->id, sizeof r->id, "%s", xxl ? "t5-xxl" : "t5-encoder");
+        snprintf(r->desc, sizeof r->desc, "T5%s encoder (llama.cpp GGUF), d_model %d, %d layers, %d heads x %d, "
+                 "vocabulary %lld, %d buckets, eps %g%s", xxl ? " v1.1 XXL" : "", te->hidden, te->n_layers,
+                 te->n_heads, te->head_dim, (long long)te->vocab, te->num_buckets, te->eps, q);
+    }
+}
+
 void kiln_detect_gguf(const kiln_gguf_file *g, kiln_detect_result *r) {
+    kiln_gguf_te te;
+    kiln_err e = {0};
+    kiln_status s = kiln_gguf_te_check(g, &te, &e);
+    if (s == KILN_OK && te.kind != KILN_GGUF_TE_NONE) {
+        detect_gguf_te(g, &te, r);
+        return;
+    }
+    if (s != KILN_OK) { /* a text encoder's architecture, but a file kiln refuses: say why */
+        memset(r, 0, sizeof *r);
+        snprintf(r->id, sizeof r->id, "unknown");
+        snprintf(r->desc, sizeof r->desc, "%s", e.msg);
+        return;
+    }
     names n = {g, gguf_shape, kiln_gguf_count(g)};
     detect(&n, r);
 }
@@ -209,6 +247,7 @@ const char *kiln_layout_name(kiln_layout l) {
     case KILN_LAYOUT_BFL: return "bfl";
     case KILN_LAYOUT_DIFFUSERS: return "diffusers";
     case KILN_LAYOUT_HF: return "hf";
+    case KILN_LAYOUT_LLAMACPP: return "llama.cpp";
     default: return "unknown";
     }
 }

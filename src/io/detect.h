@@ -28,6 +28,7 @@
 #include <stdint.h>
 
 #include "io/gguf.h"
+#include "io/gguf_te.h"
 #include "io/safetensors.h"
 
 typedef enum kiln_family {
@@ -46,6 +47,7 @@ typedef enum kiln_layout {
     KILN_LAYOUT_BFL,       /* BFL / ComfyUI single-file names */
     KILN_LAYOUT_DIFFUSERS, /* diffusers folder names */
     KILN_LAYOUT_HF,        /* transformers names */
+    KILN_LAYOUT_LLAMACPP,  /* llama.cpp GGUF names (a Qwen3 / T5 text encoder GGUF: io/gguf_te.h) */
 } kiln_layout;
 
 typedef struct kiln_detect_result {
@@ -62,10 +64,12 @@ typedef struct kiln_detect_result {
 
 /* Never fails: an unrecognised checkpoint is KILN_FAMILY_UNKNOWN. */
 void kiln_detect(const kiln_st_file *f, kiln_detect_result *out);
-/* The same rules on a GGUF file's tensor names (also tried with a `model.diffusion_model.` prefix). */
+/* The same rules on a GGUF file's tensor names (also tried with a `model.diffusion_model.` prefix); a Qwen3 / T5
+ * text encoder in llama.cpp's naming (io/gguf_te.h) by its validated metadata (layout "llama.cpp"; a file of that
+ * architecture kiln refuses is "unknown" with the reason in desc). */
 void kiln_detect_gguf(const kiln_gguf_file *g, kiln_detect_result *out);
 const char *kiln_family_name(kiln_family f); /* "flux2-dit", "qwen3", "flux2-vae", "flux1-dit", "flux1-vae",
                                                "clip-text", "t5-encoder", "unknown" */
-const char *kiln_layout_name(kiln_layout l); /* "bfl", "diffusers", "hf", "unknown" */
+const char *kiln_layout_name(kiln_layout l); /* "bfl", "diffusers", "hf", "llama.cpp", "unknown" */
 
 #endif

@@ -43,6 +43,7 @@ struct kiln_st_file {
     char **meta; /* key, value, key, value, ... */
     size_t n_meta;
     kiln_gguf_file *gguf; /* a GGUF file opened as a checkpoint: owns the mapping the tensors point into */
+    kiln_gguf_te te;      /* a llama.cpp-named text encoder GGUF (kind NONE otherwise): its validated metadata */
 };
 
 /* Prefixes that wrap a model's own names in some single-file checkpoints (ComfyUI, A1111-era files). */
@@ -380,17 +381,21 @@ static kiln_status map_shard(st_shard *sh, const char *path, kiln_err *err) {
 }
 
 /* A GGUF file (FLUX GGUFs keep the BFL tensor names, as ComfyUI-GGUF expects) as a checkpoint: its tensors, in
- * PyTorch order, pointing into the GGUF mapping; quantised ones as QBLOCK entries. */
+ * PyTorch order, pointing into the GGUF mapping; quantised ones as QBLOCK entries. A text encoder in llama.cpp's
+ * naming (io/gguf_te.h) is validated against its metadata and its tensors renamed to the transformers names. */
 static kiln_status open_gguf(const char *path, kiln_st_file **out, kiln_err *err) {
     kiln_gguf_file *g;
     KILN_TRY(kiln_gguf_open(path, &g, err));
+    kiln_gguf_te te;
+    kiln_status s = kiln_gguf_te_check(g, &te, err);
     kiln_st_file *f;
-    kiln_status s = new_file(path, 1, &f, err);
+    if (s == KILN_OK) s = new_file(path, 1, &f, err);
     if (s != KILN_OK) {
         kiln_gguf_close(g);
         return s;
     }
     f->gguf = g;
+    f->te = te;
     f->shards[0].path = kiln_strdup(path);
     size_t n = kiln_gguf_count(g);
     f->tensors = kiln_calloc(n ? n : 1, sizeof *f->tensors);
@@ -405,8 +410,11 @@ static kiln_status open_gguf(const char *path, kiln_st_file **out, kiln_err *err
         case KILN_QT_BF16: t.dtype = KILN_DT_BF16; break;
         default: t.dtype = KILN_DT_QBLOCK, t.qtype = gt->type; break;
         }
-        t.name = kiln_strdup(gt->name);
-        if (!t.name) s = KILN_FAIL(err, KILN_E_NOMEM, "%s: out of memory for tensor names", path);
+        char hf[256];
+        if (te.kind != KILN_GGUF_TE_NONE && !kiln_gguf_te_hf_name(te.kind, gt->name, hf, sizeof hf))
+            s = KILN_FAIL(err, KILN_E_INTERNAL, "%s: tensor '%s' passed the check but has no name", path, gt->name);
+        t.name = s != KILN_OK ? NULL : kiln_strdup(te.kind != KILN_GGUF_TE_NONE ? hf : gt->name);
+        if (s == KILN_OK && !t.name) s = KILN_FAIL(err, KILN_E_NOMEM, "%s: out of memory for tensor names", path);
         else f->tensors[f->n++] = t;
     }
     if (s == KILN_OK) s = finish_open(f, err);
@@ -650,6 +658,10 @@ const char *kiln_st_shard_path(const kiln_st_file *f, size_t i) {
 }
 
 const char *kiln_st_label(const kiln_st_file *f) { return f->label; }
+
+const kiln_gguf_te *kiln_st_gguf_te(const kiln_st_file *f) {
+    return f->te.kind != KILN_GGUF_TE_NONE ? &f->te : NULL;
+}
 
 kiln_tensor kiln_st_view(const kiln_st_tensor *t) {
     if (t->dtype == KILN_DT_QBLOCK && t->ndim == 2) return kiln_tensor_make_q((void *)t->data, t->qtype, t->shape[0], t->shape[1]);

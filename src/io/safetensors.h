@@ -40,6 +40,7 @@
 #include <stdint.h>
 
 #include "base/status.h"
+#include "io/gguf_te.h"
 #include "tensor/tensor.h"
 
 #define KILN_ST_MAX_HEADER (100u * 1024 * 1024)
@@ -60,7 +61,8 @@ typedef struct kiln_st_tensor {
 /* path: a .safetensors file, a .safetensors.index.json, or a folder with exactly one of those - or a GGUF file
  * (detected by its magic): its tensors as entries of this kind, F32/F16/BF16 as those dtypes,
  * block-quantised ones as KILN_DT_QBLOCK with the GGML type in qtype (PyTorch-order shapes), the GGUF file's
- * strict validation (io/gguf.h) included; GGUF metadata is not exposed as safetensors metadata. */
+ * strict validation (io/gguf.h) included; GGUF metadata is not exposed as safetensors metadata. A llama.cpp-named
+ * Qwen3 / T5 text encoder GGUF is also validated against its metadata and renamed (kiln_st_gguf_te). */
 kiln_status kiln_st_open(const char *path, kiln_st_file **out, kiln_err *err);
 /* Parses a safetensors image already in memory (for the fuzzer and tests). The buffer must outlive the result. */
 kiln_status kiln_st_open_memory(const void *buf, size_t len, const char *label, kiln_st_file **out,
@@ -87,6 +89,10 @@ kiln_status kiln_st_get(const kiln_st_file *f, const char *name, kiln_dtype dtyp
                         const int64_t *shape, kiln_tensor *out, kiln_err *err);
 /* The path (or label) the checkpoint was opened from. Valid until kiln_st_close. */
 const char *kiln_st_label(const kiln_st_file *f);
+/* A text-encoder GGUF in llama.cpp's naming (Qwen3, T5; io/gguf_te.h): its validated metadata, which the model
+ * loaders read instead of a config.json; its tensors are listed under their transformers names. NULL for any
+ * other checkpoint. Valid until kiln_st_close. */
+const kiln_gguf_te *kiln_st_gguf_te(const kiln_st_file *f);
 
 /* ---- writer: streams tensors to a file; the header is written first, so all names/shapes come up front. ---- */
 typedef struct kiln_st_writer kiln_st_writer;

@@ -6,6 +6,7 @@
 
 #include "base/alloc.h"
 #include "models/config.h"
+#include "models/embed.h"
 #include "models/rope_tables.h"
 #include "models/views.h"
 
@@ -29,6 +30,20 @@ static kiln_status read_config(kiln_qwen3 *m, const kiln_wset *ws, const char *p
     m->theta = 1e6f; /* Qwen3-4B's, for single files (no config) */
     m->n_config_layers = 0;
     while (kiln_w_has(ws, "model.layers.%d.input_layernorm.weight", m->n_config_layers)) m->n_config_layers++;
+    const kiln_gguf_te *te = kiln_st_gguf_te(ws->ck);
+    if (te) { /* a llama.cpp GGUF: its metadata is the config (validated against the tensors at open) */
+        if (te->kind != KILN_GGUF_TE_QWEN3)
+            return KILN_FAIL(err, KILN_E_FORMAT, "Qwen3: %s is a %s GGUF, not a Qwen3 text encoder",
+                             kiln_st_label(ws->ck), te->arch);
+        m->eps = (float)te->eps;                          /* qwen3.attention.layer_norm_rms_epsilon */
+        m->theta = (float)te->theta;                      /* qwen3.rope.freq_base */
+        m->n_config_layers = te->n_layers;                /* qwen3.block_count */
+        m->norm_last = m->n_config_layers == m->n_layers; /* transformers ties the last hidden state */
+        /* llama.cpp's converter permutes q/k rows into interleaved RoPE pairs only for LLaMA-family models;
+         * Qwen2/Qwen3 keep HF's rows (NEOX RoPE), so nothing is undone here (ComfyUI-GGUF: only for "llama") */
+        m->rope_interleaved = false;
+        return KILN_OK;
+    }
     json_t *c;
     KILN_TRY(kiln_config_open(path, &c, err));
     if (!c) {
@@ -253,11 +268,8 @@ kiln_status kiln_qwen3_encode_tp(const kiln_qwen3 *m, kiln_backend *be, kiln_com
     kiln_epilogue add = {KILN_EPI_ADD, NULL};
     kiln_tensor PART = kiln_f32_2d(part, R, D);
 
-    /* Embedding lookup: one row copy (bf16 -> f32) per token. */
-    for (int64_t i = 0; i < R; i++) {
-        kiln_tensor src = kiln_tensor_rows(&m->embed, ids[i], 1), dst = kiln_tensor_rows(&X, i, 1);
-        CK(op->copy(be, &dst, &src, err));
-    }
+    /* Embedding lookup: the tokens' rows as f32 (a quantised GGUF table: just those rows dequantised) */
+    CK(kiln_embed_rows(be, &m->embed, ids, R, &X, "Qwen3", err));
     int next_out = 0;
     for (int l = 0; l < m->n_layers; l++) {
         const kiln_qwen3_layer *L = &m->layers[l];
@@ -276,8 +288,8 @@ kiln_status kiln_qwen3_encode_tp(const kiln_qwen3 *m, kiln_backend *be, kiln_com
             kiln_tensor vb = kiln_tensor_rows(&Vt, (int64_t)b * seq, seq);
             kiln_tensor ab = kiln_tensor_rows(&A, (int64_t)b * seq, seq);
             kiln_tensor mb = kiln_tensor_make(msk + (size_t)b * seq, KILN_DT_U8, 1, (int64_t[]){seq});
-            CK(op->rope(be, &qb, &COS, &SIN, hq, false, err));
-            CK(op->rope(be, &kb, &COS, &SIN, hkv, false, err));
+            CK(op->rope(be, &qb, &COS, &SIN, hq, m->rope_interleaved, err));
+            CK(op->rope(be, &kb, &COS, &SIN, hkv, m->rope_interleaved, err));
             CK(op->attention(be, &ab, &qb, &kb, &vb, hq, hkv, 1.0f / sqrtf((float)Dh), true, &mb, err));
         }
         CK(project_out(be, tp, &X, &A, &L->wo, r * Q, &PART, &add, err));

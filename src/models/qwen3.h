@@ -52,13 +52,18 @@ typedef struct kiln_qwen3 {
     kiln_tensor final_norm; /* f32 [D] model.norm (when norm_last) */
     int64_t vocab;         /* embedding rows: 151936 */
     float eps, theta;      /* 1e-6, 1e6 */
+    bool rope_interleaved; /* q/k rows hold RoPE pairs (2i, 2i+1) rather than HF's (i, i+Dh/2): never for the
+                            * layouts kiln reads (HF; llama.cpp's qwen3, whose converter keeps HF's rows) */
     int out_layers[KILN_QWEN3_N_OUT];
     kiln_tensor embed;     /* [V, D]              model.embed_tokens */
     kiln_qwen3_layer *layers;
     kiln_wset ws;
 } kiln_qwen3;
 
-/* config_json: NULL (single files: Qwen3-4B's theta 1e6 and eps 1e-6, the layer count from the weights), or the
+/* ck may be a llama.cpp-named qwen3 GGUF (io/gguf_te.h; Q8_0, Q4_K, ... weights stay quantised, the token
+ * embedding too): then its metadata gives eps (attention.layer_norm_rms_epsilon), theta (rope.freq_base) and the
+ * layer count (block_count), and config_json is not read.
+ * config_json: NULL (single files: Qwen3-4B's theta 1e6 and eps 1e-6, the layer count from the weights), or the
  * text_encoder/config.json path, read as transformers 5 reads it: rope_parameters.rope_theta, else a top-level
  * rope_theta, else 10000; rms_norm_eps; num_hidden_layers; tie_last_hidden_states. Refused by name: rope_type
  * other than "default", rope_scaling, per-layer-type rope_parameters, hidden_act other than silu,

@@ -14,7 +14,9 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "models/embed.h"
 #include "models/views.h"
+#include "tensor/quant.h"
 
 int kiln_t5_relative_bucket(int rp, int num_buckets, int max_distance) {
     int ret = 0, nb = num_buckets / 2;
@@ -40,7 +42,17 @@ static kiln_status bias_table(const kiln_t5_encoder *m, int seq, float **out, ki
         kiln_free(bucket);
         return KILN_FAIL(err, KILN_E_NOMEM, "T5: out of memory for the %d-token position bias", seq);
     }
-    kiln_to_f32(emb, m->rel_bias.data, m->rel_bias.dtype, nb * H);
+    if (m->rel_bias.dtype == KILN_DT_QBLOCK) { /* a GGUF may quantise it: whole rows of blocks, one run */
+        kiln_status s = kiln_dequant(emb, m->rel_bias.qtype, m->rel_bias.data, nb * H, err);
+        if (s != KILN_OK) {
+            kiln_free(emb);
+            kiln_free(t);
+            kiln_free(bucket);
+            return kiln_err_prefix(err, "T5: relative attention bias: ");
+        }
+    } else {
+        kiln_to_f32(emb, m->rel_bias.data, m->rel_bias.dtype, nb * H);
+    }
     for (size_t d = 0; d < 2 * S - 1; d++) bucket[d] = kiln_t5_relative_bucket((int)d - (int)(S - 1), m->num_buckets, m->max_distance);
     for (size_t h = 0; h < H; h++)
         for (size_t i = 0; i < S; i++)
@@ -89,10 +101,7 @@ kiln_status kiln_t5_encoder_encode(const kiln_t5_encoder *m, kiln_backend *be, c
     kiln_tensor KC = kiln_f32_2d(kc, S, Dk), VT = kiln_f32_2d(vt, Dk, S), OUT = kiln_f32_2d(hidden, R, D);
     kiln_epilogue add = {KILN_EPI_ADD, NULL};
 
-    for (int64_t i = 0; i < R; i++) {
-        kiln_tensor src = kiln_tensor_rows(&m->embed, ids[i], 1), dst = kiln_tensor_rows(&X, i, 1);
-        CK(op->copy(be, &dst, &src, err));
-    }
+    CK(kiln_embed_rows(be, &m->embed, ids, R, &X, "T5", err)); /* a quantised GGUF table: just these rows */
     for (int l = 0; l < m->n_layers; l++) {
         const kiln_t5_layer *L = &m->layers[l];
         CK(op->rms_norm(be, &Hn, &X, &L->attn_norm, m->eps, err));

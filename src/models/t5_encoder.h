@@ -45,7 +45,10 @@ typedef struct kiln_t5_encoder {
     kiln_wset ws;
 } kiln_t5_encoder;
 
-/* config_json: NULL (ComfyUI's t5xxl file: T5 v1.1 XXL's d_kv 64, 32 buckets, max distance 128, eps 1e-6,
+/* ck may be a llama.cpp-named t5encoder GGUF (io/gguf_te.h, city96's t5-v1_1-xxl-encoder-*.gguf): its metadata
+ * gives d_kv, num_heads, the bucket count and eps (max distance 128, as llama.cpp), config_json is not read, and
+ * quantised weights stay quantised (the token embedding too; a quantised relative bias is dequantised).
+ * config_json: NULL (ComfyUI's t5xxl file: T5 v1.1 XXL's d_kv 64, 32 buckets, max distance 128, eps 1e-6,
  * gated-gelu) or text_encoder_2/config.json (num_heads, d_kv, relative_attention_num_buckets /
  * _max_distance, layer_norm_epsilon, feed_forward_proj / dense_act_fn / is_gated_act read; the sizes it states
  * must agree with the weights). Errors: KILN_E_NOT_FOUND / KILN_E_FORMAT naming the tensor or key,

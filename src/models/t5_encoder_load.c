@@ -72,6 +72,11 @@ kiln_status kiln_t5_encoder_load(const kiln_st_file *ck, const char *config_json
     kiln_wset_init(&m->ws, ck, "text encoder (T5)", err);
     kiln_wset *ws = &m->ws;
     kiln_status s;
+    const kiln_gguf_te *te = kiln_st_gguf_te(ck);
+    if (te && te->kind != KILN_GGUF_TE_T5) {
+        s = KILN_FAIL(err, KILN_E_FORMAT, "T5: %s is a %s GGUF, not a T5 encoder", kiln_st_label(ck), te->arch);
+        goto fail;
+    }
     const char *p = "encoder.block";
     const char *emb = kiln_w_has(ws, "shared.weight") ? "shared.weight" : "encoder.embed_tokens.weight";
     if ((s = kiln_w_mat(ws, &m->embed, -1, -1, "%s", emb))) goto fail;
@@ -83,7 +88,15 @@ kiln_status kiln_t5_encoder_load(const kiln_st_file *ck, const char *config_json
     while (kiln_w_has(ws, "%s.%d.layer.0.layer_norm.weight", p, m->n_layers)) m->n_layers++;
     if ((s = kiln_w_mat(ws, &t, -1, m->d_model, "%s.0.layer.0.SelfAttention.q.weight", p))) goto fail;
     int inner = (int)t.shape[0];
-    if ((s = read_config(m, config_json, err))) goto fail;
+    if (te) { /* a llama.cpp GGUF: its metadata is the config (validated against the tensors at open) */
+        m->d_kv = te->head_dim;                          /* t5encoder.attention.key_length */
+        m->n_heads = te->n_heads;                        /* attention.head_count */
+        m->num_buckets = te->num_buckets;                /* attention.relative_buckets_count */
+        m->max_distance = KILN_GGUF_T5_MAX_DISTANCE;     /* not in the file: 128, as llama.cpp */
+        m->eps = (float)te->eps;                         /* attention.layer_norm_rms_epsilon */
+    } else if ((s = read_config(m, config_json, err))) {
+        goto fail;
+    }
     if (inner % m->d_kv || (m->n_heads && m->n_heads * m->d_kv != inner)) {
         s = KILN_FAIL(err, KILN_E_FORMAT, "T5: q projection of %d rows is not num_heads x d_kv (%d x %d)", inner,
                       m->n_heads, m->d_kv);

@@ -53,7 +53,18 @@ out=$("$bin" inspect --summary "$data/fp8-nvfp4.safetensors"); rc=$?
 has "$out" "unsupported: $data/fp8-nvfp4.safetensors: layer 'img_in' uses quantisation format 'nvfp4'"
 [ "$rc" -eq 0 ] && echo "ok nvfp4 listed, exit 0" || { echo "FAIL nvfp4 inspect exit $rc"; fail=1; }
 
-# a folder: its .gguf files are found beside the safetensors ones
+# text encoders in llama.cpp's naming (tests/data/gguf/te): detected from their metadata, the name map said
+out=$("$bin" inspect --summary "$data/te/qwen3-q-q4_k.gguf")
+has "$out" "model:      qwen3 (Qwen3 text encoder (llama.cpp GGUF), hidden 256, 27 layers, 2 q / 1 kv heads x 16"
+has "$out" "layout:     llama.cpp    architecture: qwen3"
+has "$out" "types:      F32 x 109 Q5_0 x 54 Q4_K x 136"
+has "$out" "text encoder: llama.cpp names, read as transformers names (blk.N.* -> model.layers.N.*); the tokenizer stored in the file is not used"
+json=$("$bin" inspect --summary --json "$data/te/t5-tiny-q8_0.gguf")
+has "$json" '"family": "t5-encoder"'
+has "$json" '"layout": "llama.cpp"'
+
+# a folder: its .gguf files are found beside the safetensors ones (3 here, 10 text encoders in te/: folders are
+# walked)
 n=$("$bin" inspect --summary --json "$data" | grep -c '"model"')
-[ "$n" -eq 3 ] && echo "ok folder: 3 checkpoints (and one error)" || { echo "FAIL folder listed $n checkpoints, want 3"; fail=1; }
+[ "$n" -eq 13 ] && echo "ok folder: 13 checkpoints (and one error)" || { echo "FAIL folder listed $n checkpoints, want 13"; fail=1; }
 exit $fail

@@ -2,7 +2,8 @@
  * must give KILN_OK or a clean error: no crash, no out-of-bounds read, no leak. On success every tensor must be
  * findable by name and lie inside the input, every metadata value must be readable through the accessors, and
  * the first blocks of each dequantisable tensor are dequantised on the scalar and the active tier, which must
- * agree bit for bit; the family detector runs on the names. Seeds: tests/fuzz/corpus/fuzz_gguf/ (tools/reference/make_gguf.py). */
+ * agree bit for bit; the family detector runs on the names, and a text encoder the llama.cpp-name check accepts
+ * must map every tensor name (qwen3-te.gguf, t5-te.gguf: make_te_gguf.py). Seeds: tests/fuzz/corpus/fuzz_gguf/ (tools/reference/make_gguf.py). */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -56,6 +57,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     (void)sink;
     kiln_detect_result d;
     kiln_detect_gguf(g, &d);
+    /* a text encoder the check accepts (io/gguf_te.h): every tensor has its transformers name */
+    kiln_gguf_te te;
+    if (kiln_gguf_te_check(g, &te, &err) == KILN_OK && te.kind != KILN_GGUF_TE_NONE) {
+        char hf[256];
+        for (size_t i = 0; i < kiln_gguf_count(g); i++)
+            if (!kiln_gguf_te_hf_name(te.kind, kiln_gguf_at(g, i)->name, hf, sizeof hf)) abort();
+    }
     kiln_gguf_close(g);
     return 0;
 }

@@ -156,4 +156,14 @@ static inline int golden_check(golden *g, const char *tensor, const float *got, 
     return golden_compare(g, tensor, got, n, NULL);
 }
 
+/* Signal-to-noise ratio of got against ref in dB: 10 log10(sum ref^2 / sum (got - ref)^2); 999 when identical. */
+static inline double golden_snr_db(const float *got, const float *ref, size_t n) {
+    double sig = 0, noise = 0;
+    for (size_t i = 0; i < n; i++) {
+        sig += (double)ref[i] * ref[i];
+        noise += ((double)got[i] - ref[i]) * ((double)got[i] - ref[i]);
+    }
+    return noise == 0 ? 999.0 : 10.0 * log10(sig / noise);
+}
+
 #endif

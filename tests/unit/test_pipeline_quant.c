@@ -9,7 +9,11 @@
  * Bar: the uint8 image >= 60 dB PSNR against the oracle's (the issue's). Also printed: PSNR against the oracle's
  * image on the UNQUANTISED model - the quality cost of each format on this tiny model (docs/benchmarks.md), checked
  * only to be below the same-weights figure (a quantisation that changes nothing would be a broken test). The
- * weights must stay quantised in memory: the engine reports the DiT's bytes as the file's, not a bf16 copy's. */
+ * weights must stay quantised in memory: the engine reports the DiT's bytes as the file's, not a bf16 copy's.
+ * The text encoders from llama.cpp-named GGUFs likewise (tools/reference/make_te_gguf.py): klein with a Q8_0 Qwen3
+ * GGUF (tests/data/gguf/te/qwen3-tiny-q8_0.gguf: the tiny Qwen3, o_proj Q8_0 and the rest F16/F32 as llama.cpp's
+ * converter falls back) against Flux2KleinPipeline with that encoder's dequantised weights, and FLUX.1 [dev] with a
+ * Q8_0 T5 GGUF (t5-tiny-q8_0.gguf, its token embedding quantised) against FluxPipeline; the DiTs unquantised. */
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,10 +29,9 @@ static double psnr_u8(const uint8_t *a, const float *b, size_t n) {
     return 10.0 * log10(255.0 * 255.0 / (se / n));
 }
 
-/* The golden quant_<fmt>_f32 (FLUX.2) or quant_flux1_<fmt>_f32 (FLUX.1, flux1 true). */
-static void run_format(const char *fmt, bool flux1) {
-    char gname[64];
-    snprintf(gname, sizeof gname, "quant_%s%s_f32", flux1 ? "flux1_" : "", fmt);
+/* The golden gname: its "file" is the quantised DiT, or (te) the quantised text encoder (klein's Qwen3, FLUX.1's
+ * T5); the other models are the tiny ones of tests/data/tiny/comfy or tests/data/tiny/flux1/comfy. */
+static void run_golden(const char *gname, const char *fmt, bool flux1, bool te) {
     golden g;
     if (!golden_open(&g, gname)) return;
     int W = atoi(golden_meta(&g, "width")), H = atoi(golden_meta(&g, "height")), steps = atoi(golden_meta(&g, "steps"));
@@ -38,10 +41,12 @@ static void run_format(const char *fmt, bool flux1) {
     float *noise = golden_f32(&g, "noise", &n_noise), *ref = golden_f32(&g, "image_u8", &n_img);
     float *ref_bf16 = golden_f32(&g, "image_u8_bf16", &n_bf);
     static char u[1024], c[1024], c2[1024], v[1024];
-    snprintf(u, sizeof u, "%s", test_src_path(golden_meta(&g, "file")));
+    const char *file = golden_meta(&g, "file");
+    snprintf(u, sizeof u, "%s", test_src_path(!te ? file : flux1 ? "tests/data/tiny/flux1/comfy/diffusion_models/"
+                                              "flux1-dev.safetensors" : "tests/data/tiny/comfy/flux-2-klein-4b.safetensors"));
     snprintf(c, sizeof c, "%s", test_src_path(flux1 ? "tests/data/tiny/flux1/comfy/text_encoders/clip_l.safetensors"
-                                                    : "tests/data/tiny/comfy/qwen_3_4b.safetensors"));
-    snprintf(c2, sizeof c2, "%s", test_src_path("tests/data/tiny/flux1/comfy/text_encoders/t5xxl_fp16.safetensors"));
+                                              : te ? file : "tests/data/tiny/comfy/qwen_3_4b.safetensors"));
+    snprintf(c2, sizeof c2, "%s", test_src_path(te ? file : "tests/data/tiny/flux1/comfy/text_encoders/t5xxl_fp16.safetensors"));
     snprintf(v, sizeof v, "%s", test_src_path(flux1 ? "tests/data/tiny/flux1/comfy/vae/ae.safetensors"
                                                     : "tests/data/tiny/comfy/flux2-vae.safetensors"));
     kiln_engine_config cfg = kiln_engine_config_default();
@@ -62,7 +67,7 @@ static void run_format(const char *fmt, bool flux1) {
         if (res && res->n_images == 1 && n_img == (size_t)W * H * 3 && n_bf == n_img) {
             double p = psnr_u8(res->images[0].pixels, ref, n_img), q = psnr_u8(res->images[0].pixels, ref_bf16, n_img);
             printf("  %-10s (%s): %.2f dB vs the oracle on the same dequantised weights; %.2f dB vs the unquantised "
-                   "model's image\n", fmt, golden_meta(&g, "types"), p, q);
+                   "%s's image\n", fmt, golden_meta(&g, "types"), p, q, te ? "text encoder" : "model");
             CHECK_MSG(p >= 60.0, "%s: PSNR %.2f dB < 60 dB", fmt, p);
             CHECK_MSG(q < p, "%s: the quantised model's image equals the unquantised one's (%.2f dB)", fmt, q);
         } else {
@@ -76,6 +81,12 @@ static void run_format(const char *fmt, bool flux1) {
     golden_close(&g);
 }
 
+static void run_format(const char *fmt, bool flux1) {
+    char gname[64];
+    snprintf(gname, sizeof gname, "quant_%s%s_f32", flux1 ? "flux1_" : "", fmt);
+    run_golden(gname, fmt, flux1, false);
+}
+
 static void test_q8_0(void) { run_format("q8_0", false); }
 static void test_q4_k(void) { run_format("q4_k", false); }
 static void test_q6_k(void) { run_format("q6_k", false); }
@@ -84,6 +95,8 @@ static void test_fp8_scaled(void) { run_format("fp8_scaled", false); }
 static void test_flux1_q8_0(void) { run_format("q8_0", true); }
 static void test_flux1_q4_k(void) { run_format("q4_k", true); }
 static void test_flux1_fp8_bfl(void) { run_format("fp8_bfl", true); }
+static void test_te_qwen3_q8_0_gguf(void) { run_golden("gguf_te_klein_q8_0", "Qwen3 Q8_0", false, true); }
+static void test_te_t5_q8_0_gguf(void) { run_golden("gguf_te_flux1_t5_q8_0", "T5 Q8_0", true, true); }
 
 int main(void) {
     RUN(test_q8_0);
@@ -94,5 +107,7 @@ int main(void) {
     RUN(test_flux1_q8_0);
     RUN(test_flux1_q4_k);
     RUN(test_flux1_fp8_bfl);
+    RUN(test_te_qwen3_q8_0_gguf);
+    RUN(test_te_t5_q8_0_gguf);
     return test_summary();
 }

@@ -29,6 +29,7 @@ cd "$here"
 "$py" make_comfy_sigmas_golden.py
 "$py" make_flux1_pipeline_golden.py
 "$py" make_flux1_quant_goldens.py   # the tiny FLUX.1 [dev] DiT quantised (needs the tiny flux1 models)
+"$py" make_te_gguf.py               # Qwen3 / T5 text encoders as llama.cpp-named GGUFs (needs the tiny models)
 # LoRA adapters in each format and diffusers' load_lora_weights + fuse_lora images (needs peft)
 "$py" make_lora_goldens.py
 "$py" describe_goldens.py

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# serve_te_gguf.sh - `kiln serve` with a llama.cpp-named Qwen3 GGUF as the only text encoder in text_encoders/: the
+# OpenAI images route picks it for the klein DiT by its tensors (the server's model detection: the GGUF's width 16
+# x 3 = the DiT's text width 48) and makes a 64x64 image; /object_info lists it for ComfyUI-GGUF's CLIPLoaderGGUF. ~10 s.
+source "$(dirname "$0")/lib/serve_common.bash"
+mkdir -p "$MODELS/diffusion_models" "$MODELS/text_encoders" "$MODELS/vae"
+cp "$KILN_SOURCE_DIR/tests/data/tiny/comfy/flux-2-klein-4b.safetensors" "$MODELS/diffusion_models/"
+cp "$KILN_SOURCE_DIR/tests/data/tiny/comfy/flux2-vae.safetensors" "$MODELS/vae/"
+cp "$KILN_SOURCE_DIR/tests/data/gguf/te/qwen3-tiny-q8_0.gguf" "$MODELS/text_encoders/"
+cp "$KILN_SOURCE_DIR/tests/data/gguf/te/t5-q-q8_0.gguf" "$MODELS/text_encoders/" # a T5: must not be picked
+start_server --default-size 64x64
+base="http://127.0.0.1:$PORT"
+body=$(curl -s -X POST "$base/v1/images/generations" -H 'Content-Type: application/json' \
+  -d '{"model": "flux.2-klein-4b", "prompt": "a red fox", "n": 1, "size": "64x64"}')
+if python3 -c 'import json,sys,base64; d=json.loads(sys.argv[1]); b=base64.b64decode(d["data"][0]["b64_json"]); sys.exit(b[:4]!=b"\x89PNG")' "$body"; then
+  echo "ok OpenAI image with the GGUF text encoder"
+else
+  echo "FAIL OpenAI generation: ${body:0:300}"; tail -20 "$SCRATCH/server.log"; fails=1
+fi
+info=$(curl -s "$base/object_info/CLIPLoaderGGUF")
+if python3 -c 'import json,sys; d=json.loads(sys.argv[1])["CLIPLoaderGGUF"]["input"]["required"]; sys.exit("qwen3-tiny-q8_0.gguf" not in d["clip_name"][0])' "$info"; then
+  echo "ok object_info CLIPLoaderGGUF lists qwen3-tiny-q8_0.gguf"
+else
+  echo "FAIL object_info: ${info:0:300}"; fails=1
+fi
+stop_server
+exit $fails
