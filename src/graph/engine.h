@@ -45,6 +45,10 @@ typedef struct kiln_gen_params {
     const char *negative_prompt;                  /* NULL when the negative is ConditioningZeroOut */
     int width, height, steps, batch;
     uint64_t seed;
+    /* ComfyUI's noise (comfy/sample.py prepare_noise): one torch.randn of the latent batch from seed, drawn by
+     * pipeline/torch_randn.h. false: kiln's own generator, image i from seed + i (the OpenAI route, as kiln
+     * generate). */
+    bool comfy_noise;
     float cfg;
     const char *sampler; /* "euler" */
     const char *request_id;

@@ -85,7 +85,7 @@ print(k["seed"]); print(pos.get("text", pos.get("clip_l"))); print(pos.get("t5xx
 PY
   { read -r seed; read -r clip_text; read -r t5_text; } <"$SCRATCH/args"
   SIG=$(python3 "$KILN_SOURCE_DIR/tests/py/comfy_sigmas.py" simple "$shift" 2 1)
-  "$KILN_BIN" generate -q -p "$clip_text" --prompt-2 "$t5_text" --sigmas "$SIG" --seed "$seed" \
+  "$KILN_BIN" generate -q --comfy-noise -p "$clip_text" --prompt-2 "$t5_text" --sigmas "$SIG" --seed "$seed" \
     --unet "$MODELS/diffusion_models/flux1-$v.safetensors" --clip "$MODELS/text_encoders/clip_l.safetensors" \
     --clip2 "$MODELS/text_encoders/t5xxl_fp16.safetensors" --vae "$MODELS/vae/ae.safetensors" -W 64 -H 48 \
     -o "$SCRATCH/$v-cli.png" 2>"$SCRATCH/cli.err" || fail "kiln generate $v: $(cat "$SCRATCH/cli.err")"
@@ -129,7 +129,7 @@ json_check "custom FLUX.1 graph succeeded" "j['$P']['status']['status_str'] == '
 # float32 as torch evaluates it, each operation rounded to float32; nodes_model_advanced.py's shift line at 80x48;
 # samplers.py simple_scheduler's stride)
 SIG=$(python3 "$KILN_SOURCE_DIR/tests/py/comfy_sigmas.py" simple-msf 1.15 0.5 80 48 3)
-"$KILN_BIN" generate -q -p "a red fox" --prompt-2 "a red fox in the snow" --guidance 2.5 --sigmas "$SIG" \
+"$KILN_BIN" generate -q --comfy-noise -p "a red fox" --prompt-2 "a red fox in the snow" --guidance 2.5 --sigmas "$SIG" \
   --unet "$MODELS/diffusion_models/flux1-dev.safetensors" --clip "$MODELS/text_encoders/clip_l.safetensors" \
   --clip2 "$MODELS/text_encoders/t5xxl_fp16.safetensors" --vae "$MODELS/vae/ae.safetensors" -W 80 -H 48 --seed 5 \
   -o "$SCRATCH/cli.png" 2>"$SCRATCH/cli.err" || fail "kiln generate --sigmas: $(cat "$SCRATCH/cli.err")"
@@ -140,7 +140,7 @@ else
   fail "the graph's image differs from kiln generate --sigmas $SIG"
 fi
 # and the T5 text matters: without --prompt-2 (T5 reads the CLIP text) the image is another one
-"$KILN_BIN" generate -q -p "a red fox" --guidance 2.5 --sigmas "$SIG" \
+"$KILN_BIN" generate -q --comfy-noise -p "a red fox" --guidance 2.5 --sigmas "$SIG" \
   --unet "$MODELS/diffusion_models/flux1-dev.safetensors" --clip "$MODELS/text_encoders/clip_l.safetensors" \
   --clip2 "$MODELS/text_encoders/t5xxl_fp16.safetensors" --vae "$MODELS/vae/ae.safetensors" -W 80 -H 48 --seed 5 \
   -o "$SCRATCH/cli-one-text.png" 2>"$SCRATCH/cli.err" || fail "kiln generate without --prompt-2: $(cat "$SCRATCH/cli.err")"
