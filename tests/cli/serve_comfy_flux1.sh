@@ -139,6 +139,68 @@ if cmp -s <(idat "$OUT/$F") <(idat "$SCRATCH/cli.png") && [ -n "$(idat "$SCRATCH
 else
   fail "the graph's image differs from kiln generate --sigmas $SIG"
 fi
+# ---- a batch is ONE noise draw, as ComfyUI's prepare_noise: torch.randn([3, C, H, W]) from the seed (FLUX.1: 16
+# channels at /8, FLUX.2: 128 at /16; 80x48 and 112x64 so the draw order is not a square's). Image i equals kiln
+# generate --comfy-noise -n 3 (pipeline/torch_randn, bit-exact to torch in test_pipeline_torch_randn), and images 1
+# and 2 are not the batch-1 images of seed + i (kiln's own seed + i rule, which the OpenAI route and kiln generate keep)
+batch_check() { # family graph.json width height kiln-generate-args...
+  local fam=$1 graph=$2 W=$3 H=$4 P i=0 f
+  shift 4
+  python3 -c "import json,sys; print(json.dumps({'prompt': json.load(open(sys.argv[1]))}))" "$graph" >"$SCRATCH/req"
+  expect_status 200 "$fam: POST /prompt (batch 3, seed 5)" -d @"$SCRATCH/req" "$(url /prompt)"
+  P=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['prompt_id'])" "$SCRATCH/body")
+  wait_history "$P" || fail "$fam batch never finished"
+  python3 -c "import json,sys; [print(i['filename']) for o in json.load(open(sys.argv[1]))['$P']['outputs'].values() for i in o['images']]" \
+    "$SCRATCH/body" >"$SCRATCH/batch-files"
+  [ "$(wc -l <"$SCRATCH/batch-files")" = 3 ] || { fail "$fam: the batch gave $(wc -l <"$SCRATCH/batch-files") images"; return; }
+  "$KILN_BIN" generate -q --comfy-noise -n 3 --seed 5 -W "$W" -H "$H" "$@" -o "$SCRATCH/$fam-b3-%d.png" 2>"$SCRATCH/cli.err" \
+    || fail "$fam: kiln generate --comfy-noise -n 3: $(cat "$SCRATCH/cli.err")"
+  while read -r f; do
+    if cmp -s <(idat "$OUT/$f") <(idat "$SCRATCH/$fam-b3-$i.png") && [ -n "$(idat "$OUT/$f" | head -c1)" ]; then
+      ok "$fam batch image $i is ComfyUI's noise of the batch (kiln generate --comfy-noise -n 3)"
+    else
+      fail "$fam batch image $i differs from kiln generate --comfy-noise -n 3 image $i"
+    fi
+    # image 0 is the batch-1 draw of the seed only when an image is a whole number of torch's 16-value blocks
+    # (the tiny FLUX.1 latent's 6 x 6 x 10 is not: torch redraws a batch-1 tail), so it is not compared
+    [ "$i" = 0 ] && { i=1; continue; }
+    "$KILN_BIN" generate -q --comfy-noise --seed $((5 + i)) -W "$W" -H "$H" "$@" -o "$SCRATCH/$fam-b1.png" 2>"$SCRATCH/cli.err" \
+      || fail "$fam: kiln generate --seed $((5 + i)): $(cat "$SCRATCH/cli.err")"
+    if cmp -s <(idat "$OUT/$f") <(idat "$SCRATCH/$fam-b1.png"); then
+      fail "$fam batch image $i is the single image of seed $((5 + i)): seed + i, not one draw"
+    else
+      ok "$fam batch image $i is not the single image of seed $((5 + i)) (one draw, not seed + i)"
+    fi
+    i=$((i + 1))
+  done <"$SCRATCH/batch-files"
+}
+python3 - "$SCRATCH/custom.json" "$SCRATCH/batch1.json" <<'PY'
+import json, sys
+g = json.load(open(sys.argv[1]))
+g["10"]["inputs"]["batch_size"] = 3
+g["14"]["inputs"]["filename_prefix"] = "batch_flux1"
+json.dump(g, open(sys.argv[2], "w"))
+PY
+batch_check flux1 "$SCRATCH/batch1.json" 80 48 -p "a red fox" --prompt-2 "a red fox in the snow" --guidance 2.5 --sigmas "$SIG" \
+  --unet "$MODELS/diffusion_models/flux1-dev.safetensors" --clip "$MODELS/text_encoders/clip_l.safetensors" \
+  --clip2 "$MODELS/text_encoders/t5xxl_fp16.safetensors" --vae "$MODELS/vae/ae.safetensors"
+cat >"$SCRATCH/batch2.json" <<'EOF'
+{"1": {"class_type": "UNETLoader", "inputs": {"unet_name": "flux-2-klein-4b.safetensors", "weight_dtype": "default"}},
+ "2": {"class_type": "CLIPLoader", "inputs": {"clip_name": "qwen_3_4b.safetensors", "type": "flux2"}},
+ "3": {"class_type": "CLIPTextEncode", "inputs": {"clip": ["2", 0], "text": "a red fox"}},
+ "4": {"class_type": "ConditioningZeroOut", "inputs": {"conditioning": ["3", 0]}},
+ "5": {"class_type": "EmptyFlux2LatentImage", "inputs": {"width": 112, "height": 64, "batch_size": 3}},
+ "6": {"class_type": "KSampler", "inputs": {"model": ["1", 0], "seed": 5, "steps": 2, "cfg": 1.0, "sampler_name": "euler",
+       "scheduler": "simple", "positive": ["3", 0], "negative": ["4", 0], "latent_image": ["5", 0], "denoise": 1.0}},
+ "7": {"class_type": "VAELoader", "inputs": {"vae_name": "flux2-vae.safetensors"}},
+ "8": {"class_type": "VAEDecode", "inputs": {"samples": ["6", 0], "vae": ["7", 0]}},
+ "9": {"class_type": "SaveImage", "inputs": {"images": ["8", 0], "filename_prefix": "batch_flux2"}}}
+EOF
+SIG2=$(python3 "$KILN_SOURCE_DIR/tests/py/comfy_sigmas.py" simple 2.02 2 1)
+batch_check flux2 "$SCRATCH/batch2.json" 112 64 -p "a red fox" --sigmas "$SIG2" \
+  --unet "$MODELS/diffusion_models/flux-2-klein-4b.safetensors" --clip "$MODELS/text_encoders/qwen_3_4b.safetensors" \
+  --vae "$MODELS/vae/flux2-vae.safetensors"
+
 # and the T5 text matters: without --prompt-2 (T5 reads the CLIP text) the image is another one
 "$KILN_BIN" generate -q --comfy-noise -p "a red fox" --guidance 2.5 --sigmas "$SIG" \
   --unet "$MODELS/diffusion_models/flux1-dev.safetensors" --clip "$MODELS/text_encoders/clip_l.safetensors" \
