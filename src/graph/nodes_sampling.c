@@ -68,9 +68,17 @@ static kiln_family part_family(const char *path, const char *part) {
     if (kiln_st_open_part(path, part, &f, &e) != KILN_OK) return KILN_FAMILY_UNKNOWN;
     kiln_detect_result d;
     kiln_detect(f, &d);
-    bool ckpt = kiln_st_is_checkpoint(f) || *kiln_st_prefix(f);
     kiln_st_close(f);
-    return ckpt ? d.family : KILN_FAMILY_UNKNOWN;
+    return d.family;
+}
+
+static bool is_checkpoint(const char *path) {
+    kiln_st_file *f = NULL;
+    kiln_err e = {0};
+    if (kiln_st_open(path, &f, &e) != KILN_OK) return false;
+    bool yes = kiln_st_is_checkpoint(f);
+    kiln_st_close(f);
+    return yes;
 }
 
 /* CheckpointLoaderSimple: one file, three outputs that all name it (the engine opens each model as its part, as
@@ -86,12 +94,14 @@ int kiln_node_checkpoint_loader(kiln_exec *ex, const char *id, kiln_value *const
         {KILN_CKPT_T5XXL, KILN_FAMILY_T5, "T5-XXL"},
         {KILN_CKPT_VAE, KILN_FAMILY_FLUX1_VAE, "FLUX.1's VAE"},
     };
+    bool ckpt = is_checkpoint(path);
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
-        if (part_family(path, want[i].part) != want[i].fam) {
+        if (!ckpt || part_family(path, want[i].part) != want[i].fam) {
             kiln_free(path);
-            return KILN_FAIL(ex->err, KILN_E_UNSUPPORTED, "node %s: CheckpointLoaderSimple %s holds no %s under %s: "
-                             "kiln loads FLUX.1 checkpoints (model.diffusion_model., text_encoders.clip_l. and "
-                             ".t5xxl., vae.) only", id, in[0]->str, want[i].what, want[i].part);
+            return KILN_FAIL(ex->err, KILN_E_UNSUPPORTED, "node %s: CheckpointLoaderSimple %s is not a FLUX.1 "
+                             "checkpoint: %s under %s is missing (kiln loads the diffusion model, CLIP-L, T5-XXL and "
+                             "the VAE of one file, under model.diffusion_model., text_encoders.clip_l.transformer., "
+                             "text_encoders.t5xxl.transformer. and vae.)", id, in[0]->str, want[i].what, want[i].part);
         }
     out[0].kind = KILN_V_MODEL;
     out[0].model.family = model_family(path);

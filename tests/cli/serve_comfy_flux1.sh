@@ -7,7 +7,8 @@
 # serve_frontend_chromium.sh). The template's model names are copies of the tiny FLUX.1 files (comfy layout,
 # tests/data/tiny/flux1/comfy). Also: FLUX.1 graphs of the nodes the templates do not use (CLIPTextEncodeFlux,
 # FluxGuidance, ModelSamplingFlux, BasicScheduler, BasicGuider) give the image the same request gives with the
-# same sigmas through the CLI, and CheckpointLoaderSimple (an all-in-one file) is refused by name. ~40 s.
+# same sigmas through the CLI; the one-checkpoint flux_schnell template (CheckpointLoaderSimple, an fp8 checkpoint
+# made from the tiny files) equals its graph on separate files; a batch is one ComfyUI noise draw. ~90 s.
 source "$(dirname "$0")/lib/serve_common.bash"
 PY=${KILN_TEST_VENV:-/opt/kiln-test-venv}/bin/python
 T=$("$PY" -c "import comfyui_workflow_templates_json, os; print(os.path.join(os.path.dirname(comfyui_workflow_templates_json.__file__), 'templates'))" 2>/dev/null) \
@@ -97,10 +98,67 @@ PY
 done
 grep -q "flux1_krea\|Flux.1_Dev" <(ls "$OUT") && ok "the templates' filename prefixes are kept" || fail "no template prefix in $(ls "$OUT")"
 
-# the single-checkpoint schnell template needs CheckpointLoaderSimple (model, encoders and VAE in one file)
-python3 "$CONVERT" "$T/flux_schnell.json" "$(url '')" | python3 -c "import json,sys; print(json.dumps({'prompt': json.load(sys.stdin)}))" >"$SCRATCH/req"
-expect_status 400 "flux_schnell (one checkpoint file) is refused" -d @"$SCRATCH/req" "$(url /prompt)"
-json_check "the refusal names CheckpointLoaderSimple" "'CheckpointLoaderSimple' in j['error']['message']"
+# ---- the single-checkpoint schnell template: CheckpointLoaderSimple (model, encoders and VAE in one file). Its
+# flux1-schnell-fp8.safetensors is made here as ComfyUI's are: the tiny schnell DiT in fp8 e4m3 (kiln convert) and
+# CLIP-L, T5 and the VAE, each under ComfyUI's prefix (tests/py/make_checkpoint.py). Its image must equal, byte for
+# byte, the same graph on the separate files (UNETLoader of the fp8 DiT, DualCLIPLoader, VAELoader).
+mkdir -p "$MODELS/checkpoints"
+"$KILN_BIN" convert "$t1/diffusion_models/flux1-schnell.safetensors" "$MODELS/diffusion_models/flux1-schnell-e4m3.safetensors" \
+  --to fp8-e4m3 >/dev/null 2>"$SCRATCH/cli.err" || fail "kiln convert --to fp8-e4m3: $(cat "$SCRATCH/cli.err")"
+python3 "$KILN_SOURCE_DIR/tests/py/make_checkpoint.py" "$MODELS/checkpoints/flux1-schnell-fp8.safetensors" \
+  "$MODELS/diffusion_models/flux1-schnell-e4m3.safetensors" "$MODELS/text_encoders/clip_l.safetensors" \
+  "$MODELS/text_encoders/t5xxl_fp16.safetensors" "$MODELS/vae/ae.safetensors" || fail "make_checkpoint.py failed"
+P=$(run_template flux_schnell)
+if [ -z "$P" ]; then
+  fail "flux_schnell: POST /prompt $(cat "$SCRATCH/code"): $(head -c 400 "$SCRATCH/body")"
+else
+  wait_history "$P" || fail "flux_schnell never finished"
+  json_check "flux_schnell: the unmodified one-checkpoint template runs" "j['$P']['status']['status_str'] == 'success'"
+  CK=$(python3 -c "import json,sys; o=json.load(open(sys.argv[1]))['$P']['outputs']; print(list(o.values())[0]['images'][0]['filename'])" "$SCRATCH/body" 2>/dev/null || true)
+  # the same graph with the three loaders of separate files in place of CheckpointLoaderSimple
+  python3 - "$SCRATCH/flux_schnell.api.json" >"$SCRATCH/req" <<'PY'
+import json, sys
+g = json.load(open(sys.argv[1]))
+(cid,) = [k for k, n in g.items() if n["class_type"] == "CheckpointLoaderSimple"]
+g[cid] = {"class_type": "UNETLoader", "inputs": {"unet_name": "flux1-schnell-e4m3.safetensors", "weight_dtype": "default"}}
+g["sep_clip"] = {"class_type": "DualCLIPLoader", "inputs": {"clip_name1": "clip_l.safetensors",
+                                                            "clip_name2": "t5xxl_fp16.safetensors", "type": "flux"}}
+g["sep_vae"] = {"class_type": "VAELoader", "inputs": {"vae_name": "ae.safetensors"}}
+for n in g.values():
+    for k, v in n["inputs"].items():
+        if isinstance(v, list) and v[0] == cid and v[1] in (1, 2):
+            n["inputs"][k] = ["sep_clip" if v[1] == 1 else "sep_vae", 0]
+    if n["class_type"] == "SaveImage":
+        n["inputs"]["filename_prefix"] = "schnell_separate"
+    if n["class_type"] == "EmptySD3LatentImage": n["inputs"].update(width=64, height=48)  # as run_template
+    if n["class_type"] == "KSampler": n["inputs"]["steps"] = 2
+print(json.dumps({"prompt": g}))
+PY
+  expect_status 200 "POST /prompt (the flux_schnell graph on the separate files)" -d @"$SCRATCH/req" "$(url /prompt)"
+  P=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['prompt_id'])" "$SCRATCH/body")
+  wait_history "$P" || fail "the separate-files graph never finished"
+  SEP=$(python3 -c "import json,sys; o=json.load(open(sys.argv[1]))['$P']['outputs']; print(list(o.values())[0]['images'][0]['filename'])" "$SCRATCH/body" 2>/dev/null || true)
+  if [ -n "$CK" ] && [ -n "$SEP" ] && cmp -s <(idat "$OUT/$CK") <(idat "$OUT/$SEP") && [ -n "$(idat "$OUT/$SEP" | head -c1)" ]; then
+    ok "flux_schnell's one fp8 checkpoint gives the separate files' image, byte for byte"
+  else
+    fail "flux_schnell's checkpoint image ($CK) differs from the separate files' ($SEP)"
+  fi
+fi
+# a checkpoint that is not FLUX.1's whole pipeline is refused by name when it runs (here: the DiT alone)
+cp "$t1/diffusion_models/flux1-schnell.safetensors" "$MODELS/checkpoints/dit-only.safetensors"
+python3 - "$SCRATCH/flux_schnell.api.json" >"$SCRATCH/req" <<'PY'
+import json, sys
+g = json.load(open(sys.argv[1]))
+for n in g.values():
+    if n["class_type"] == "CheckpointLoaderSimple": n["inputs"]["ckpt_name"] = "dit-only.safetensors"
+    if n["class_type"] == "EmptySD3LatentImage": n["inputs"].update(width=64, height=48)
+print(json.dumps({"prompt": g}))
+PY
+expect_status 200 "POST /prompt (CheckpointLoaderSimple of a DiT-only file)" -d @"$SCRATCH/req" "$(url /prompt)"
+P=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['prompt_id'])" "$SCRATCH/body")
+wait_history "$P" || fail "the DiT-only checkpoint graph never finished"
+json_check "a DiT-only file fails as not a FLUX.1 checkpoint" \
+  "j['$P']['status']['status_str'] == 'error' and 'not a FLUX.1 checkpoint' in json.dumps(j['$P']['status']['messages'])"
 
 # the other FLUX.1 nodes, and the graph's image against the CLI's with the same sigmas (ComfyUI's schedule, passed
 # to kiln generate --sigmas): the same engine call, so the same pixels
