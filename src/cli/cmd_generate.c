@@ -198,7 +198,7 @@ int kiln_cmd_generate(int argc, char **argv) {
     kiln_engine_config cfg = kiln_engine_config_default();
     kiln_request req = kiln_request_default();
     const char *prompt = NULL, *output = "out.png", *perf = NULL, *noise_path = NULL;
-    bool have_seed = false, quiet = false, comfy_noise = false;
+    bool have_seed = false, quiet = false, comfy_noise = false, comfy_text = false;
     static gen_cli g; /* the LoRA paths are large */
     g = (gen_cli){.cfg = &cfg, .req = &req, .images = &images};
     char ref_help[160];
@@ -239,6 +239,9 @@ int kiln_cmd_generate(int argc, char **argv) {
         KILN_OPT_FLAG("--comfy-noise", NULL,
                       "draw ComfyUI's noise: one torch.randn of the batch's latent from --seed (what\n"
                       "kiln serve's ComfyUI graphs draw), not kiln's seed + i", &comfy_noise),
+        KILN_OPT_FLAG("--comfy-text", NULL,
+                      "FLUX.1: tokenise as ComfyUI's graphs do ((word:1.2) weights, T5 padded to 256\n"
+                      "and never cut), not as diffusers' FluxPipeline", &comfy_text),
         KILN_OPT_CALL("--guidance", NULL, "G",
                       "CFG scale for klein base (default 4.0; 1 or less: no CFG, as diffusers);\n"
                       "FLUX.1 [dev]: the distilled guidance (default 3.5); schnell ignores it", opt_guidance, &g),
@@ -313,6 +316,7 @@ int kiln_cmd_generate(int argc, char **argv) {
     if (!have_seed) req.seed = random_seed();
     if (!keep_te) cfg.te_policy = KILN_TE_RELEASE;
     req.prompt = prompt;
+    req.text_rule = comfy_text ? KILN_TEXT_COMFY : KILN_TEXT_DIFFUSERS;
     req.loras = g.loras;
     req.n_loras = g.n_loras;
 

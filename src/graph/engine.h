@@ -49,6 +49,9 @@ typedef struct kiln_gen_params {
      * pipeline/torch_randn.h. false: kiln's own generator, image i from seed + i (the OpenAI route, as kiln
      * generate). */
     bool comfy_noise;
+    /* ComfyUI's FLUX.1 prompt tokenisation (kiln.h KILN_TEXT_COMFY: weights, T5 padded to 256 and never cut).
+     * false: diffusers' (the OpenAI route, as kiln generate). FLUX.2 prompts are encoded as diffusers does. */
+    bool comfy_text;
     float cfg;
     const char *sampler; /* "euler" */
     const char *request_id;

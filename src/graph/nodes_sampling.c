@@ -461,7 +461,7 @@ int kiln_node_vae_decode(kiln_exec *ex, const char *id, kiln_value *const *in, k
         .unet_path = r->model_path, .clip_path = r->clip_path, .vae_path = in[1]->str, .clip2_path = r->clip2_path,
         .prompt = r->prompt, .prompt_2 = r->pos.text2, .negative_prompt = r->negative, .width = r->width,
         .height = r->height, .steps = r->steps, .batch = r->batch, .seed = r->seed, .cfg = (float)r->cfg,
-        .comfy_noise = !ex->env->openai_rules,
+        .comfy_noise = !ex->env->openai_rules, .comfy_text = !ex->env->openai_rules,
         /* ComfyUI's Flux model: the conditioning's guidance, 3.5 when none was set */
         .guidance = dev ? (float)(r->pos.has_guidance ? r->pos.guidance : 3.5) : 0.0f,
         .sigmas = r->sigmas, .n_sigmas = r->n_sigmas, .loras = r->model.n_loras ? loras : NULL,

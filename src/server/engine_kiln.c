@@ -151,6 +151,8 @@ static kiln_status generate_batch(void *self, const kiln_gen_params *ps, int n, 
         req.negative_zero = !flux1 && p->negative_prompt == NULL;
         if (flux1) req.guidance = p->guidance;
         req.prompt_2 = p->prompt_2;
+        /* ComfyUI's FLUX.1 tokenisation for its graphs; FLUX.2 prompts as diffusers encodes them (docs/server.md) */
+        req.text_rule = flux1 && p->comfy_text ? KILN_TEXT_COMFY : KILN_TEXT_DIFFUSERS;
         if (p->sigmas) { /* ComfyUI's schedule; steps follow from it */
             req.sigmas = p->sigmas;
             req.n_sigmas = p->n_sigmas;

@@ -339,7 +339,7 @@ static bool same_call(const kiln_gen_params *a, const kiln_gen_params *b) {
            !strcmp(a->clip_path, b->clip_path) && same_str(a->clip2_path, b->clip2_path) &&
            !strcmp(a->vae_path, b->vae_path) && !strcmp(a->sampler, b->sampler) && a->width == b->width &&
            a->height == b->height && a->steps == b->steps && a->cfg == b->cfg && a->guidance == b->guidance &&
-           a->comfy_noise == b->comfy_noise &&
+           a->comfy_noise == b->comfy_noise && a->comfy_text == b->comfy_text &&
            !a->prompt_2 && !b->prompt_2 && !a->n_refs && !b->n_refs && !a->init_image && !b->init_image;
 }
 

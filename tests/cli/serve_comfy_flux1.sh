@@ -86,7 +86,7 @@ print(k["seed"]); print(pos.get("text", pos.get("clip_l"))); print(pos.get("t5xx
 PY
   { read -r seed; read -r clip_text; read -r t5_text; } <"$SCRATCH/args"
   SIG=$(python3 "$KILN_SOURCE_DIR/tests/py/comfy_sigmas.py" simple "$shift" 2 1)
-  "$KILN_BIN" generate -q --comfy-noise -p "$clip_text" --prompt-2 "$t5_text" --sigmas "$SIG" --seed "$seed" \
+  "$KILN_BIN" generate -q --comfy-noise --comfy-text -p "$clip_text" --prompt-2 "$t5_text" --sigmas "$SIG" --seed "$seed" \
     --unet "$MODELS/diffusion_models/flux1-$v.safetensors" --clip "$MODELS/text_encoders/clip_l.safetensors" \
     --clip2 "$MODELS/text_encoders/t5xxl_fp16.safetensors" --vae "$MODELS/vae/ae.safetensors" -W 64 -H 48 \
     -o "$SCRATCH/$v-cli.png" 2>"$SCRATCH/cli.err" || fail "kiln generate $v: $(cat "$SCRATCH/cli.err")"
@@ -94,6 +94,17 @@ PY
     ok "$name: kiln generate's pixels at ComfyUI's sigmas for shift $shift ($SIG)"
   else
     fail "$name differs from kiln generate --sigmas $SIG"
+  fi
+  # ComfyUI pads FLUX.1's T5 text to 256 tokens for [dev] too, where diffusers pads to 512: the graph is not kiln
+  # generate's diffusers encoding (without --comfy-text)
+  if [ "$v" = dev ]; then
+    "$KILN_BIN" generate -q --comfy-noise -p "$clip_text" --prompt-2 "$t5_text" --sigmas "$SIG" --seed "$seed" \
+      --unet "$MODELS/diffusion_models/flux1-dev.safetensors" --clip "$MODELS/text_encoders/clip_l.safetensors" \
+      --clip2 "$MODELS/text_encoders/t5xxl_fp16.safetensors" --vae "$MODELS/vae/ae.safetensors" -W 64 -H 48 \
+      -o "$SCRATCH/dev-diffusers.png" 2>"$SCRATCH/cli.err" || fail "kiln generate dev (diffusers' text): $(cat "$SCRATCH/cli.err")"
+    cmp -s <(idat "$SCRATCH/$name.png") <(idat "$SCRATCH/dev-diffusers.png") \
+      && fail "$name: the graph encodes T5 as diffusers does (512 tokens), not as ComfyUI (256)" \
+      || ok "$name: T5 is ComfyUI's 256 tokens, not diffusers' 512 (the images differ)"
   fi
 done
 grep -q "flux1_krea\|Flux.1_Dev" <(ls "$OUT") && ok "the templates' filename prefixes are kept" || fail "no template prefix in $(ls "$OUT")"
@@ -165,7 +176,7 @@ json_check "a DiT-only file fails as not a FLUX.1 checkpoint" \
 cat >"$SCRATCH/custom.json" <<'EOF'
 {"1": {"class_type": "UNETLoader", "inputs": {"unet_name": "flux1-dev.safetensors", "weight_dtype": "default"}},
  "2": {"class_type": "DualCLIPLoader", "inputs": {"clip_name1": "t5xxl_fp16.safetensors", "clip_name2": "clip_l.safetensors", "type": "flux"}},
- "3": {"class_type": "CLIPTextEncodeFlux", "inputs": {"clip": ["2", 0], "clip_l": "a red fox", "t5xxl": "a red fox in the snow", "guidance": 4.5}},
+ "3": {"class_type": "CLIPTextEncodeFlux", "inputs": {"clip": ["2", 0], "clip_l": "a red fox", "t5xxl": "a red fox in the (snow:1.3)", "guidance": 4.5}},
  "4": {"class_type": "FluxGuidance", "inputs": {"conditioning": ["3", 0], "guidance": 2.5}},
  "5": {"class_type": "ModelSamplingFlux", "inputs": {"model": ["1", 0], "max_shift": 1.15, "base_shift": 0.5, "width": 80, "height": 48}},
  "6": {"class_type": "BasicScheduler", "inputs": {"model": ["5", 0], "scheduler": "simple", "steps": 3, "denoise": 1.0}},
@@ -187,7 +198,7 @@ json_check "custom FLUX.1 graph succeeded" "j['$P']['status']['status_str'] == '
 # float32 as torch evaluates it, each operation rounded to float32; nodes_model_advanced.py's shift line at 80x48;
 # samplers.py simple_scheduler's stride)
 SIG=$(python3 "$KILN_SOURCE_DIR/tests/py/comfy_sigmas.py" simple-msf 1.15 0.5 80 48 3)
-"$KILN_BIN" generate -q --comfy-noise -p "a red fox" --prompt-2 "a red fox in the snow" --guidance 2.5 --sigmas "$SIG" \
+"$KILN_BIN" generate -q --comfy-noise --comfy-text -p "a red fox" --prompt-2 "a red fox in the (snow:1.3)" --guidance 2.5 --sigmas "$SIG" \
   --unet "$MODELS/diffusion_models/flux1-dev.safetensors" --clip "$MODELS/text_encoders/clip_l.safetensors" \
   --clip2 "$MODELS/text_encoders/t5xxl_fp16.safetensors" --vae "$MODELS/vae/ae.safetensors" -W 80 -H 48 --seed 5 \
   -o "$SCRATCH/cli.png" 2>"$SCRATCH/cli.err" || fail "kiln generate --sigmas: $(cat "$SCRATCH/cli.err")"
@@ -239,7 +250,7 @@ g["10"]["inputs"]["batch_size"] = 3
 g["14"]["inputs"]["filename_prefix"] = "batch_flux1"
 json.dump(g, open(sys.argv[2], "w"))
 PY
-batch_check flux1 "$SCRATCH/batch1.json" 80 48 -p "a red fox" --prompt-2 "a red fox in the snow" --guidance 2.5 --sigmas "$SIG" \
+batch_check flux1 "$SCRATCH/batch1.json" 80 48 --comfy-text -p "a red fox" --prompt-2 "a red fox in the (snow:1.3)" --guidance 2.5 --sigmas "$SIG" \
   --unet "$MODELS/diffusion_models/flux1-dev.safetensors" --clip "$MODELS/text_encoders/clip_l.safetensors" \
   --clip2 "$MODELS/text_encoders/t5xxl_fp16.safetensors" --vae "$MODELS/vae/ae.safetensors"
 cat >"$SCRATCH/batch2.json" <<'EOF'
@@ -259,8 +270,15 @@ batch_check flux2 "$SCRATCH/batch2.json" 112 64 -p "a red fox" --sigmas "$SIG2" 
   --unet "$MODELS/diffusion_models/flux-2-klein-4b.safetensors" --clip "$MODELS/text_encoders/qwen_3_4b.safetensors" \
   --vae "$MODELS/vae/flux2-vae.safetensors"
 
+# ComfyUI's prompt weights reach T5: without the (snow:1.3) weight the image is another one
+"$KILN_BIN" generate -q --comfy-noise --comfy-text -p "a red fox" --prompt-2 "a red fox in the snow" --guidance 2.5 \
+  --sigmas "$SIG" --unet "$MODELS/diffusion_models/flux1-dev.safetensors" --clip "$MODELS/text_encoders/clip_l.safetensors" \
+  --clip2 "$MODELS/text_encoders/t5xxl_fp16.safetensors" --vae "$MODELS/vae/ae.safetensors" -W 80 -H 48 --seed 5 \
+  -o "$SCRATCH/cli-unweighted.png" 2>"$SCRATCH/cli.err" || fail "kiln generate (unweighted): $(cat "$SCRATCH/cli.err")"
+cmp -s <(idat "$OUT/$F") <(idat "$SCRATCH/cli-unweighted.png") && fail "the (snow:1.3) weight changed nothing" \
+  || ok "ComfyUI's (snow:1.3) weight changes T5's features (the image differs from the unweighted text's)"
 # and the T5 text matters: without --prompt-2 (T5 reads the CLIP text) the image is another one
-"$KILN_BIN" generate -q --comfy-noise -p "a red fox" --guidance 2.5 --sigmas "$SIG" \
+"$KILN_BIN" generate -q --comfy-noise --comfy-text -p "a red fox" --guidance 2.5 --sigmas "$SIG" \
   --unet "$MODELS/diffusion_models/flux1-dev.safetensors" --clip "$MODELS/text_encoders/clip_l.safetensors" \
   --clip2 "$MODELS/text_encoders/t5xxl_fp16.safetensors" --vae "$MODELS/vae/ae.safetensors" -W 80 -H 48 --seed 5 \
   -o "$SCRATCH/cli-one-text.png" 2>"$SCRATCH/cli.err" || fail "kiln generate without --prompt-2: $(cat "$SCRATCH/cli.err")"

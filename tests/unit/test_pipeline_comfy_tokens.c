@@ -9,6 +9,8 @@
 #include <string.h>
 
 #include "golden.h"
+#include "kiln.h"
+#include "pipeline/trace.h"
 #include "test.h"
 #include "text/comfy_prompt.h"
 
@@ -94,8 +96,67 @@ static void test_weights(void) {
     CHECK(kiln_comfy_parse_weights(deep, sizeof deep, &s, &n, &err) == KILN_E_LIMIT);
 }
 
+typedef struct two {
+    float *features, *pooled;
+    size_t n_features, n_pooled;
+} two;
+
+static void on_trace(void *ctx, const char *name, const float *data, size_t n) {
+    two *t = ctx;
+    float **dst = !strcmp(name, "features") ? &t->features : !strcmp(name, "pooled") ? &t->pooled : NULL;
+    if (!dst) return;
+    *dst = malloc(n * sizeof(float));
+    memcpy(*dst, data, n * sizeof(float));
+    if (dst == &t->features) t->n_features = n;
+    else t->n_pooled = n;
+}
+
+/* The engine's KILN_TEXT_COMFY conditioning (exact f32) against ComfyUI's encode_token_weights on the tiny FLUX.1
+ * encoders: the weighted T5 rows (z - z_empty) * w + z_empty, the unweighted prompt as it is, CLIP-L's pooled. */
+static void test_weighted_features(void) {
+    golden g;
+    if (!golden_open(&g, "comfy_text_features")) return;
+    kiln_engine_config cfg = kiln_engine_config_default();
+    static char u[1024], c[1024], c2[1024], v[1024];
+    snprintf(u, sizeof u, "%s", test_src_path("tests/data/tiny/flux1/comfy/diffusion_models/flux1-dev.safetensors"));
+    snprintf(c, sizeof c, "%s", test_src_path("tests/data/tiny/flux1/comfy/text_encoders/clip_l.safetensors"));
+    snprintf(c2, sizeof c2, "%s", test_src_path("tests/data/tiny/flux1/comfy/text_encoders/t5xxl_fp16.safetensors"));
+    snprintf(v, sizeof v, "%s", test_src_path("tests/data/tiny/flux1/comfy/vae/ae.safetensors"));
+    cfg.unet_path = u, cfg.clip_path = c, cfg.clip2_path = c2, cfg.vae_path = v;
+    cfg.exact = true;
+    kiln_err err = {0};
+    kiln_engine *eng = NULL;
+    CHECK_MSG(kiln_engine_open(&cfg, &eng, &err) == KILN_OK, "%s", err.msg);
+    json_error_t je;
+    json_t *prompts = json_loads(golden_meta(&g, "prompts") ? golden_meta(&g, "prompts") : "", 0, &je);
+    for (size_t i = 0; eng && prompts && i < json_array_size(prompts); i++) {
+        kiln_request req = kiln_request_default();
+        req.prompt = json_string_value(json_array_get(prompts, i));
+        req.text_rule = KILN_TEXT_COMFY;
+        req.width = req.height = 32;
+        req.steps = 1;
+        req.seed = 1;
+        two t = {0};
+        kiln_result *res = NULL;
+        CHECK_MSG(kiln_generate_traced(eng, &req, on_trace, &t, &res, &err) == KILN_OK, "%s", err.msg);
+        char key[32], label[32];
+        snprintf(label, sizeof label, " (prompt %zu)", i);
+        snprintf(key, sizeof key, "features.%zu", i);
+        CHECK(t.features && golden_compare(&g, key, t.features, t.n_features, label));
+        snprintf(key, sizeof key, "pooled.%zu", i);
+        CHECK(t.pooled && golden_compare(&g, key, t.pooled, t.n_pooled, label));
+        free(t.features);
+        free(t.pooled);
+        kiln_result_free(res);
+    }
+    json_decref(prompts);
+    kiln_engine_close(eng);
+    golden_close(&g);
+}
+
 int main(void) {
     RUN(test_golden);
     RUN(test_weights);
+    RUN(test_weighted_features);
     return test_summary();
 }

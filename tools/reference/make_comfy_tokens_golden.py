@@ -12,7 +12,11 @@ pads with 0; CLIP-L is SDTokenizer's default, 77 tokens padded with its end toke
 tokenizers of data/tokenizer/ (the same vocabularies as ComfyUI's t5_tokenizer and sd1_tokenizer). Writes
 tests/data/golden/comfy_tokens.safetensors: per prompt the T5 ids and weights (float64 weights as float32 pairs:
 weights are compared as the float32 values the encoder multiplies by), CLIP-L's first chunk and how many tokens
-fall after it.
+fall after it. Also tests/data/golden/comfy_text_features.safetensors: for FEATURE_PROMPTS, on the tiny FLUX.1 T5
+and CLIP-L (tests/data/tiny/flux1/dev), what ComfyUI's encode_token_weights hands FLUX.1: T5's features with each
+weighted token moved to (z - z_empty) * w + z_empty (z_empty: the empty prompt's features at the same length,
+gen_empty_tokens' </s> then <pad>), and CLIP-L's pooled output of its first chunk; in float32, tolerances from
+the float64 spread (make_goldens.tol32).
 """
 import json
 import os
@@ -131,6 +135,46 @@ def tokenize_with_weights(tok, text, has_start, max_length, pad_to_max, min_leng
     return batched
 
 
+FEATURE_PROMPTS = ["a (red:1.5) fox in the ((snow))", "plain words only"]
+
+
+def comfy_features(t5m, clipm, t5, clip, prompt, dtype):
+    (t5b,) = tokenize_with_weights(t5, prompt, False, 99999999, False, 256, 0)
+    ids = torch.tensor([[t for t, _ in t5b]])
+    z = t5m.to(dtype)(ids).last_hidden_state[0]
+    if any(w != 1.0 for _, w in t5b):  # encode_token_weights: has_weights adds the empty tokens
+        empty = torch.tensor([[1] + [0] * (len(t5b) - 1)])
+        ze = t5m(empty).last_hidden_state[0]
+        z = z.clone()
+        for j, (_, w) in enumerate(t5b):
+            if w != 1.0:
+                z[j] = (z[j] - ze[j]) * w + ze[j]
+    cb = tokenize_with_weights(clip, prompt, True, 77, True, None, clip("")["input_ids"][1])
+    pooled = clipm.to(dtype)(torch.tensor([[t for t, _ in cb[0]]])).pooler_output[0]
+    return z, pooled
+
+
+def features_golden(t5, clip):
+    from transformers import CLIPTextModel, T5EncoderModel
+    base = os.path.join(common.TINY, "flux1", "dev")
+    t5m = T5EncoderModel.from_pretrained(os.path.join(base, "text_encoder_2")).eval()
+    clipm = CLIPTextModel.from_pretrained(os.path.join(base, "text_encoder")).eval()
+    g = common.Golden("comfy_text_features", "f32", "ComfyUI's FLUX.1 text conditioning of weighted prompts on the "
+                      "tiny T5 and CLIP-L: encode_token_weights' (z - z_empty) * w + z_empty for T5, the first "
+                      "chunk's pooled CLIP-L output")
+    import make_goldens
+    with torch.no_grad():
+        for i, p in enumerate(FEATURE_PROMPTS):
+            z32, p32 = comfy_features(t5m, clipm, t5, clip, p, torch.float32)
+            z64, p64 = comfy_features(t5m, clipm, t5, clip, p, torch.float64)
+            t5m.float(), clipm.float()
+            for name, a, b in (("features.%d" % i, z32, z64), ("pooled.%d" % i, p32, p64)):
+                tol, spread = make_goldens.tol32(a.double(), b)
+                g.add(name, a, tol=tol, spread=spread)
+    g.set("prompts", json.dumps(FEATURE_PROMPTS))
+    print("golden:", g.save(), len(FEATURE_PROMPTS), "prompts")
+
+
 def main():
     from transformers import CLIPTokenizer, T5TokenizerFast
     t5 = T5TokenizerFast.from_pretrained(os.path.join(common.REPO, "data", "tokenizer", "t5"))
@@ -148,6 +192,7 @@ def main():
         g.add("clip_dropped.%d" % i, torch.tensor([real_after], dtype=torch.int64))
     g.set("prompts", json.dumps(PROMPTS, ensure_ascii=False))
     print("golden:", g.save(), len(PROMPTS), "prompts")
+    features_golden(t5, clip)
 
 
 if __name__ == "__main__":
