@@ -156,6 +156,16 @@ typedef enum kiln_cfg_rule {
                             * prediction alone), as cfg_function's uncond + (cond - uncond) * cfg */
 } kiln_cfg_rule;
 
+/* How a FLUX.1 prompt becomes its encoders' tokens (kiln_request.text_rule). */
+typedef enum kiln_text_rule {
+    KILN_TEXT_DIFFUSERS = 0, /* FluxPipeline: CLIP 77 tokens, T5 padded to 512 ([dev]) / 256 ([schnell]) and cut
+                              * there, the prompt taken literally */
+    KILN_TEXT_COMFY,         /* ComfyUI's graphs (text/comfy_prompt.h): "(word:1.2)" weights and escapes, T5 padded
+                              * to 256 and never cut (the batch's prompts padded to the longest), CLIP-L's first
+                              * 77-token chunk; a T5 token of weight w becomes (z - z_empty) * w + z_empty with
+                              * z_empty the empty prompt's features, as encode_token_weights does */
+} kiln_text_rule;
+
 /* An input image (a reference or an init image): 8-bit RGB, row-major, width*height*3 bytes, read only during
  * kiln_generate. Decode files with io/image_load.h (kiln_image_load). */
 typedef struct kiln_image_in {
@@ -189,6 +199,8 @@ typedef struct kiln_request {
      * Ignored, with a warning in the result, when CFG does not run (distilled model, guidance <= 1). */
     const char *negative_prompt;
     kiln_cfg_rule cfg_rule;   /* KILN_CFG_OFFICIAL (the default) or KILN_CFG_COMFY (the server's graphs) */
+    kiln_text_rule text_rule; /* FLUX.1: KILN_TEXT_DIFFUSERS (the default) or KILN_TEXT_COMFY; FLUX.2: must be
+                               * KILN_TEXT_DIFFUSERS */
     /* The unconditional branch is all-zero text features (ComfyUI's ConditioningZeroOut), not an encoded text;
      * negative_prompt must then be NULL or "". */
     bool negative_zero;

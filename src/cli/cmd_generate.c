@@ -26,6 +26,7 @@
 #include "kiln.h"
 #include "models/lora.h"
 #include "pipeline/noise.h"
+#include "pipeline/torch_randn.h"
 #include "pipeline/progress_bar.h"
 
 /* Output name of image i of n. */
@@ -197,7 +198,7 @@ int kiln_cmd_generate(int argc, char **argv) {
     kiln_engine_config cfg = kiln_engine_config_default();
     kiln_request req = kiln_request_default();
     const char *prompt = NULL, *output = "out.png", *perf = NULL, *noise_path = NULL;
-    bool have_seed = false, quiet = false;
+    bool have_seed = false, quiet = false, comfy_noise = false, comfy_text = false;
     static gen_cli g; /* the LoRA paths are large */
     g = (gen_cli){.cfg = &cfg, .req = &req, .images = &images};
     char ref_help[160];
@@ -235,6 +236,12 @@ int kiln_cmd_generate(int argc, char **argv) {
         KILN_OPT_STR("--noise", NULL, "F",
                      "inject the initial noise [n,128,H/16,W/16] (FLUX.1: [n,64,H/16,W/16], the\n"
                      "packed latent; safetensors or raw f32)", &noise_path),
+        KILN_OPT_FLAG("--comfy-noise", NULL,
+                      "draw ComfyUI's noise: one torch.randn of the batch's latent from --seed (what\n"
+                      "kiln serve's ComfyUI graphs draw), not kiln's seed + i", &comfy_noise),
+        KILN_OPT_FLAG("--comfy-text", NULL,
+                      "FLUX.1: tokenise as ComfyUI's graphs do ((word:1.2) weights, T5 padded to 256\n"
+                      "and never cut), not as diffusers' FluxPipeline", &comfy_text),
         KILN_OPT_CALL("--guidance", NULL, "G",
                       "CFG scale for klein base (default 4.0; 1 or less: no CFG, as diffusers);\n"
                       "FLUX.1 [dev]: the distilled guidance (default 3.5); schnell ignores it", opt_guidance, &g),
@@ -297,8 +304,8 @@ int kiln_cmd_generate(int argc, char **argv) {
     /* diffusers' img2img default; a given schedule says itself where the image is noised to */
     if (images.init_path && !have_strength && !req.sigmas) req.strength = 0.8;
     if ((images.n_refs || images.init_path) && !have_w && !have_h) {
-        if (noise_path) {
-            fprintf(stderr, "kiln generate: --noise with --ref/--init needs -W and -H\n");
+        if (noise_path || comfy_noise) {
+            fprintf(stderr, "kiln generate: --noise/--comfy-noise with --ref/--init needs -W and -H\n");
             return 2;
         }
         req.width = req.height = 0; /* the size comes from the first reference (or the init image) */
@@ -309,12 +316,17 @@ int kiln_cmd_generate(int argc, char **argv) {
     if (!have_seed) req.seed = random_seed();
     if (!keep_te) cfg.te_policy = KILN_TE_RELEASE;
     req.prompt = prompt;
+    req.text_rule = comfy_text ? KILN_TEXT_COMFY : KILN_TEXT_DIFFUSERS;
     req.loras = g.loras;
     req.n_loras = g.n_loras;
 
     kiln_err err = {0};
     float *noise = NULL;
-    if (noise_path && (req.width % 16 || req.height % 16)) {
+    if (noise_path && comfy_noise) {
+        fprintf(stderr, "kiln generate: give --noise or --comfy-noise, not both\n");
+        return 2;
+    }
+    if ((noise_path || comfy_noise) && (req.width % 16 || req.height % 16)) {
         fprintf(stderr, "kiln generate: image size %dx%d: width and height must be multiples of 16\n", req.width,
                 req.height);
         return 2;
@@ -335,11 +347,17 @@ int kiln_cmd_generate(int argc, char **argv) {
         return kiln_status_exit_code(err.code);
     }
     if (!quiet) fprintf(stderr, "kiln: %s (opened in %.2fs)\n", kiln_engine_describe(eng), kiln_clock_s() - t_open);
-    if (noise_path) { /* its size depends on the model: 128 channels for FLUX.2, the DiT's in_channels for FLUX.1 */
-        size_t count = (size_t)req.batch * (size_t)kiln_engine_latent_channels(eng) * (size_t)(req.width / 16) *
-                       (size_t)(req.height / 16);
-        if (kiln_noise_load(noise_path, count, &noise, &err) != KILN_OK) {
-            fprintf(stderr, "kiln generate: --noise: %s\n", err.msg);
+    if (noise_path || comfy_noise) { /* its size depends on the model: 128 channels for FLUX.2, the DiT's in_channels for FLUX.1 */
+        int ch = kiln_engine_latent_channels(eng);
+        size_t count = (size_t)req.batch * (size_t)ch * (size_t)(req.width / 16) * (size_t)(req.height / 16);
+        kiln_status ns = KILN_OK;
+        if (noise_path) ns = kiln_noise_load(noise_path, count, &noise, &err);
+        else if (!(noise = kiln_malloc(count * sizeof *noise))) ns = KILN_FAIL(&err, KILN_E_NOMEM, "out of memory");
+        else ns = kiln_comfy_noise(noise, req.batch, ch, req.height / 16, req.width / 16,
+                                   kiln_engine_variant(eng) >= KILN_VARIANT_FLUX1_DEV, req.seed, &err);
+        if (ns != KILN_OK) {
+            kiln_free(noise);
+            fprintf(stderr, "kiln generate: %s: %s\n", noise_path ? "--noise" : "--comfy-noise", err.msg);
             images_free(&images);
             kiln_engine_close(eng);
             return kiln_status_exit_code(err.code);
@@ -393,7 +411,9 @@ int kiln_cmd_generate(int argc, char **argv) {
                         : res->variant == KILN_VARIANT_FLUX1_DEV     ? "flux1-dev"
                         : res->variant == KILN_VARIANT_FLUX1_SCHNELL ? "flux1-schnell"
                                                                      : "klein"},
-            {"model", model},     {"noise", noise_path ? noise_path : "kiln-xoshiro256-boxmuller"},
+            {"model", model},     {"noise", noise_path    ? noise_path
+                                 : comfy_noise ? "comfyui-torch-randn"
+                                               : "kiln-xoshiro256-boxmuller"},
             {"Software", "kiln " KILN_VERSION},
         };
         if (kiln_png_write(path, res->images[i].pixels, res->images[i].width, res->images[i].height, text,

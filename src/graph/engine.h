@@ -45,6 +45,13 @@ typedef struct kiln_gen_params {
     const char *negative_prompt;                  /* NULL when the negative is ConditioningZeroOut */
     int width, height, steps, batch;
     uint64_t seed;
+    /* ComfyUI's noise (comfy/sample.py prepare_noise): one torch.randn of the latent batch from seed, drawn by
+     * pipeline/torch_randn.h. false: kiln's own generator, image i from seed + i (the OpenAI route, as kiln
+     * generate). */
+    bool comfy_noise;
+    /* ComfyUI's FLUX.1 prompt tokenisation (kiln.h KILN_TEXT_COMFY: weights, T5 padded to 256 and never cut).
+     * false: diffusers' (the OpenAI route, as kiln generate). FLUX.2 prompts are encoded as diffusers does. */
+    bool comfy_text;
     float cfg;
     const char *sampler; /* "euler" */
     const char *request_id;

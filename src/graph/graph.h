@@ -91,6 +91,9 @@ typedef struct kiln_exec_env {
     const char *input_dir;   /* LoadImage reads from it (what POST /upload/image writes); NULL = none */
     kiln_gen_engine *engine;
     const char *prompt_id;
+    /* The graph is the OpenAI route's (server/openai_graph.c): its engine calls keep kiln generate's rules (the
+     * noise of seed + i, diffusers' text encoding) instead of ComfyUI's. */
+    bool openai_rules;
     json_t *extra_pnginfo;   /* borrowed, may be NULL: written as PNG text chunks beside the prompt */
     /* filled by the run when not NULL: engine time summed over calls, peak memory the engine reported */
     double *engine_ms;

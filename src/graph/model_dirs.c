@@ -13,6 +13,7 @@ static const char *const kind_folders[KILN_MODELS_KIND_COUNT][2] = {
     {"text_encoders", "clip"},
     {"vae", NULL},
     {"loras", NULL},
+    {"checkpoints", NULL},
 };
 
 const char *kiln_model_kind_folder(kiln_model_kind k) {

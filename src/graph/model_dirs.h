@@ -1,6 +1,7 @@
 /* model_dirs.h - model files found by name in the model folders, the way ComfyUI finds them.
  *
- * A models root holds kind folders: diffusion_models/ (or unet/), text_encoders/ (or clip/), vae/. A model name
+ * A models root holds kind folders: diffusion_models/ (or unet/), text_encoders/ (or clip/), vae/, loras/ and
+ * checkpoints/ (ComfyUI's all-in-one files, CheckpointLoaderSimple). A model name
  * is a plain file name found directly in one of the kind's folders ("flux-2-klein-4b.safetensors"); names with a
  * '/', a '\\', a NUL or a leading '.' are never valid, so a name can never leave its folder.
  */
@@ -18,10 +19,11 @@ typedef enum kiln_model_kind {
     KILN_MODELS_TEXT_ENCODER,  /* text_encoders, clip */
     KILN_MODELS_VAE,           /* vae */
     KILN_MODELS_LORA,          /* loras */
+    KILN_MODELS_CHECKPOINT,    /* checkpoints: model, text encoders and VAE in one file */
     KILN_MODELS_KIND_COUNT
 } kiln_model_kind;
 
-/* "diffusion_models", "text_encoders", "vae", "loras". */
+/* "diffusion_models", "text_encoders", "vae", "loras", "checkpoints". */
 const char *kiln_model_kind_folder(kiln_model_kind k);
 /* Maps a folder name (incl. the aliases unet, clip) to a kind; false if unknown. */
 bool kiln_model_kind_from_folder(const char *folder, kiln_model_kind *out);

@@ -34,6 +34,12 @@ static const kiln_node_class classes[] = {
                     "unet/).",
      .inputs = {MODEL_IN("unet_name", KILN_MODELS_DIFFUSION), COMBO_IN("weight_dtype", weight_dtypes, "default")},
      .outputs = {"MODEL"}, .output_names = {"MODEL"}, .eval = kiln_node_unet_loader},
+    {.name = "CheckpointLoaderSimple", .display_name = "Load Checkpoint", .category = "loaders",
+     .description = "Names a ComfyUI all-in-one FLUX.1 checkpoint (checkpoints/): the diffusion model, CLIP-L, "
+                    "T5-XXL and the VAE in one file, each under its own prefix.",
+     .inputs = {MODEL_IN("ckpt_name", KILN_MODELS_CHECKPOINT)},
+     .outputs = {"MODEL", "CLIP", "VAE"}, .output_names = {"MODEL", "CLIP", "VAE"},
+     .eval = kiln_node_checkpoint_loader},
     {.name = "CLIPLoader", .display_name = "Load CLIP", .category = "advanced/loaders",
      .description = "Names the Qwen3 text encoder file (text_encoders/ or clip/).",
      .inputs = {MODEL_IN("clip_name", KILN_MODELS_TEXT_ENCODER), COMBO_IN("type", clip_types, "flux2"),

@@ -33,7 +33,7 @@ static int resolve(kiln_exec *ex, kiln_model_kind k, const char *name, char **ou
 static kiln_graph_family model_family(const char *path) {
     kiln_st_file *f = NULL;
     kiln_err e = {0};
-    if (kiln_st_open(path, &f, &e) != KILN_OK) return KILN_GF_FLUX2;
+    if (kiln_st_open_part(path, KILN_CKPT_DIT, &f, &e) != KILN_OK) return KILN_GF_FLUX2;
     kiln_detect_result d;
     kiln_detect(f, &d);
     kiln_graph_family fam = KILN_GF_FLUX2;
@@ -58,6 +58,59 @@ int kiln_node_unet_loader(kiln_exec *ex, const char *id, kiln_value *const *in, 
     KILN_TRY(resolve(ex, KILN_MODELS_DIFFUSION, in[0]->str, &out->str));
     out->model.family = model_family(out->str);
     out->model.shift = family_shift(out->model.family);
+    return KILN_OK;
+}
+
+/* The family of one part of a ComfyUI checkpoint (io/safetensors.h KILN_CKPT_*), or UNKNOWN when it has none. */
+static kiln_family part_family(const char *path, const char *part) {
+    kiln_st_file *f = NULL;
+    kiln_err e = {0};
+    if (kiln_st_open_part(path, part, &f, &e) != KILN_OK) return KILN_FAMILY_UNKNOWN;
+    kiln_detect_result d;
+    kiln_detect(f, &d);
+    kiln_st_close(f);
+    return d.family;
+}
+
+static bool is_checkpoint(const char *path) {
+    kiln_st_file *f = NULL;
+    kiln_err e = {0};
+    if (kiln_st_open(path, &f, &e) != KILN_OK) return false;
+    bool yes = kiln_st_is_checkpoint(f);
+    kiln_st_close(f);
+    return yes;
+}
+
+/* CheckpointLoaderSimple: one file, three outputs that all name it (the engine opens each model as its part, as
+ * ComfyUI's load_checkpoint_guess_config splits the state dict). kiln runs FLUX.1 checkpoints: the file must hold
+ * a FLUX.1 DiT, CLIP-L, T5-XXL and the VAE; anything else (SD1.x/SDXL/SD3 checkpoints, a FLUX.1 file without its
+ * encoders) is refused by name here rather than half-way through the engine. */
+int kiln_node_checkpoint_loader(kiln_exec *ex, const char *id, kiln_value *const *in, kiln_value *out) {
+    char *path = NULL;
+    KILN_TRY(resolve(ex, KILN_MODELS_CHECKPOINT, in[0]->str, &path));
+    static const struct { const char *part; kiln_family fam; const char *what; } want[] = {
+        {KILN_CKPT_DIT, KILN_FAMILY_FLUX1_DIT, "a FLUX.1 diffusion model"},
+        {KILN_CKPT_CLIP_L, KILN_FAMILY_CLIP_TEXT, "CLIP-L"},
+        {KILN_CKPT_T5XXL, KILN_FAMILY_T5, "T5-XXL"},
+        {KILN_CKPT_VAE, KILN_FAMILY_FLUX1_VAE, "FLUX.1's VAE"},
+    };
+    bool ckpt = is_checkpoint(path);
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        if (!ckpt || part_family(path, want[i].part) != want[i].fam) {
+            kiln_free(path);
+            return KILN_FAIL(ex->err, KILN_E_UNSUPPORTED, "node %s: CheckpointLoaderSimple %s is not a FLUX.1 "
+                             "checkpoint: %s under %s is missing (kiln loads the diffusion model, CLIP-L, T5-XXL and "
+                             "the VAE of one file, under model.diffusion_model., text_encoders.clip_l.transformer., "
+                             "text_encoders.t5xxl.transformer. and vae.)", id, in[0]->str, want[i].what, want[i].part);
+        }
+    out[0].kind = KILN_V_MODEL;
+    out[0].model.family = model_family(path);
+    out[0].model.shift = family_shift(out[0].model.family);
+    out[1].kind = KILN_V_CLIP;
+    out[2].kind = KILN_V_VAE;
+    out[0].str = path;
+    if (!(out[1].str = kiln_strdup(path)) || !(out[1].str2 = kiln_strdup(path)) || !(out[2].str = kiln_strdup(path)))
+        return nomem(ex);
     return KILN_OK;
 }
 
@@ -408,6 +461,7 @@ int kiln_node_vae_decode(kiln_exec *ex, const char *id, kiln_value *const *in, k
         .unet_path = r->model_path, .clip_path = r->clip_path, .vae_path = in[1]->str, .clip2_path = r->clip2_path,
         .prompt = r->prompt, .prompt_2 = r->pos.text2, .negative_prompt = r->negative, .width = r->width,
         .height = r->height, .steps = r->steps, .batch = r->batch, .seed = r->seed, .cfg = (float)r->cfg,
+        .comfy_noise = !ex->env->openai_rules, .comfy_text = !ex->env->openai_rules,
         /* ComfyUI's Flux model: the conditioning's guidance, 3.5 when none was set */
         .guidance = dev ? (float)(r->pos.has_guidance ? r->pos.guidance : 3.5) : 0.0f,
         .sigmas = r->sigmas, .n_sigmas = r->n_sigmas, .loras = r->model.n_loras ? loras : NULL,

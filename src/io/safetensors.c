@@ -607,6 +607,75 @@ kiln_status kiln_st_open(const char *path, kiln_st_file **out, kiln_err *err) {
     return open_single(path, out, err);
 }
 
+static const char *const ckpt_parts[] = {KILN_CKPT_DIT, KILN_CKPT_CLIP_L, KILN_CKPT_T5XXL, KILN_CKPT_VAE};
+
+static bool has_prefix(const kiln_st_file *f, const char *pre) {
+    size_t n = strlen(pre);
+    for (size_t i = 0; i < f->n; i++)
+        if (!strncmp(f->tensors[i].name, pre, n)) return true;
+    return false;
+}
+
+bool kiln_st_is_checkpoint(const kiln_st_file *f) {
+    int parts = 0;
+    for (size_t p = 0; p < sizeof ckpt_parts / sizeof ckpt_parts[0]; p++) parts += has_prefix(f, ckpt_parts[p]);
+    return parts >= 2;
+}
+
+/* ComfyUI's per-layer fp8 declarations (_quantization_metadata, io/fp8_layout.h) describe the whole checkpoint:
+ * a part keeps the layers whose weight it holds, so that each part's fp8 layout is checked on its own tensors. */
+static kiln_status part_quant_metadata(kiln_st_file *f, kiln_err *err) {
+    for (size_t i = 0; i < f->n_meta; i++) {
+        if (strcmp(f->meta[2 * i], "_quantization_metadata")) continue;
+        json_t *root = json_loads(f->meta[2 * i + 1], 0, NULL), *layers = json_object_get(root, "layers");
+        if (!json_is_object(layers)) { /* malformed: left for kiln_fp8_scan to refuse by name */
+            json_decref(root);
+            return KILN_OK;
+        }
+        const char *layer;
+        json_t *v, *tmp;
+        json_object_foreach_safe(layers, tmp, layer, v) {
+            char name[1024];
+            if (snprintf(name, sizeof name, "%s.weight", layer) >= (int)sizeof name || !kiln_st_find(f, name))
+                json_object_del(layers, layer);
+        }
+        char *text = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS);
+        json_decref(root);
+        char *copy = text ? kiln_strdup(text) : NULL;
+        free(text);
+        if (!copy) return KILN_FAIL(err, KILN_E_NOMEM, "%s: out of memory", f->label);
+        kiln_free(f->meta[2 * i + 1]);
+        f->meta[2 * i + 1] = copy;
+    }
+    return KILN_OK;
+}
+
+kiln_status kiln_st_open_part(const char *path, const char *part, kiln_st_file **out, kiln_err *err) {
+    KILN_TRY(kiln_st_open(path, out, err));
+    kiln_st_file *f = *out;
+    if (!part || !kiln_st_is_checkpoint(f)) return KILN_OK;
+    size_t n = strlen(part), kept = 0;
+    for (size_t i = 0; i < f->n; i++) {
+        if (!strncmp(f->tensors[i].name, part, n)) f->tensors[kept++] = f->tensors[i];
+        else kiln_free((void *)f->tensors[i].name);
+    }
+    f->n = kept;
+    kiln_free(f->slots);
+    f->slots = NULL;
+    /* the stored names keep the part's prefix; kiln_st_find adds it (part is one of the static ckpt_parts) */
+    for (size_t p = 0; p < sizeof ckpt_parts / sizeof ckpt_parts[0]; p++)
+        if (!strcmp(part, ckpt_parts[p])) f->prefix = ckpt_parts[p];
+    kiln_status s = !kept ? KILN_FAIL(err, KILN_E_NOT_FOUND, "%s: a ComfyUI checkpoint without %s* tensors", path, part)
+                    : strcmp(f->prefix, part) ? KILN_FAIL(err, KILN_E_INVALID, "%s: unknown checkpoint part %s", path, part)
+                                              : build_index(f, err);
+    if (s == KILN_OK) s = part_quant_metadata(f, err);
+    if (s != KILN_OK) {
+        kiln_st_close(f);
+        *out = NULL;
+    }
+    return s;
+}
+
 void kiln_st_close(kiln_st_file *f) {
     if (!f) return;
     for (size_t i = 0; i < f->n_shards; i++) {

@@ -58,6 +58,23 @@ typedef struct kiln_st_tensor {
     uint32_t qtype; /* dtype KILN_DT_QBLOCK (a GGUF file): the GGML type id (tensor/quant.h) */
 } kiln_st_tensor;
 
+/* ComfyUI's all-in-one checkpoints (CheckpointLoaderSimple's files: the flux_schnell / flux_dev checkpoint
+ * templates' flux1-schnell-fp8.safetensors) hold each model of a FLUX.1 pipeline under its own prefix
+ * (comfy/supported_models.py Flux: unet under model.diffusion_model., text_encoder_key_prefix text_encoders. with
+ * clip_l. and t5xxl. and their .transformer., vae_key_prefix vae.). */
+#define KILN_CKPT_DIT "model.diffusion_model."
+#define KILN_CKPT_CLIP_L "text_encoders.clip_l.transformer."
+#define KILN_CKPT_T5XXL "text_encoders.t5xxl.transformer."
+#define KILN_CKPT_VAE "vae."
+
+/* Opens one model of a file that may be such a checkpoint: when path holds tensors under two or more of the four
+ * prefixes above, only the tensors under `part` (one of them) are kept, found by their names without it (every
+ * other query sees the part alone: count, at, detection); KILN_E_NOT_FOUND when the checkpoint lacks the part.
+ * Any other file opens exactly as kiln_st_open opens it. The part shares nothing with other opens of the file. */
+kiln_status kiln_st_open_part(const char *path, const char *part, kiln_st_file **out, kiln_err *err);
+/* True when path is such a checkpoint (two or more of the prefixes). Unreadable files: false. */
+bool kiln_st_is_checkpoint(const kiln_st_file *f);
+
 /* path: a .safetensors file, a .safetensors.index.json, or a folder with exactly one of those - or a GGUF file
  * (detected by its magic): its tensors as entries of this kind, F32/F16/BF16 as those dtypes,
  * block-quantised ones as KILN_DT_QBLOCK with the GGML type in qtype (PyTorch-order shapes), the GGUF file's

@@ -34,7 +34,7 @@ kiln_status kiln_engine_is_flux1(const kiln_engine_config *cfg, bool *yes, kiln_
     if (!cfg->unet_path || !kiln_engine_exists(cfg->unet_path)) return KILN_OK; /* the FLUX.2 path reports what is missing */
     kiln_st_file *ck = NULL;
     kiln_err e2 = {0};
-    if (kiln_st_open(cfg->unet_path, &ck, &e2) != KILN_OK) return KILN_OK; /* ditto */
+    if (kiln_st_open_part(cfg->unet_path, KILN_CKPT_DIT, &ck, &e2) != KILN_OK) return KILN_OK; /* ditto */
     /* io/detect.c's FLUX.1 DiT rule (BFL names; diffusers names with FLUX.1's per-block norm1) */
     *yes = kiln_st_find(ck, "double_blocks.0.img_mod.lin.weight") ||
            (kiln_st_find(ck, "transformer_blocks.0.norm1.linear.weight") && kiln_st_find(ck, "x_embedder.weight"));
@@ -97,7 +97,8 @@ static kiln_status find_files(kiln_engine *e, kiln_flux1_models *f, kiln_err *er
 kiln_status kiln_flux1_open_t5(kiln_engine *e, kiln_err *err) {
     kiln_flux1_models *f = e->f1;
     if (f->t5) return KILN_OK;
-    if (kiln_st_open(f->t5_path, &f->t5_ck, err) != KILN_OK) return kiln_err_prefix(err, "T5 text encoder");
+    if (kiln_st_open_part(f->t5_path, KILN_CKPT_T5XXL, &f->t5_ck, err) != KILN_OK)
+        return kiln_err_prefix(err, "T5 text encoder");
     kiln_status s = kiln_t5_encoder_load(f->t5_ck, f->t5_config[0] ? f->t5_config : NULL, &f->t5, err);
     if (s == KILN_OK && e->be) s = kiln_wset_place(&f->t5->ws, e->be, err); /* reopened after a release */
     if (s != KILN_OK) {
@@ -119,17 +120,19 @@ void kiln_flux1_close_t5(kiln_engine *e) {
 static const char *cfg_or_null(const char *p) { return p[0] ? p : NULL; }
 
 static kiln_status load_models(kiln_engine *e, kiln_flux1_models *f, kiln_err *err) {
-    if (kiln_st_open(f->dit_path, &f->dit_ck, err) != KILN_OK) return kiln_err_prefix(err, "DiT");
+    /* each file may be a ComfyUI all-in-one checkpoint (CheckpointLoaderSimple): then each model is its part */
+    if (kiln_st_open_part(f->dit_path, KILN_CKPT_DIT, &f->dit_ck, err) != KILN_OK) return kiln_err_prefix(err, "DiT");
     if (kiln_flux1_dit_load(f->dit_ck, cfg_or_null(f->dit_config), &f->dit, err) != KILN_OK)
         return kiln_err_prefix(err, "%s", f->dit_path);
     f->dev = f->dit->guidance;
     if (kiln_sched_config_read_flux1(cfg_or_null(f->sched_config), f->dev, &f->sched, err) != KILN_OK)
         return kiln_err_prefix(err, "%s", e->model_dir);
-    if (kiln_st_open(f->clip_path, &f->clip_ck, err) != KILN_OK) return kiln_err_prefix(err, "CLIP text encoder");
+    if (kiln_st_open_part(f->clip_path, KILN_CKPT_CLIP_L, &f->clip_ck, err) != KILN_OK)
+        return kiln_err_prefix(err, "CLIP text encoder");
     if (kiln_clip_text_load(f->clip_ck, cfg_or_null(f->clip_config), &f->clip, err) != KILN_OK)
         return kiln_err_prefix(err, "%s", f->clip_path);
     KILN_TRY(kiln_flux1_open_t5(e, err));
-    if (kiln_st_open(f->vae_path, &f->vae_ck, err) != KILN_OK) return kiln_err_prefix(err, "VAE");
+    if (kiln_st_open_part(f->vae_path, KILN_CKPT_VAE, &f->vae_ck, err) != KILN_OK) return kiln_err_prefix(err, "VAE");
     if (kiln_flux1_vae_load_config(f->vae_ck, cfg_or_null(f->vae_config), &f->vae, err) != KILN_OK)
         return kiln_err_prefix(err, "%s", f->vae_path);
 

@@ -235,6 +235,9 @@ static kiln_status validate(run *r, kiln_err *err) {
     if (!(q->guidance >= 0.0f) || q->guidance > 1000.0f)
         return KILN_FAIL(err, KILN_E_INVALID, "guidance %g: must be 0..1000 (0 = the default 4.0; 1 or less "
                          "turns classifier-free guidance off)", q->guidance);
+    if (q->text_rule != KILN_TEXT_DIFFUSERS) /* ComfyUI's klein text encoding is not kiln's (docs/server.md) */
+        return KILN_FAIL(err, KILN_E_UNSUPPORTED, "text_rule %d with FLUX.2: kiln encodes klein prompts as diffusers "
+                         "does only", (int)q->text_rule);
     if (q->cfg_rule != KILN_CFG_OFFICIAL && q->cfg_rule != KILN_CFG_COMFY)
         return KILN_FAIL(err, KILN_E_INVALID, "cfg_rule %d: must be KILN_CFG_OFFICIAL or KILN_CFG_COMFY",
                          (int)q->cfg_rule);

@@ -32,11 +32,13 @@
 #include "pipeline/run_common.h"
 #include "pipeline/schedule.h"
 #include "pipeline/vae_plan.h"
+#include "text/comfy_prompt.h"
 
 #define MAX_SIDE 2048
 #define MAX_BATCH 16
 #define MAX_STEPS 1000
 #define CLIP_LEN 77
+#define MAX_T5_TOKENS 16384 /* ComfyUI's T5 has no cap; kiln's memory estimate would refuse long before */
 
 typedef struct run {
     kiln_engine *e;
@@ -48,6 +50,7 @@ typedef struct run {
     int vae_tile;             /* 0: untiled decode; else the latent tile side (pipeline/vae_plan.h) */
     float guidance;           /* dev: fed to the DiT; schnell: unused */
     kiln_tokens clip[MAX_BATCH], t5[MAX_BATCH];
+    double *t5_weights[MAX_BATCH]; /* KILN_TEXT_COMFY: per T5 token (NULL: all 1) */
     float *txt, *pooled;      /* backend [B*L, ctx], [B, pooled] */
     float *x, *v, *tmp;       /* backend [B*N, C] */
     float *sigmas;
@@ -107,7 +110,48 @@ static void plan(run *r, size_t limit, size_t *keep, size_t *release) {
     estimate(r->f, r, keep, release);
 }
 
+/* ComfyUI's tokens (text/comfy_prompt.h) as a kiln_tokens (its mask zeroed: FLUX.1's encoders take no mask) */
+static kiln_status comfy_tokens(const kiln_tokenizer *tok, kiln_comfy_encoder enc, const char *p, kiln_tokens *out,
+                                double **weights, size_t *dropped, kiln_err *err) {
+    kiln_comfy_tokens t;
+    KILN_TRY(kiln_comfy_tokenize(tok, enc, p, strlen(p), &t, err));
+    out->ids = t.ids;
+    out->n = t.n;
+    out->n_real = out->n_full = t.n_real;
+    out->mask = kiln_calloc(t.n, 1);
+    for (size_t k = 0; out->mask && k < t.n; k++)
+        if (!isfinite(t.weights[k])) {
+            kiln_free(t.weights);
+            return KILN_FAIL(err, KILN_E_INVALID, "prompt weight %g: ComfyUI's weights must be finite here (a "
+                             "non-finite one makes every feature NaN)", t.weights[k]);
+        }
+    if (!out->mask) {
+        kiln_free(t.weights);
+        return KILN_FAIL(err, KILN_E_NOMEM, "out of memory for tokens");
+    }
+    if (dropped) *dropped = t.n_dropped;
+    if (weights && t.weighted) *weights = t.weights;
+    else kiln_free(t.weights);
+    return KILN_OK;
+}
+
+/* ComfyUI's rule: CLIP-L's first chunk, T5 never cut (the run's L is the longest prompt's, set after all) */
+static kiln_status tokenize_comfy(run *r, const char *what, const char *p, int i, kiln_err *err) {
+    size_t dropped = 0;
+    KILN_TRY(comfy_tokens(r->f->tok_clip, KILN_COMFY_CLIP_L, p, &r->clip[i], NULL, &dropped, err));
+    const char *p2 = r->req->prompt_2 && !r->req->prompts ? r->req->prompt_2 : p; /* CLIPTextEncodeFlux's t5xxl */
+    KILN_TRY(comfy_tokens(r->f->tok_t5, KILN_COMFY_T5XXL, p2, &r->t5[i], &r->t5_weights[i], NULL, err));
+    if (dropped)
+        kiln_result_add_warning(r->res, "%s: %zu tokens after CLIP-L's first 77-token chunk are not read (FLUX.1 takes "
+                                "that chunk's pooled output, as ComfyUI does)", what, dropped);
+    if (r->t5[i].n > MAX_T5_TOKENS)
+        return KILN_FAIL(err, KILN_E_LIMIT, "%s: %zu T5 tokens, at most %d", what, r->t5[i].n, MAX_T5_TOKENS);
+    if ((int)r->t5[i].n > r->L) r->L = (int)r->t5[i].n;
+    return KILN_OK;
+}
+
 static kiln_status tokenize(run *r, const char *what, const char *p, int i, kiln_err *err) {
+    if (r->req->text_rule == KILN_TEXT_COMFY) return tokenize_comfy(r, what, p, i, err);
     kiln_tok_options oc = kiln_tok_options_flux1_clip(), ot = kiln_tok_options_flux1_t5((size_t)r->L);
     KILN_TRY(kiln_tokenizer_encode_prompt(r->f->tok_clip, p, strlen(p), &oc, &r->clip[i], err));
     const char *p2 = r->req->prompt_2 && !r->req->prompts ? r->req->prompt_2 : p; /* diffusers' prompt_2 */
@@ -166,7 +210,10 @@ static kiln_status validate(run *r, kiln_err *err) {
     r->h16 = q->height / 16;
     r->w16 = q->width / 16;
     r->N = r->h16 * r->w16;
-    r->L = t5_length(f);
+    if (q->text_rule != KILN_TEXT_DIFFUSERS && q->text_rule != KILN_TEXT_COMFY)
+        return KILN_FAIL(err, KILN_E_INVALID, "text_rule %d: must be KILN_TEXT_DIFFUSERS or KILN_TEXT_COMFY",
+                         (int)q->text_rule);
+    r->L = q->text_rule == KILN_TEXT_COMFY ? KILN_COMFY_T5_MIN_LENGTH : t5_length(f); /* comfy: grows to the longest */
     r->steps = q->steps ? q->steps : (f->dev ? 28 : 4);
     if (q->prompt_2 && q->prompts)
         return KILN_FAIL(err, KILN_E_INVALID, "prompt_2 with per-image prompts: give one or the other");
@@ -214,6 +261,42 @@ static kiln_status validate(run *r, kiln_err *err) {
     return e->be->ops->reserve(e->be, keep > weights ? keep - weights : 0, err);
 }
 
+/* ComfyUI's encode_token_weights for the prompts with weights: the empty prompt's T5 features z_empty at the same
+ * length (gen_empty_tokens: </s>, then <pad>), and each token of weight w becomes (z - z_empty) * w + z_empty, in
+ * float32 as torch computes it. txt: backend [n * L, D]. */
+static kiln_status comfy_weights(run *r, float *txt, int n, kiln_err *err) {
+    bool any = false;
+    for (int i = 0; i < n; i++) any |= r->t5_weights[i] != NULL;
+    if (!any) return KILN_OK;
+    kiln_backend *be = r->e->be;
+    int L = r->L;
+    size_t D = (size_t)r->f->t5_d, all = (size_t)n * L * D;
+    int32_t *eid = kiln_calloc((size_t)L, sizeof *eid);
+    float *ze = be->ops->alloc(be, (size_t)L * D * sizeof(float));
+    float *hz = kiln_malloc(all * sizeof *hz), *he = kiln_malloc((size_t)L * D * sizeof *he);
+    kiln_status s = eid && ze && hz && he ? KILN_OK : KILN_FAIL(err, KILN_E_NOMEM, "prompt weights: out of memory");
+    if (s == KILN_OK) {
+        eid[0] = 1; /* </s> */
+        s = kiln_t5_encoder_encode(r->f->t5, be, eid, 1, L, ze, err);
+    }
+    if (s == KILN_OK) s = be->ops->download(be, hz, txt, all * sizeof *hz, err);
+    if (s == KILN_OK) s = be->ops->download(be, he, ze, (size_t)L * D * sizeof *he, err);
+    for (int i = 0; i < n && s == KILN_OK; i++)
+        for (int j = 0; r->t5_weights[i] && j < (int)r->t5[i].n; j++) {
+            double w = r->t5_weights[i][j];
+            if (w == 1.0) continue;
+            float *z = hz + ((size_t)i * L + j) * D, fw = (float)w;
+            const float *e0 = he + (size_t)j * D;
+            for (size_t d = 0; d < D; d++) z[d] = (z[d] - e0[d]) * fw + e0[d];
+        }
+    if (s == KILN_OK) s = be->ops->upload(be, txt, hz, all * sizeof *hz, err);
+    kiln_free(eid);
+    kiln_free(hz);
+    kiln_free(he);
+    if (ze) be->ops->free(be, ze);
+    return s;
+}
+
 static kiln_status encode_text(run *r, kiln_err *err) {
     kiln_engine *e = r->e;
     kiln_flux1_models *f = r->f;
@@ -233,7 +316,8 @@ static kiln_status encode_text(run *r, kiln_err *err) {
     }
     for (int i = 0; i < n; i++) {
         memcpy(cid + (size_t)i * CLIP_LEN, r->clip[i].ids, CLIP_LEN * sizeof *cid);
-        memcpy(tid + (size_t)i * L, r->t5[i].ids, (size_t)L * sizeof *tid);
+        memcpy(tid + (size_t)i * L, r->t5[i].ids, r->t5[i].n * sizeof *tid);
+        for (size_t k = r->t5[i].n; k < (size_t)L; k++) tid[(size_t)i * L + k] = 0; /* a shorter prompt of the batch */
     }
     if (r->trace) { /* the ids, as floats (exact below 2^24) */
         float *fid = kiln_malloc((size_t)n * L * sizeof *fid);
@@ -245,6 +329,7 @@ static kiln_status encode_text(run *r, kiln_err *err) {
     }
     if ((s = kiln_clip_text_encode(f->clip, be, cid, n, CLIP_LEN, NULL, pool1, err))) goto done;
     if ((s = kiln_t5_encoder_encode(f->t5, be, tid, n, L, txt1, err))) goto done;
+    if ((s = comfy_weights(r, txt1, n, err))) goto done;
     /* image i gets its own prompt's features, or the one prompt's (num_images_per_prompt repeats them) */
     kiln_tensor P1 = kiln_f32_2d(pool1, n, Dc), P = kiln_f32_2d(r->pooled, r->B, Dc);
     kiln_tensor T1 = kiln_f32_2d(txt1, (int64_t)n * L, Dt), T = kiln_f32_2d(r->txt, (int64_t)r->B * L, Dt);
@@ -374,6 +459,7 @@ static void run_free(run *r) {
     for (int i = 0; i < MAX_BATCH; i++) {
         kiln_tokens_free(&r->clip[i]);
         kiln_tokens_free(&r->t5[i]);
+        kiln_free(r->t5_weights[i]);
     }
     float *bufs[] = {r->txt, r->pooled, r->x, r->v, r->tmp};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)

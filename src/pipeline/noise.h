@@ -6,7 +6,7 @@
  *   normals come in pairs from Box-Muller on two uniforms u1, u2 (double precision):
  *     r = sqrt(-2 ln u1), z0 = r cos(2 pi u2), z1 = r sin(2 pi u2), each rounded to f32;
  *   values fill the buffer in memory order ([128, H/16, W/16] for one image).
- * This does not reproduce torch.randn (spec 4.3: not attempted); use injected noise to compare with PyTorch.
+ * This does not reproduce torch.randn (spec 4.3); pipeline/torch_randn.h does, for ComfyUI graphs (--comfy-noise).
  *
  *     kiln_noise_fill(buf, 128 * h16 * w16, seed);
  *     kiln_noise_load("noise.safetensors", expected_count, &buf, &err);  // caller frees with kiln_free

@@ -8,6 +8,7 @@
 #include "base/alloc.h"
 #include "base/log.h"
 #include "kiln.h"
+#include "pipeline/torch_randn.h"
 #include "server/engine_select.h"
 
 #define KILN_MAX_GEN_LORAS 8 /* graph/value.h KILN_GRAPH_MAX_LORAS */
@@ -40,6 +41,32 @@ static void unload_locked(kiln_adapter *a) {
     kiln_engine_close(a->eng);
     a->eng = NULL;
     a->unet[0] = a->clip[0] = a->clip2[0] = a->vae[0] = 0;
+}
+
+/* ComfyUI's noise for each of the n requests (one torch.randn of its own batch from its own seed, as
+ * comfy/sample.py prepare_noise draws it), side by side in kiln_request.noise's layout: channels is the engine's
+ * (kiln_engine_latent_channels: 128 for FLUX.2, 64 for FLUX.1's packed latent). A size or batch the engine will
+ * refuse gets no noise here (*out NULL): kiln_generate then says what is wrong. */
+static kiln_status comfy_noise(const kiln_gen_params *ps, int n, int total, int channels, bool flux1, float **out,
+                               size_t *count, kiln_err *err) {
+    *out = NULL;
+    *count = 0;
+    int w = ps[0].width, h = ps[0].height;
+    if (total < 1 || total > 16 || w < 16 || h < 16 || w % 16 || h % 16 || w > 8192 || h > 8192) return KILN_OK;
+    size_t per = (size_t)channels * (size_t)(h / 16) * (size_t)(w / 16);
+    float *buf = kiln_malloc(per * (size_t)total * sizeof *buf);
+    if (!buf) return KILN_FAIL(err, KILN_E_NOMEM, "out of memory for the noise of %d images", total);
+    for (int i = 0, k = 0; i < n; k += ps[i].batch, i++) {
+        kiln_status s = kiln_comfy_noise(buf + per * (size_t)k, ps[i].batch, channels, h / 16, w / 16, flux1,
+                                         ps[i].seed, err);
+        if (s != KILN_OK) {
+            kiln_free(buf);
+            return s;
+        }
+    }
+    *out = buf;
+    *count = per * (size_t)total;
+    return KILN_OK;
 }
 
 /* Runs n requests that differ only in prompt, seed and batch as one kiln_generate (per-image prompts and seeds,
@@ -95,7 +122,11 @@ static kiln_status generate_batch(void *self, const kiln_gen_params *ps, int n, 
         }
     }
     kiln_result *res = NULL;
+    float *noise = NULL;
+    size_t noise_count = 0;
     bool flux1 = s == KILN_OK && kiln_engine_variant(a->eng) >= KILN_VARIANT_FLUX1_DEV;
+    if (s == KILN_OK && p->comfy_noise)
+        s = comfy_noise(ps, n, total, kiln_engine_latent_channels(a->eng), flux1, &noise, &noise_count, err);
     if (flux1 && fabsf(p->cfg - 1.0f) > 1e-9f * fmaxf(1.0f, fabsf(p->cfg))) /* math.isclose(cfg, 1) */
         s = KILN_FAIL(err, KILN_E_UNSUPPORTED, "cfg %g with FLUX.1: kiln runs FLUX.1 at cfg 1 (its guidance is "
                       "FluxGuidance's, given to the DiT), as the official templates do", p->cfg);
@@ -112,6 +143,8 @@ static kiln_status generate_batch(void *self, const kiln_gen_params *ps, int n, 
         req.steps = p->steps;
         req.batch = total;
         req.seed = p->seed;
+        req.noise = noise; /* ComfyUI's draw (comfy_noise), or NULL: kiln's generator from the seeds */
+        req.noise_count = noise_count;
         req.guidance = p->cfg;
         /* A ComfyUI graph: CFG as ComfyUI decides it (cfg not 1, whatever the variant), against the negative
          * CLIPTextEncode text, or zeroed features for ConditioningZeroOut (negative_prompt NULL). Batched calls
@@ -122,6 +155,8 @@ static kiln_status generate_batch(void *self, const kiln_gen_params *ps, int n, 
         req.negative_zero = !flux1 && p->negative_prompt == NULL;
         if (flux1) req.guidance = p->guidance;
         req.prompt_2 = p->prompt_2;
+        /* ComfyUI's FLUX.1 tokenisation for its graphs; FLUX.2 prompts as diffusers encodes them (docs/server.md) */
+        req.text_rule = flux1 && p->comfy_text ? KILN_TEXT_COMFY : KILN_TEXT_DIFFUSERS;
         if (p->sigmas) { /* ComfyUI's schedule; steps follow from it */
             req.sigmas = p->sigmas;
             req.n_sigmas = p->n_sigmas;
@@ -139,6 +174,7 @@ static kiln_status generate_batch(void *self, const kiln_gen_params *ps, int n, 
         s = kiln_generate(a->eng, &req, &res, err);
     }
     pthread_mutex_unlock(&a->mu);
+    kiln_free(noise);
     if (s != KILN_OK) return s;
     if (res->n_images != total) {
         int got = res->n_images;

@@ -312,7 +312,8 @@ static bool capture(kiln_worker *w, job_run *jr) {
     if (graph_json && kiln_graph_parse(graph_json, &srv->cfg.limits, srv->cfg.models_dir, &g, &errors) == KILN_OK) {
         kiln_gen_engine eng = {.self = jr, .generate = capture_generate};
         kiln_exec_env env = {.models_root = srv->cfg.models_dir, .output_dir = srv->output_dir, .engine = &eng,
-                             .input_dir = srv->input_dir, .prompt_id = jr->job.id};
+                             .input_dir = srv->input_dir, .prompt_id = jr->job.id,
+                             .openai_rules = !strcmp(jr->job.kind, "openai")};
         kiln_exec_hooks hooks = {.ctx = jr, .progress = capture_node};
         char failed[64];
         kiln_err err = {0};
@@ -342,6 +343,7 @@ static bool same_call(const kiln_gen_params *a, const kiln_gen_params *b) {
            !strcmp(a->clip_path, b->clip_path) && same_str(a->clip2_path, b->clip2_path) &&
            !strcmp(a->vae_path, b->vae_path) && !strcmp(a->sampler, b->sampler) && a->width == b->width &&
            a->height == b->height && a->steps == b->steps && a->cfg == b->cfg && a->guidance == b->guidance &&
+           a->comfy_noise == b->comfy_noise && a->comfy_text == b->comfy_text &&
            !a->prompt_2 && !b->prompt_2 && !a->n_refs && !b->n_refs && !a->init_image && !b->init_image;
 }
 
@@ -518,6 +520,7 @@ static void run_job(kiln_worker *w, job_run *jr) {
         kiln_exec_env env = {.models_root = srv->cfg.models_dir, .output_dir = stage,
                              .temp_dir = srv->temp_dir, .input_dir = srv->input_dir,
                              .engine = srv->cfg.engine ? &jr->eng : NULL, .prompt_id = job->id,
+                             .openai_rules = !strcmp(job->kind, "openai"),
                              .extra_pnginfo = json_object_get(json_object_get(req, "extra_data"), "extra_pnginfo"),
                              .engine_ms = &engine_ms, .peak_memory_bytes = &peak_bytes};
         kiln_exec_hooks hooks = {.ctx = jr, .executing = hook_executing, .progress = hook_progress,

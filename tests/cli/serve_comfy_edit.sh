@@ -113,7 +113,7 @@ print(W, H)
 PY
 # Flux2Scheduler's sigmas at GetImageSize's 164x128 (not the latent's 160x128), ComfyUI's formulas in float32
 SIG=$(python3 "$KILN_SOURCE_DIR/tests/py/comfy_sigmas.py" flux2 4 164 128)
-"$KILN_BIN" generate -q -p "Change the bag color to blue." --ref "$SCRATCH/scaled.png" -W 160 -H 128 --sigmas "$SIG" \
+"$KILN_BIN" generate -q --comfy-noise -p "Change the bag color to blue." --ref "$SCRATCH/scaled.png" -W 160 -H 128 --sigmas "$SIG" \
   --seed 43301611940728 --unet "$D/flux-2-klein-4b.safetensors" --clip "$MODELS/text_encoders/qwen_3_4b.safetensors" \
   --vae "$MODELS/vae/flux2-vae.safetensors" -o "$SCRATCH/cli.png" 2>"$SCRATCH/cli.err" || fail "kiln generate --ref: $(cat "$SCRATCH/cli.err")"
 if [ -s "$SCRATCH/distilled.png" ] && cmp -s <(idat "$SCRATCH/distilled.png") <(idat "$SCRATCH/cli.png"); then
@@ -142,7 +142,7 @@ P=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['prompt_id']
 wait_history "$P" || fail "img2img never finished"
 json_check "img2img succeeded" "j['$P']['status']['status_str'] == 'success'"
 SIG=$(python3 "$KILN_SOURCE_DIR/tests/py/comfy_sigmas.py" simple 2.02 2 0.6)
-"$KILN_BIN" generate -q -p "a blue bag" --init "$IMG/ref-90x70.png" --sigmas "$SIG" --seed 7 \
+"$KILN_BIN" generate -q --comfy-noise -p "a blue bag" --init "$IMG/ref-90x70.png" -W 80 -H 64 --sigmas "$SIG" --seed 7 \
   --unet "$D/flux-2-klein-4b.safetensors" --clip "$MODELS/text_encoders/qwen_3_4b.safetensors" \
   --vae "$MODELS/vae/flux2-vae.safetensors" -o "$SCRATCH/i2i.png" 2>"$SCRATCH/cli.err" || fail "kiln generate --init: $(cat "$SCRATCH/cli.err")"
 F=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['$P']['outputs']['10']['images'][0]['filename'])" "$SCRATCH/body")

@@ -7,7 +7,8 @@
 # serve_frontend_chromium.sh). The template's model names are copies of the tiny FLUX.1 files (comfy layout,
 # tests/data/tiny/flux1/comfy). Also: FLUX.1 graphs of the nodes the templates do not use (CLIPTextEncodeFlux,
 # FluxGuidance, ModelSamplingFlux, BasicScheduler, BasicGuider) give the image the same request gives with the
-# same sigmas through the CLI, and CheckpointLoaderSimple (an all-in-one file) is refused by name. ~40 s.
+# same sigmas through the CLI; the one-checkpoint flux_schnell template (CheckpointLoaderSimple, an fp8 checkpoint
+# made from the tiny files) equals its graph on separate files; a batch is one ComfyUI noise draw. ~90 s.
 source "$(dirname "$0")/lib/serve_common.bash"
 PY=${KILN_TEST_VENV:-/opt/kiln-test-venv}/bin/python
 T=$("$PY" -c "import comfyui_workflow_templates_json, os; print(os.path.join(os.path.dirname(comfyui_workflow_templates_json.__file__), 'templates'))" 2>/dev/null) \
@@ -85,7 +86,7 @@ print(k["seed"]); print(pos.get("text", pos.get("clip_l"))); print(pos.get("t5xx
 PY
   { read -r seed; read -r clip_text; read -r t5_text; } <"$SCRATCH/args"
   SIG=$(python3 "$KILN_SOURCE_DIR/tests/py/comfy_sigmas.py" simple "$shift" 2 1)
-  "$KILN_BIN" generate -q -p "$clip_text" --prompt-2 "$t5_text" --sigmas "$SIG" --seed "$seed" \
+  "$KILN_BIN" generate -q --comfy-noise --comfy-text -p "$clip_text" --prompt-2 "$t5_text" --sigmas "$SIG" --seed "$seed" \
     --unet "$MODELS/diffusion_models/flux1-$v.safetensors" --clip "$MODELS/text_encoders/clip_l.safetensors" \
     --clip2 "$MODELS/text_encoders/t5xxl_fp16.safetensors" --vae "$MODELS/vae/ae.safetensors" -W 64 -H 48 \
     -o "$SCRATCH/$v-cli.png" 2>"$SCRATCH/cli.err" || fail "kiln generate $v: $(cat "$SCRATCH/cli.err")"
@@ -94,20 +95,88 @@ PY
   else
     fail "$name differs from kiln generate --sigmas $SIG"
   fi
+  # ComfyUI pads FLUX.1's T5 text to 256 tokens for [dev] too, where diffusers pads to 512: the graph is not kiln
+  # generate's diffusers encoding (without --comfy-text)
+  if [ "$v" = dev ]; then
+    "$KILN_BIN" generate -q --comfy-noise -p "$clip_text" --prompt-2 "$t5_text" --sigmas "$SIG" --seed "$seed" \
+      --unet "$MODELS/diffusion_models/flux1-dev.safetensors" --clip "$MODELS/text_encoders/clip_l.safetensors" \
+      --clip2 "$MODELS/text_encoders/t5xxl_fp16.safetensors" --vae "$MODELS/vae/ae.safetensors" -W 64 -H 48 \
+      -o "$SCRATCH/dev-diffusers.png" 2>"$SCRATCH/cli.err" || fail "kiln generate dev (diffusers' text): $(cat "$SCRATCH/cli.err")"
+    cmp -s <(idat "$SCRATCH/$name.png") <(idat "$SCRATCH/dev-diffusers.png") \
+      && fail "$name: the graph encodes T5 as diffusers does (512 tokens), not as ComfyUI (256)" \
+      || ok "$name: T5 is ComfyUI's 256 tokens, not diffusers' 512 (the images differ)"
+  fi
 done
 grep -q "flux1_krea\|Flux.1_Dev" <(ls "$OUT") && ok "the templates' filename prefixes are kept" || fail "no template prefix in $(ls "$OUT")"
 
-# the single-checkpoint schnell template needs CheckpointLoaderSimple (model, encoders and VAE in one file)
-python3 "$CONVERT" "$T/flux_schnell.json" "$(url '')" | python3 -c "import json,sys; print(json.dumps({'prompt': json.load(sys.stdin)}))" >"$SCRATCH/req"
-expect_status 400 "flux_schnell (one checkpoint file) is refused" -d @"$SCRATCH/req" "$(url /prompt)"
-json_check "the refusal names CheckpointLoaderSimple" "'CheckpointLoaderSimple' in j['error']['message']"
+# ---- the single-checkpoint schnell template: CheckpointLoaderSimple (model, encoders and VAE in one file). Its
+# flux1-schnell-fp8.safetensors is made here as ComfyUI's are: the tiny schnell DiT in fp8 e4m3 (kiln convert) and
+# CLIP-L, T5 and the VAE, each under ComfyUI's prefix (tests/py/make_checkpoint.py). Its image must equal, byte for
+# byte, the same graph on the separate files (UNETLoader of the fp8 DiT, DualCLIPLoader, VAELoader).
+mkdir -p "$MODELS/checkpoints"
+"$KILN_BIN" convert "$t1/diffusion_models/flux1-schnell.safetensors" "$MODELS/diffusion_models/flux1-schnell-e4m3.safetensors" \
+  --to fp8-e4m3 >/dev/null 2>"$SCRATCH/cli.err" || fail "kiln convert --to fp8-e4m3: $(cat "$SCRATCH/cli.err")"
+python3 "$KILN_SOURCE_DIR/tests/py/make_checkpoint.py" "$MODELS/checkpoints/flux1-schnell-fp8.safetensors" \
+  "$MODELS/diffusion_models/flux1-schnell-e4m3.safetensors" "$MODELS/text_encoders/clip_l.safetensors" \
+  "$MODELS/text_encoders/t5xxl_fp16.safetensors" "$MODELS/vae/ae.safetensors" || fail "make_checkpoint.py failed"
+P=$(run_template flux_schnell)
+if [ -z "$P" ]; then
+  fail "flux_schnell: POST /prompt $(cat "$SCRATCH/code"): $(head -c 400 "$SCRATCH/body")"
+else
+  wait_history "$P" || fail "flux_schnell never finished"
+  json_check "flux_schnell: the unmodified one-checkpoint template runs" "j['$P']['status']['status_str'] == 'success'"
+  CK=$(python3 -c "import json,sys; o=json.load(open(sys.argv[1]))['$P']['outputs']; print(list(o.values())[0]['images'][0]['filename'])" "$SCRATCH/body" 2>/dev/null || true)
+  # the same graph with the three loaders of separate files in place of CheckpointLoaderSimple
+  python3 - "$SCRATCH/flux_schnell.api.json" >"$SCRATCH/req" <<'PY'
+import json, sys
+g = json.load(open(sys.argv[1]))
+(cid,) = [k for k, n in g.items() if n["class_type"] == "CheckpointLoaderSimple"]
+g[cid] = {"class_type": "UNETLoader", "inputs": {"unet_name": "flux1-schnell-e4m3.safetensors", "weight_dtype": "default"}}
+g["sep_clip"] = {"class_type": "DualCLIPLoader", "inputs": {"clip_name1": "clip_l.safetensors",
+                                                            "clip_name2": "t5xxl_fp16.safetensors", "type": "flux"}}
+g["sep_vae"] = {"class_type": "VAELoader", "inputs": {"vae_name": "ae.safetensors"}}
+for n in g.values():
+    for k, v in n["inputs"].items():
+        if isinstance(v, list) and v[0] == cid and v[1] in (1, 2):
+            n["inputs"][k] = ["sep_clip" if v[1] == 1 else "sep_vae", 0]
+    if n["class_type"] == "SaveImage":
+        n["inputs"]["filename_prefix"] = "schnell_separate"
+    if n["class_type"] == "EmptySD3LatentImage": n["inputs"].update(width=64, height=48)  # as run_template
+    if n["class_type"] == "KSampler": n["inputs"]["steps"] = 2
+print(json.dumps({"prompt": g}))
+PY
+  expect_status 200 "POST /prompt (the flux_schnell graph on the separate files)" -d @"$SCRATCH/req" "$(url /prompt)"
+  P=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['prompt_id'])" "$SCRATCH/body")
+  wait_history "$P" || fail "the separate-files graph never finished"
+  SEP=$(python3 -c "import json,sys; o=json.load(open(sys.argv[1]))['$P']['outputs']; print(list(o.values())[0]['images'][0]['filename'])" "$SCRATCH/body" 2>/dev/null || true)
+  if [ -n "$CK" ] && [ -n "$SEP" ] && cmp -s <(idat "$OUT/$CK") <(idat "$OUT/$SEP") && [ -n "$(idat "$OUT/$SEP" | head -c1)" ]; then
+    ok "flux_schnell's one fp8 checkpoint gives the separate files' image, byte for byte"
+  else
+    fail "flux_schnell's checkpoint image ($CK) differs from the separate files' ($SEP)"
+  fi
+fi
+# a checkpoint that is not FLUX.1's whole pipeline is refused by name when it runs (here: the DiT alone)
+cp "$t1/diffusion_models/flux1-schnell.safetensors" "$MODELS/checkpoints/dit-only.safetensors"
+python3 - "$SCRATCH/flux_schnell.api.json" >"$SCRATCH/req" <<'PY'
+import json, sys
+g = json.load(open(sys.argv[1]))
+for n in g.values():
+    if n["class_type"] == "CheckpointLoaderSimple": n["inputs"]["ckpt_name"] = "dit-only.safetensors"
+    if n["class_type"] == "EmptySD3LatentImage": n["inputs"].update(width=64, height=48)
+print(json.dumps({"prompt": g}))
+PY
+expect_status 200 "POST /prompt (CheckpointLoaderSimple of a DiT-only file)" -d @"$SCRATCH/req" "$(url /prompt)"
+P=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['prompt_id'])" "$SCRATCH/body")
+wait_history "$P" || fail "the DiT-only checkpoint graph never finished"
+json_check "a DiT-only file fails as not a FLUX.1 checkpoint" \
+  "j['$P']['status']['status_str'] == 'error' and 'not a FLUX.1 checkpoint' in json.dumps(j['$P']['status']['messages'])"
 
 # the other FLUX.1 nodes, and the graph's image against the CLI's with the same sigmas (ComfyUI's schedule, passed
 # to kiln generate --sigmas): the same engine call, so the same pixels
 cat >"$SCRATCH/custom.json" <<'EOF'
 {"1": {"class_type": "UNETLoader", "inputs": {"unet_name": "flux1-dev.safetensors", "weight_dtype": "default"}},
  "2": {"class_type": "DualCLIPLoader", "inputs": {"clip_name1": "t5xxl_fp16.safetensors", "clip_name2": "clip_l.safetensors", "type": "flux"}},
- "3": {"class_type": "CLIPTextEncodeFlux", "inputs": {"clip": ["2", 0], "clip_l": "a red fox", "t5xxl": "a red fox in the snow", "guidance": 4.5}},
+ "3": {"class_type": "CLIPTextEncodeFlux", "inputs": {"clip": ["2", 0], "clip_l": "a red fox", "t5xxl": "a red fox in the (snow:1.3)", "guidance": 4.5}},
  "4": {"class_type": "FluxGuidance", "inputs": {"conditioning": ["3", 0], "guidance": 2.5}},
  "5": {"class_type": "ModelSamplingFlux", "inputs": {"model": ["1", 0], "max_shift": 1.15, "base_shift": 0.5, "width": 80, "height": 48}},
  "6": {"class_type": "BasicScheduler", "inputs": {"model": ["5", 0], "scheduler": "simple", "steps": 3, "denoise": 1.0}},
@@ -129,7 +198,7 @@ json_check "custom FLUX.1 graph succeeded" "j['$P']['status']['status_str'] == '
 # float32 as torch evaluates it, each operation rounded to float32; nodes_model_advanced.py's shift line at 80x48;
 # samplers.py simple_scheduler's stride)
 SIG=$(python3 "$KILN_SOURCE_DIR/tests/py/comfy_sigmas.py" simple-msf 1.15 0.5 80 48 3)
-"$KILN_BIN" generate -q -p "a red fox" --prompt-2 "a red fox in the snow" --guidance 2.5 --sigmas "$SIG" \
+"$KILN_BIN" generate -q --comfy-noise --comfy-text -p "a red fox" --prompt-2 "a red fox in the (snow:1.3)" --guidance 2.5 --sigmas "$SIG" \
   --unet "$MODELS/diffusion_models/flux1-dev.safetensors" --clip "$MODELS/text_encoders/clip_l.safetensors" \
   --clip2 "$MODELS/text_encoders/t5xxl_fp16.safetensors" --vae "$MODELS/vae/ae.safetensors" -W 80 -H 48 --seed 5 \
   -o "$SCRATCH/cli.png" 2>"$SCRATCH/cli.err" || fail "kiln generate --sigmas: $(cat "$SCRATCH/cli.err")"
@@ -139,8 +208,77 @@ if cmp -s <(idat "$OUT/$F") <(idat "$SCRATCH/cli.png") && [ -n "$(idat "$SCRATCH
 else
   fail "the graph's image differs from kiln generate --sigmas $SIG"
 fi
+# ---- a batch is ONE noise draw, as ComfyUI's prepare_noise: torch.randn([3, C, H, W]) from the seed (FLUX.1: 16
+# channels at /8, FLUX.2: 128 at /16; 80x48 and 112x64 so the draw order is not a square's). Image i equals kiln
+# generate --comfy-noise -n 3 (pipeline/torch_randn, bit-exact to torch in test_pipeline_torch_randn), and images 1
+# and 2 are not the batch-1 images of seed + i (kiln's own seed + i rule, which the OpenAI route and kiln generate keep)
+batch_check() { # family graph.json width height kiln-generate-args...
+  local fam=$1 graph=$2 W=$3 H=$4 P i=0 f
+  shift 4
+  python3 -c "import json,sys; print(json.dumps({'prompt': json.load(open(sys.argv[1]))}))" "$graph" >"$SCRATCH/req"
+  expect_status 200 "$fam: POST /prompt (batch 3, seed 5)" -d @"$SCRATCH/req" "$(url /prompt)"
+  P=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['prompt_id'])" "$SCRATCH/body")
+  wait_history "$P" || fail "$fam batch never finished"
+  python3 -c "import json,sys; [print(i['filename']) for o in json.load(open(sys.argv[1]))['$P']['outputs'].values() for i in o['images']]" \
+    "$SCRATCH/body" >"$SCRATCH/batch-files"
+  [ "$(wc -l <"$SCRATCH/batch-files")" = 3 ] || { fail "$fam: the batch gave $(wc -l <"$SCRATCH/batch-files") images"; return; }
+  "$KILN_BIN" generate -q --comfy-noise -n 3 --seed 5 -W "$W" -H "$H" "$@" -o "$SCRATCH/$fam-b3-%d.png" 2>"$SCRATCH/cli.err" \
+    || fail "$fam: kiln generate --comfy-noise -n 3: $(cat "$SCRATCH/cli.err")"
+  while read -r f; do
+    if cmp -s <(idat "$OUT/$f") <(idat "$SCRATCH/$fam-b3-$i.png") && [ -n "$(idat "$OUT/$f" | head -c1)" ]; then
+      ok "$fam batch image $i is ComfyUI's noise of the batch (kiln generate --comfy-noise -n 3)"
+    else
+      fail "$fam batch image $i differs from kiln generate --comfy-noise -n 3 image $i"
+    fi
+    # image 0 is the batch-1 draw of the seed only when an image is a whole number of torch's 16-value blocks
+    # (the tiny FLUX.1 latent's 6 x 6 x 10 is not: torch redraws a batch-1 tail), so it is not compared
+    [ "$i" = 0 ] && { i=1; continue; }
+    "$KILN_BIN" generate -q --comfy-noise --seed $((5 + i)) -W "$W" -H "$H" "$@" -o "$SCRATCH/$fam-b1.png" 2>"$SCRATCH/cli.err" \
+      || fail "$fam: kiln generate --seed $((5 + i)): $(cat "$SCRATCH/cli.err")"
+    if cmp -s <(idat "$OUT/$f") <(idat "$SCRATCH/$fam-b1.png"); then
+      fail "$fam batch image $i is the single image of seed $((5 + i)): seed + i, not one draw"
+    else
+      ok "$fam batch image $i is not the single image of seed $((5 + i)) (one draw, not seed + i)"
+    fi
+    i=$((i + 1))
+  done <"$SCRATCH/batch-files"
+}
+python3 - "$SCRATCH/custom.json" "$SCRATCH/batch1.json" <<'PY'
+import json, sys
+g = json.load(open(sys.argv[1]))
+g["10"]["inputs"]["batch_size"] = 3
+g["14"]["inputs"]["filename_prefix"] = "batch_flux1"
+json.dump(g, open(sys.argv[2], "w"))
+PY
+batch_check flux1 "$SCRATCH/batch1.json" 80 48 --comfy-text -p "a red fox" --prompt-2 "a red fox in the (snow:1.3)" --guidance 2.5 --sigmas "$SIG" \
+  --unet "$MODELS/diffusion_models/flux1-dev.safetensors" --clip "$MODELS/text_encoders/clip_l.safetensors" \
+  --clip2 "$MODELS/text_encoders/t5xxl_fp16.safetensors" --vae "$MODELS/vae/ae.safetensors"
+cat >"$SCRATCH/batch2.json" <<'EOF'
+{"1": {"class_type": "UNETLoader", "inputs": {"unet_name": "flux-2-klein-4b.safetensors", "weight_dtype": "default"}},
+ "2": {"class_type": "CLIPLoader", "inputs": {"clip_name": "qwen_3_4b.safetensors", "type": "flux2"}},
+ "3": {"class_type": "CLIPTextEncode", "inputs": {"clip": ["2", 0], "text": "a red fox"}},
+ "4": {"class_type": "ConditioningZeroOut", "inputs": {"conditioning": ["3", 0]}},
+ "5": {"class_type": "EmptyFlux2LatentImage", "inputs": {"width": 112, "height": 64, "batch_size": 3}},
+ "6": {"class_type": "KSampler", "inputs": {"model": ["1", 0], "seed": 5, "steps": 2, "cfg": 1.0, "sampler_name": "euler",
+       "scheduler": "simple", "positive": ["3", 0], "negative": ["4", 0], "latent_image": ["5", 0], "denoise": 1.0}},
+ "7": {"class_type": "VAELoader", "inputs": {"vae_name": "flux2-vae.safetensors"}},
+ "8": {"class_type": "VAEDecode", "inputs": {"samples": ["6", 0], "vae": ["7", 0]}},
+ "9": {"class_type": "SaveImage", "inputs": {"images": ["8", 0], "filename_prefix": "batch_flux2"}}}
+EOF
+SIG2=$(python3 "$KILN_SOURCE_DIR/tests/py/comfy_sigmas.py" simple 2.02 2 1)
+batch_check flux2 "$SCRATCH/batch2.json" 112 64 -p "a red fox" --sigmas "$SIG2" \
+  --unet "$MODELS/diffusion_models/flux-2-klein-4b.safetensors" --clip "$MODELS/text_encoders/qwen_3_4b.safetensors" \
+  --vae "$MODELS/vae/flux2-vae.safetensors"
+
+# ComfyUI's prompt weights reach T5: without the (snow:1.3) weight the image is another one
+"$KILN_BIN" generate -q --comfy-noise --comfy-text -p "a red fox" --prompt-2 "a red fox in the snow" --guidance 2.5 \
+  --sigmas "$SIG" --unet "$MODELS/diffusion_models/flux1-dev.safetensors" --clip "$MODELS/text_encoders/clip_l.safetensors" \
+  --clip2 "$MODELS/text_encoders/t5xxl_fp16.safetensors" --vae "$MODELS/vae/ae.safetensors" -W 80 -H 48 --seed 5 \
+  -o "$SCRATCH/cli-unweighted.png" 2>"$SCRATCH/cli.err" || fail "kiln generate (unweighted): $(cat "$SCRATCH/cli.err")"
+cmp -s <(idat "$OUT/$F") <(idat "$SCRATCH/cli-unweighted.png") && fail "the (snow:1.3) weight changed nothing" \
+  || ok "ComfyUI's (snow:1.3) weight changes T5's features (the image differs from the unweighted text's)"
 # and the T5 text matters: without --prompt-2 (T5 reads the CLIP text) the image is another one
-"$KILN_BIN" generate -q -p "a red fox" --guidance 2.5 --sigmas "$SIG" \
+"$KILN_BIN" generate -q --comfy-noise --comfy-text -p "a red fox" --guidance 2.5 --sigmas "$SIG" \
   --unet "$MODELS/diffusion_models/flux1-dev.safetensors" --clip "$MODELS/text_encoders/clip_l.safetensors" \
   --clip2 "$MODELS/text_encoders/t5xxl_fp16.safetensors" --vae "$MODELS/vae/ae.safetensors" -W 80 -H 48 --seed 5 \
   -o "$SCRATCH/cli-one-text.png" 2>"$SCRATCH/cli.err" || fail "kiln generate without --prompt-2: $(cat "$SCRATCH/cli.err")"

@@ -66,7 +66,7 @@ prompt=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['75:74'
   "$KILN_SOURCE_DIR/tests/data/graphs/flux2_klein_t2i_template_api.json")
 cli() { # OUT SEED --lora args...
   local o=$1 seed=$2; shift 2
-  "$KILN_BIN" generate -q -p "$prompt" --unet "$MODELS/diffusion_models/flux-2-klein-4b.safetensors" \
+  "$KILN_BIN" generate -q --comfy-noise -p "$prompt" --unet "$MODELS/diffusion_models/flux-2-klein-4b.safetensors" \
     --clip "$MODELS/text_encoders/qwen_3_4b.safetensors" --vae "$MODELS/vae/flux2-vae.safetensors" -W 64 -H 64 \
     --sigmas "$SIG" --seed "$seed" -o "$SCRATCH/$o.png" "$@" 2>"$SCRATCH/cli.err" || fail "kiln generate $*: $(cat "$SCRATCH/cli.err")"
 }

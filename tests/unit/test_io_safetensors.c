@@ -251,6 +251,64 @@ static void test_prefix_stripped(void) {
     free(im.buf);
 }
 
+/* A ComfyUI all-in-one checkpoint: each part opens alone under its prefix (count, names, per-layer fp8 metadata
+ * kept to the part's layers); a plain file opens whole; a checkpoint without the part asked for is NOT_FOUND. */
+static void test_checkpoint_parts(void) {
+    const char *hdr =
+        "{\"__metadata__\":{\"_quantization_metadata\":\"{\\\"format_version\\\":\\\"1.0\\\",\\\"layers\\\":{"
+        "\\\"model.diffusion_model.img_in\\\":{\\\"format\\\":\\\"float8_e4m3fn\\\"}}}\"},"
+        "\"model.diffusion_model.img_in.weight\":{\"dtype\":\"BF16\",\"shape\":[2],\"data_offsets\":[0,4]},"
+        "\"model.diffusion_model.txt_in.weight\":{\"dtype\":\"BF16\",\"shape\":[2],\"data_offsets\":[4,8]},"
+        "\"text_encoders.clip_l.transformer.text_model.w\":{\"dtype\":\"BF16\",\"shape\":[2],\"data_offsets\":[8,12]},"
+        "\"vae.decoder.conv_in.weight\":{\"dtype\":\"BF16\",\"shape\":[2],\"data_offsets\":[12,16]}}";
+    image im = make_image(hdr, 16);
+    char path[] = "/tmp/kiln_ckpt_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0 && write(fd, im.buf, im.len) == (ssize_t)im.len);
+    close(fd);
+    kiln_err err = {0};
+    kiln_st_file *f = NULL;
+    CHECK_EQ_INT(kiln_st_open_part(path, KILN_CKPT_DIT, &f, &err), KILN_OK);
+    if (f) {
+        CHECK_EQ_INT((int)kiln_st_count(f), 2);
+        CHECK(kiln_st_find(f, "img_in.weight") && kiln_st_find(f, "txt_in.weight"));
+        CHECK(!kiln_st_find(f, "decoder.conv_in.weight") && !kiln_st_find(f, "text_model.w"));
+        CHECK(strstr(kiln_st_metadata(f, "_quantization_metadata"), "img_in") != NULL);
+        kiln_st_close(f);
+    }
+    CHECK_EQ_INT(kiln_st_open_part(path, KILN_CKPT_VAE, &f, &err), KILN_OK);
+    if (f) {
+        CHECK_EQ_INT((int)kiln_st_count(f), 1);
+        CHECK(kiln_st_find(f, "decoder.conv_in.weight") && !kiln_st_find(f, "img_in.weight"));
+        CHECK(strstr(kiln_st_metadata(f, "_quantization_metadata"), "img_in") == NULL); /* not the VAE's layer */
+        kiln_st_close(f);
+    }
+    CHECK_EQ_INT(kiln_st_open_part(path, KILN_CKPT_T5XXL, &f, &err), KILN_E_NOT_FOUND);
+    CHECK(f == NULL);
+    CHECK_ERR_CONTAINS(&err, "text_encoders.t5xxl.transformer.");
+    CHECK_EQ_INT(kiln_st_open(path, &f, &err), KILN_OK); /* the whole file, as before */
+    if (f) {
+        CHECK(kiln_st_is_checkpoint(f));
+        CHECK_EQ_INT((int)kiln_st_count(f), 4);
+        kiln_st_close(f);
+    }
+    unlink(path);
+    free(im.buf);
+    /* a plain file: every part opens it whole */
+    image pl = make_image("{\"img_in.weight\":{\"dtype\":\"BF16\",\"shape\":[2],\"data_offsets\":[0,4]}}", 4);
+    char p2[] = "/tmp/kiln_plain_XXXXXX";
+    fd = mkstemp(p2);
+    CHECK(fd >= 0 && write(fd, pl.buf, pl.len) == (ssize_t)pl.len);
+    close(fd);
+    CHECK_EQ_INT(kiln_st_open_part(p2, KILN_CKPT_VAE, &f, &err), KILN_OK);
+    if (f) {
+        CHECK(kiln_st_find(f, "img_in.weight") && !kiln_st_is_checkpoint(f));
+        kiln_st_close(f);
+    }
+    unlink(p2);
+    free(pl.buf);
+}
+
 /* Many tensors: every one is found through the hash table (collisions, growth). */
 static void test_lookup_many(void) {
     enum { N = 3000 };
@@ -508,6 +566,7 @@ int main(void) {
     RUN(test_empty_name);
     RUN(test_bad_metadata);
     RUN(test_prefix_stripped);
+    RUN(test_checkpoint_parts);
     RUN(test_lookup_many);
     RUN(test_writer_round_trip);
     RUN(test_writer_rejects_bad_use);

@@ -27,6 +27,8 @@ cd "$here"
 "$py" make_flux1_vae_golden.py
 "$py" make_flux1_schedule_golden.py
 "$py" make_comfy_sigmas_golden.py
+"$py" make_comfy_noise_golden.py   # torch.randn of ComfyUI's batch latents (AVX2 and default kernels)
+"$py" make_comfy_tokens_golden.py  # ComfyUI's FLUX.1 prompt tokens and weighted features (needs the tiny flux1 models)
 "$py" make_flux1_pipeline_golden.py
 "$py" make_flux1_quant_goldens.py   # the tiny FLUX.1 [dev] DiT quantised (needs the tiny flux1 models)
 "$py" make_te_gguf.py               # Qwen3 / T5 text encoders as llama.cpp-named GGUFs (needs the tiny models)
