@@ -78,6 +78,7 @@ static void put_call(writer *w, const kiln_gen_params *p) {
     for (int i = 0; i < p->n_refs; i++) put_image(w, &p->refs[i]);
     put_u8(w, p->init_image != NULL);
     if (p->init_image) put_image(w, p->init_image);
+    put_u8(w, (uint8_t)((p->comfy_noise ? 1 : 0) | (p->comfy_text ? 2 : 0))); /* ComfyUI's noise and text rules */
 }
 
 static bool image_ok(const kiln_gen_image *im) {
@@ -232,6 +233,10 @@ static void get_call(reader *r, kiln_gen_params *p) {
         if (im) get_image(r, im);
         p->init_image = im;
     }
+    uint8_t rules = get_u8(r);
+    if (rules > 3) r->bad = true;
+    p->comfy_noise = rules & 1;
+    p->comfy_text = (rules & 2) != 0;
 }
 
 kiln_status kiln_ranks_decode(const uint8_t *buf, size_t len, kiln_ranks_call **out, kiln_err *err) {

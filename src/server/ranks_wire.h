@@ -15,7 +15,7 @@
  * then n calls, each: strings unet, clip, vae, clip2, prompt_2, prompt, negative_prompt, sampler, request_id
  * (u8 present, u32 length, bytes without NUL), f32 guidance, cfg, i32 width, height, steps, batch, u64 seed,
  * u8 has_sigmas [i32 n, f32 x n], i32 n_loras [string path, f32 strength] x n, i32 n_refs [image] x n,
- * u8 has_init [image]; an image is i32 width, height and width*height*3 bytes. UNLOAD and STOP carry nothing.
+ * u8 has_init [image], u8 rules (bit 0 comfy_noise, bit 1 comfy_text); an image is i32 width, height and width*height*3 bytes. UNLOAD and STOP carry nothing.
  *
  * Errors: KILN_E_FORMAT for a message that is cut short, overlong, or has a count, length or size out of
  * bounds (decode never reads past len and never allocates more than the message could describe);
@@ -32,7 +32,7 @@
 enum { KILN_RANKS_RUN = 1, KILN_RANKS_UNLOAD = 2, KILN_RANKS_STOP = 3 };
 
 #define KILN_RANKS_MAGIC 0x524e4c4bu /* "KLNR" read as a little-endian u32 */
-#define KILN_RANKS_VERSION 1
+#define KILN_RANKS_VERSION 2
 #define KILN_RANKS_MAX_CALLS 16      /* a shared forward batches at most 16 images, so at most 16 calls */
 #define KILN_RANKS_MAX_PAYLOAD (512u << 20) /* reference images included; far above any request kiln serves */
 

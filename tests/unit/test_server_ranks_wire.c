@@ -40,6 +40,8 @@ static kiln_gen_params full(void) {
     p.refs = refs;
     p.n_refs = 2;
     p.init_image = &init;
+    p.comfy_noise = true;
+    p.comfy_text = false;
     return p;
 }
 
@@ -67,6 +69,7 @@ static void check_same(const kiln_gen_params *a, const kiln_gen_params *b) {
     for (int i = 0; i < a->n_refs && i < b->n_refs; i++) CHECK(image_eq(&a->refs[i], &b->refs[i]));
     CHECK((a->init_image == NULL) == (b->init_image == NULL));
     if (a->init_image && b->init_image) CHECK(image_eq(a->init_image, b->init_image));
+    CHECK(a->comfy_noise == b->comfy_noise && a->comfy_text == b->comfy_text);
     CHECK(b->latent == NULL);
 }
 
@@ -165,7 +168,7 @@ static void test_header(void) {
     h = kiln_ranks_header_make(9, 0);
     CHECK(kiln_ranks_header_check(&h, &err) == KILN_E_FORMAT);
     h = kiln_ranks_header_make(KILN_RANKS_UNLOAD, 0);
-    h.version = 2;
+    h.version = KILN_RANKS_VERSION + 1;
     CHECK(kiln_ranks_header_check(&h, &err) == KILN_E_FORMAT);
     CHECK(strstr(err.msg, "same kiln") != NULL);
 }
