@@ -25,6 +25,7 @@
 #include "io/safetensors.h"
 #include "kiln.h"
 #include "pipeline/comfy_sigmas.h"
+#include "pipeline/torch_randn.h"
 
 #define KILN_ENGINE_MAX_STEPS 1000 /* kiln_generate's limit */
 
@@ -220,10 +221,30 @@ static kiln_status engine_submit(kiln_target *base, const json_t *g, kiln_submit
     if (clip2[0]) KILN_TRY(flux1_knobs(g, &req, err));
     else if ((v = input_of(g, "CFGGuider", "cfg")) || (v = input_of(g, "KSampler", "cfg")))
         req.guidance = (float)json_number_value(v);
+    /* kiln serve's graphs run with ComfyUI's noise (one torch.randn of the batch) and, for FLUX.1, ComfyUI's text
+     * rule: the same here, or the engine's image would not be the server's */
+    const bool flux1 = clip2[0] != 0;
+    if (flux1) req.text_rule = KILN_TEXT_COMFY;
+    float *noise = NULL;
+    if (req.batch >= 1 && req.batch <= 16 && req.width >= 16 && req.height >= 16 && req.width % 16 == 0 &&
+        req.height % 16 == 0 && req.width <= 8192 && req.height <= 8192) { /* else kiln_generate says what is wrong */
+        const int ch = kiln_engine_latent_channels(t->eng);
+        const size_t count = (size_t)req.batch * ch * (req.height / 16) * (req.width / 16);
+        if (!(noise = kiln_malloc(count * sizeof *noise))) return KILN_FAIL(err, KILN_E_NOMEM, "out of memory");
+        kiln_status ns = kiln_comfy_noise(noise, req.batch, ch, req.height / 16, req.width / 16, flux1, req.seed, err);
+        if (ns != KILN_OK) {
+            kiln_free(noise);
+            return ns;
+        }
+        req.noise = noise;
+        req.noise_count = count;
+    }
     snprintf(out->prompt_id, sizeof out->prompt_id, "engine-%u", ++t->counter);
     req.request_id = out->prompt_id;
     kiln_result *res;
-    KILN_TRY(kiln_generate(t->eng, &req, &res, err));
+    kiln_status gs = kiln_generate(t->eng, &req, &res, err);
+    kiln_free(noise);
+    KILN_TRY(gs);
     out->images = kiln_calloc(res->n_images > 0 ? (size_t)res->n_images : 1, sizeof *out->images);
     if (!out->images) {
         kiln_result_free(res);

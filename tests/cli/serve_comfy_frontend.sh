@@ -44,7 +44,7 @@ json_check "extensions lists the frontend's js" "j == ['/extensions/core/x.js']"
 for u in /api/i18n /api/workflow_templates; do expect_status 200 "GET $u" "$(url $u)"; json_check "$u is {}" "j == {}"; done
 expect_status 200 "GET /api/embeddings" "$(url /api/embeddings)"; json_check "embeddings []" "j == []"
 expect_status 200 "GET /api/experiment/models" "$(url /api/experiment/models)"
-json_check "experiment/models" "[m['name'] for m in j] == ['diffusion_models','text_encoders','vae','loras'] and all(len(m['folders']) == 1 for m in j)"
+json_check "experiment/models" "[m['name'] for m in j] == ['diffusion_models','text_encoders','vae','loras','checkpoints'] and all(len(m['folders']) == 1 for m in j)"
 expect_status 200 "GET /api/experiment/models/vae" "$(url /api/experiment/models/vae)"
 json_check "experiment/models/vae" "j[0]['name'] == 'flux2-vae.safetensors' and j[0]['pathIndex'] == 0 and j[0]['size'] > 0"
 expect_status 404 "view_metadata of an unknown file" "$(url '/api/view_metadata/vae?filename=nope.safetensors')"
