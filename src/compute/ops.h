@@ -171,7 +171,7 @@ void kiln_backend_close(kiln_backend *be);
  * every element is written before it is read. On failure NULL and *ok = false, so a run of allocations is
  * checked once at its end. Free with be->ops->free. */
 static inline float *kiln_backend_alloc_floats(kiln_backend *be, size_t n, bool *ok) {
-    float *p = be->ops->alloc(be, n * sizeof(float) + 64);
+    float *p = (float *)be->ops->alloc(be, n * sizeof(float) + 64); /* the cast: CUDA sources include this as C++ */
     if (!p) *ok = false;
     return p;
 }
