@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/bytes.h"
 
 typedef struct sbuf {
     char *p;
@@ -15,27 +16,7 @@ typedef struct sbuf {
 } sbuf;
 
 static void sb_put(sbuf *b, const char *s, size_t n) {
-    if (b->failed) return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1) {
-            if (cap > ((size_t)-1) / 2) {
-                b->failed = true;
-                return;
-            }
-            cap *= 2;
-        }
-        char *np = kiln_realloc(b->p, cap);
-        if (!np) {
-            b->failed = true;
-            return;
-        }
-        b->p = np;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = 0;
+    if (!b->failed && !kiln_bytes_append(&b->p, &b->len, &b->cap, 256, s, n)) b->failed = true;
 }
 
 static void sb_puts(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/bytes.h"
 #include "bench/serve_load.h"
 #include "bench/target.h"
 #include "bench/workflow.h"
@@ -94,18 +95,7 @@ static size_t on_data(char *ptr, size_t size, size_t nmemb, void *ud) {
         a->over = true;
         return 0;
     }
-    if (a->len + n + 1 > a->cap) {
-        size_t cap = a->cap ? a->cap : 65536;
-        while (cap < a->len + n + 1) cap *= 2;
-        char *np = kiln_realloc(a->p, cap);
-        if (!np) return 0;
-        a->p = np;
-        a->cap = cap;
-    }
-    memcpy(a->p + a->len, ptr, n);
-    a->len += n;
-    a->p[a->len] = 0;
-    return n;
+    return kiln_bytes_append(&a->p, &a->len, &a->cap, 65536, ptr, n) ? n : 0;
 }
 
 static void send_openai(kiln_serve_client *c, const kiln_serve_req *rq, kiln_serve_res *res) {

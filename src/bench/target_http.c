@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "base/alloc.h"
+#include "base/bytes.h"
 #include "base/clock.h"
 #include "bench/target.h"
 
@@ -40,18 +41,7 @@ static size_t on_data(char *ptr, size_t size, size_t nmemb, void *ud) {
         b->over = true;
         return 0; /* abort the transfer */
     }
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 65536;
-        while (cap < b->len + n + 1) cap *= 2;
-        char *np = kiln_realloc(b->p, cap);
-        if (!np) return 0;
-        b->p = np;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, ptr, n);
-    b->len += n;
-    b->p[b->len] = 0;
-    return n;
+    return kiln_bytes_append(&b->p, &b->len, &b->cap, 65536, ptr, n) ? n : 0;
 }
 
 /* One request. *out receives the body (kiln_free it); *status the HTTP status. */

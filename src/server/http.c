@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 
 #include "base/alloc.h"
+#include "base/bytes.h"
 #include "base/clock.h"
 #include "base/log.h"
 #include "server/openai.h"
@@ -248,17 +249,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                 r->too_big = true;
                 r->discarded = need;
             } else {
-                if (need + 1 > r->body_cap) {
-                    size_t cap = r->body_cap ? r->body_cap : 4096;
-                    while (cap < need + 1) cap *= 2;
-                    char *nb = kiln_realloc(r->body, cap);
-                    if (!nb) return MHD_NO;
-                    r->body = nb;
-                    r->body_cap = cap;
-                }
-                memcpy(r->body + r->body_len, upload_data, *upload_data_size);
-                r->body_len = need;
-                r->body[need] = 0;
+                if (!kiln_bytes_append(&r->body, &r->body_len, &r->body_cap, 4096, upload_data, *upload_data_size))
+                    return MHD_NO;
             }
         }
         *upload_data_size = 0;

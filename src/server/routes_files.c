@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "base/alloc.h"
+#include "base/bytes.h"
 #include "io/image_load.h"
 #include "server/server_internal.h"
 
@@ -143,16 +144,7 @@ static enum MHD_Result upload_field(void *cls, enum MHD_ValueKind kind, const ch
             u->too_big = true;
             return MHD_YES;
         }
-        if (u->len + size > u->cap) {
-            size_t cap = u->cap ? u->cap * 2 : 65536;
-            while (cap < u->len + size) cap *= 2;
-            char *nd = kiln_realloc(u->data, cap);
-            if (!nd) return MHD_NO;
-            u->data = nd;
-            u->cap = cap;
-        }
-        memcpy(u->data + u->len, data, size);
-        u->len += size;
+        if (!kiln_bytes_append(&u->data, &u->len, &u->cap, 65536, data, size)) return MHD_NO;
     } else {
         char *dst = !strcmp(key, "subfolder") ? u->subfolder : !strcmp(key, "type") ? u->type : NULL;
         size_t cap = !strcmp(key, "subfolder") ? sizeof u->subfolder : sizeof u->type;

@@ -10,6 +10,7 @@
 #include <strings.h>
 
 #include "base/alloc.h"
+#include "base/bytes.h"
 
 #define MAX_DEPTH 256 /* nested groups; Python's recursion limit stops ComfyUI itself near 1000 */
 
@@ -18,20 +19,7 @@ typedef struct sbuf {
     size_t n, cap;
 } sbuf;
 
-static bool sb_put(sbuf *b, const char *s, size_t n) {
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 64;
-        while (cap < b->n + n + 1) cap *= 2;
-        char *p = kiln_realloc(b->p, cap);
-        if (!p) return false;
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
-    return true;
-}
+static bool sb_put(sbuf *b, const char *s, size_t n) { return kiln_bytes_append(&b->p, &b->n, &b->cap, 64, s, n); }
 
 typedef struct seglist {
     kiln_comfy_segment *v;

@@ -1,8 +1,10 @@
-/* test_base.c - status records, logging levels, checked allocation with fault injection, thread pool, clock. */
+/* test_base.c - status records, logging levels, checked allocation with fault injection, the growable byte buffer,
+ * thread pool, clock. */
 #include <stdatomic.h>
 #include <stdint.h>
 
 #include "base/alloc.h"
+#include "base/bytes.h"
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/status.h"
@@ -59,6 +61,30 @@ static void test_alloc_overflow_and_alignment(void) {
     char *s = kiln_strndup("abcdef", 3);
     CHECK_EQ_STR(s, "abc");
     kiln_free(s);
+}
+
+/* kiln_bytes_append: grows by doubling from its first capacity, keeps a NUL after the bytes, and on a failed
+ * allocation or an overflowing size leaves the buffer as it was. */
+static void test_bytes_append(void) {
+    char *p = NULL;
+    size_t len = 0, cap = 0;
+    CHECK(kiln_bytes_append(&p, &len, &cap, 4, "abc", 3));
+    CHECK(len == 3 && cap == 4 && !strcmp(p, "abc"));
+    CHECK(kiln_bytes_append(&p, &len, &cap, 4, "defgh", 5)); /* 9 bytes with the NUL: 4 -> 16 */
+    CHECK(len == 8 && cap == 16 && !strcmp(p, "abcdefgh"));
+    CHECK(kiln_bytes_append(&p, &len, &cap, 4, NULL, 0));
+    CHECK(len == 8 && !strcmp(p, "abcdefgh"));
+    CHECK(!kiln_bytes_append(&p, &len, &cap, 4, "x", SIZE_MAX - 8)); /* len + n + 1 overflows */
+    CHECK(len == 8 && cap == 16 && !strcmp(p, "abcdefgh"));
+    char big[40];
+    memset(big, 'z', sizeof big);
+    kiln_fault_alloc_fail_at(1, false);
+    CHECK(!kiln_bytes_append(&p, &len, &cap, 4, big, sizeof big)); /* the growth fails: nothing changes */
+    kiln_fault_alloc_fail_at(0, false);
+    CHECK(len == 8 && cap == 16 && !strcmp(p, "abcdefgh"));
+    CHECK(kiln_bytes_append(&p, &len, &cap, 4, big, sizeof big));
+    CHECK(len == 48 && cap == 64 && p[48] == 0 && p[47] == 'z' && p[8] == 'z');
+    kiln_free(p);
 }
 
 static void test_alloc_fault_injection(void) {
@@ -168,6 +194,7 @@ int main(void) {
     RUN(test_alloc_overflow_and_alignment);
     RUN(test_alloc_fault_injection);
     RUN(test_pool_create_survives_every_alloc_failure);
+    RUN(test_bytes_append);
     RUN(test_pool_runs_every_index_once);
     RUN(test_pool_rejects_bad_counts);
     RUN(test_clock_monotonic);
