@@ -38,7 +38,7 @@ test-asan: asan        ## The same tests under ASan + UBSan
 fuzz:                  ## Build the libFuzzer targets (clang) and run each for FUZZ_SECONDS from its seed corpus
 	CC=clang $(CMAKE) -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DKILN_FUZZ=ON -DKILN_SANITIZE=ON -DKILN_TESTS=OFF >/dev/null
 	$(CMAKE) --build build-fuzz -j$(JOBS)
-	scripts/run-fuzz.sh build-fuzz $(FUZZ_SECONDS)
+	scripts/run-fuzz.sh build-fuzz $(FUZZ_SECONDS) $(JOBS)
 
 cuda:                  ## Compile and link the CUDA backend (sm_80/86/89/90/120); run its host-logic tests (ops: Skipped w/o GPU)
 	$(CMAKE) -S . -B build-cuda -DCMAKE_BUILD_TYPE=Debug -DKILN_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="80;86;89;90;120" >/dev/null

@@ -9,10 +9,12 @@ replaced by `replace`, and the ctest tests matching `tests` must then fail. This
   * it copies the tracked and untracked-but-not-ignored files of the working tree into a scratch tree
     (BUILD/tree, only files whose content changed are rewritten, so the build there stays incremental) and builds
     it once, unmutated, in BUILD/build (release);
-  * it runs the union of the named tests on that baseline (a test that already fails can kill nothing);
   * then, one mutant at a time, it edits the scratch copy (never the working tree), rebuilds only the targets the
-    named tests run, runs those tests one by one, fastest first, until one fails, and restores the file (also on
-    error, Ctrl-C or SIGTERM).
+    named tests run, runs those tests one by one, fastest first (by the times ctest recorded in this or the
+    project's build dirs), until one fails, and restores the file (also on error, Ctrl-C or SIGTERM);
+  * last, on the restored tree, it runs each test that killed a mutant once more: a kill counts only if that test
+    passes without the bug (a test that already fails can kill nothing). Checking the killers afterwards, not
+    every named test beforehand, runs each needed test once and no test that no mutant needed.
 
 Verdicts: KILLED (a named test failed, crashed or timed out), SURVIVED (all named tests passed: the tests are
 weak), BUILD-FAILED (the mutant does not compile: a broken mutant proves nothing), ERROR (the baseline of its
@@ -314,6 +316,28 @@ def run_ctest(build, regex, log, timeout):
     return results
 
 
+def known_costs(build):
+    """{test: seconds} from the times ctest recorded (Testing/Temporary/CTestCostData.txt) in the scratch build and
+    in the project's own build dirs (the largest: a sanitized run's time bounds the release one). Used to run the
+    quickest test first and to size time-outs; a test never timed counts as 0 s."""
+    costs = {}
+    for d in (build, os.path.join(ROOT, "build"), os.path.join(ROOT, "build-asan")):
+        try:
+            with open(os.path.join(d, "Testing", "Temporary", "CTestCostData.txt"), errors="replace") as f:
+                for line in f:
+                    if line.startswith("---"):
+                        break
+                    parts = line.split()
+                    if len(parts) == 3:
+                        try:
+                            costs[parts[0]] = max(costs.get(parts[0], 0.0), float(parts[2]))
+                        except ValueError:
+                            pass
+        except OSError:
+            pass
+    return costs
+
+
 def apply_mutant(tree, m):
     path = os.path.join(tree, m.file)
     with open(path, encoding="utf-8") as f:
@@ -461,26 +485,18 @@ def main():
         print("mutants: error: cmake configure failed, see %s" % os.path.join(logs, "configure.log"))
         return 2
 
-    # baseline: the unmutated tree builds and the tests the mutants name pass
-    baseline_fail, base_secs = set(), {}
+    # the unmutated tree builds (the named tests' targets); their runs on it come after the mutants, for the killers
+    base_secs = known_costs(build)
     if runnable:
-        t0 = time.time()
         tests = {}
         for rx in sorted({m.tests for m in runnable}):  # one ctest call each: ctest's regex allows 9 groups
             tests.update(ctest_tests(build, rx))
-        union = names_regex(tests)
         if build_targets(build, targets_for(build, tests), os.path.join(logs, "baseline-build.log"), a.jobs):
             print("mutants: error: the unmutated tree does not build, see %s" % os.path.join(logs, "baseline-build.log"))
             return 2
-        res = run_ctest(build, union, os.path.join(logs, "baseline-ctest.log"), 1500)
-        for name in tests:
-            status, secs = res.get(name, ("NotRun", 0.0))
-            base_secs[name] = secs
-            if status not in ("Passed", "Skipped"):  # a test that skips itself (no GPU) is not failing: the
-                baseline_fail.add(name)                 # mutants naming only it come out NOT-RUN below
-        print("mutants: baseline: %d tests in %.0f s%s" % (
-            len(tests), time.time() - t0, "; FAILING: " + " ".join(sorted(baseline_fail)) if baseline_fail else ""))
+        print("mutants: unmutated build of %d tests' targets in %.0f s" % (len(tests), time.time() - start))
 
+    killers = {}  # mutant id -> the tests that failed with it planted
     for i, m in enumerate(runnable, 1):
         t0 = time.time()
         if a.budget is not None and t0 - start > a.budget:
@@ -491,8 +507,6 @@ def main():
         tests = ctest_tests(build, m.tests)
         if not tests:
             verdicts[m.id] = ("ERROR", "tests %r matches no ctest test" % m.tests, 0.0)
-        elif set(tests) & baseline_fail:
-            verdicts[m.id] = ("ERROR", "baseline fails: %s" % " ".join(sorted(set(tests) & baseline_fail)), 0.0)
         else:
             timeout = max(a.timeout, int(5 * max(base_secs.get(t, 0.0) for t in tests)) + 10)
             path, original = apply_mutant(tree, m)
@@ -511,6 +525,7 @@ def main():
                     broken = sorted(t for t in tests if res.get(t, ("NotRun",))[0] == "NotRun" and not failed)
                     skipped = sorted(t for t, (s, _) in res.items() if s == "Skipped")
                     if failed:
+                        killers[m.id] = failed
                         verdicts[m.id] = ("KILLED", "by " + " ".join(
                             t + ("(timeout)" if res[t][0] == "Timeout" else "") for t in failed), 0.0)
                     elif broken:
@@ -526,6 +541,25 @@ def main():
         verdicts[m.id] = (v, d, time.time() - t0)
         print("mutants: [%d/%d] %-12s %-44s %5.1f s  %s" % (i, len(runnable), v, m.id, time.time() - t0, d),
               flush=True)
+
+    # the killers, unmutated: a test that fails without the bug killed nothing
+    if killers:
+        t0 = time.time()
+        need = sorted({t for ts in killers.values() for t in ts})
+        res = {}
+        if build_targets(build, targets_for(build, {t: None for t in need}), os.path.join(logs, "baseline-build.log"),
+                         a.jobs):
+            res = {t: ("Failed", 0.0) for t in need}  # (the restored tree not building is the tree's fault)
+        else:
+            for t in need:
+                res.update(run_ctest(build, names_regex([t]), os.path.join(logs, "baseline.%s.log" % t), 1500))
+        bad = sorted(t for t in need if res.get(t, ("NotRun",))[0] not in ("Passed", "Skipped"))
+        print("mutants: baseline of the %d killing tests in %.0f s%s" % (
+            len(need), time.time() - t0, "; FAILING: " + " ".join(bad) if bad else ""))
+        for mid, ts in killers.items():
+            if set(ts) & set(bad):
+                verdicts[mid] = ("ERROR", "baseline fails: %s (it cannot kill)" % " ".join(sorted(set(ts) & set(bad))),
+                                 verdicts[mid][2])
 
     # summary
     print("\n%-12s %-44s %7s  %s" % ("verdict", "id", "seconds", "detail"))

@@ -27,7 +27,8 @@ command -v mpirun >/dev/null || { echo "FAIL mpirun not found (scripts/install-d
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 KILN_THREADS=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
 # LeakSanitizer would report Open MPI's own allocations at exit (the ASan build runs this too)
 export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0
-mpi() { local np=$1; shift; timeout 120 mpirun --oversubscribe -np "$np" -x KILN_THREADS -x ASAN_OPTIONS "$@"; }
+# MPI_TIMEOUT: seconds before a run counts as hung (the failure drills set less: they must end within seconds)
+mpi() { local np=$1; shift; timeout "${MPI_TIMEOUT:-120}" mpirun --oversubscribe -np "$np" -x KILN_THREADS -x ASAN_OPTIONS "$@"; }
 
 for np in 2 4; do
     out=$(mpi "$np" "$comm_test" 2>&1)
@@ -36,10 +37,10 @@ for np in 2 4; do
 done
 
 t0=$(date +%s)
-out=$(KILN_COMM_TIMEOUT=2 KILN_COMM_TEST_HANG_RANK=1 mpi 2 -x KILN_COMM_TIMEOUT -x KILN_COMM_TEST_HANG_RANK "$comm_test" 2>&1)
+out=$(MPI_TIMEOUT=45 KILN_COMM_TIMEOUT=2 KILN_COMM_TEST_HANG_RANK=1 mpi 2 -x KILN_COMM_TIMEOUT -x KILN_COMM_TEST_HANG_RANK "$comm_test" 2>&1)
 rc=$?
 el=$(( $(date +%s) - t0 ))
-if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && grep -q "barrier timed out" <<<"$out" && [ "$el" -lt 60 ]; then
+if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && grep -q "barrier timed out" <<<"$out" && [ "$el" -lt 40 ]; then
     echo "ok a hung rank: the job aborts with 'timed out' (exit $rc, ${el}s)"
 else echo "FAIL a hung rank: exit $rc after ${el}s: $out"; fail=1; fi
 t0=$(date +%s)
@@ -129,7 +130,8 @@ grep -q "DiT's 2 heads and 192 MLP units are not both divisible by 4" <<<"$out" 
 long=(generate -q -p "a red fox" --model "$tmp/h4" -W 256 -H 256 --seed 5 --steps 20 --tp 2)
 for sig in STOP KILL; do
     mkdir -p "$tmp/drill$sig" && cd "$tmp/drill$sig" || exit 1
-    KILN_LOG=info KILN_COMM_TIMEOUT=2 KILN_DRILL=$$ mpi 2 -x KILN_LOG -x KILN_COMM_TIMEOUT -x KILN_DRILL "$bin" "${long[@]}" \
+    # (a drill that does not end is cut at 45 s, so a communicator that ignores its time-out fails in under a minute)
+    MPI_TIMEOUT=45 KILN_LOG=info KILN_COMM_TIMEOUT=2 KILN_DRILL=$$ mpi 2 -x KILN_LOG -x KILN_COMM_TIMEOUT -x KILN_DRILL "$bin" "${long[@]}" \
         -o out.png >out.txt 2>err.txt &
     job=$!
     for _ in $(seq 200); do grep -q "tensor parallelism" err.txt 2>/dev/null && break; sleep 0.1; done
@@ -144,7 +146,7 @@ for sig in STOP KILL; do
     [ -n "$victim" ] && [ "$sig" = STOP ] && kill -CONT "$victim" 2>/dev/null
     msg="all-reduce timed out"
     [ "$sig" = KILL ] && msg="signal 9"
-    if [ -n "$victim" ] && [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && grep -q "$msg" err.txt && [ "$el" -lt 60 ]; then
+    if [ -n "$victim" ] && [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && grep -q "$msg" err.txt && [ "$el" -lt 40 ]; then
         echo "ok SIG$sig to rank 1 during a TP generate: every rank ends ('$msg', exit $rc, ${el}s after the signal)"
     else echo "FAIL SIG$sig drill: victim '${victim}', exit $rc after ${el}s: $(tail -5 err.txt)"; fail=1; fi
 done
