@@ -124,9 +124,23 @@ def golden(name, desc, refs, h, w, steps, seed, out_hw):
         common.save_safetensors(load_file(path), path, meta)
 
 
+def check_t2i_is_klein():
+    """The claim that lets a ComfyUI single file of the KV checkpoint run as klein 9B: without references the KV
+    pipeline computes what Flux2KleinPipeline does (pipeline_9b: same weights, noise, size, steps)."""
+    from safetensors.torch import load_file
+
+    g = load_file(os.path.join(common.GOLDEN, "pipeline_9b_f32.safetensors"))
+    out, _ = run("f32", None, 48, 80, 4, g["noise"])
+    assert torch.equal(out["image_u8"], g["image_u8"].to(out["image_u8"].dtype))
+    for k in range(4):
+        assert torch.allclose(out["step%d.velocity" % k], g["step%d.velocity" % k], atol=1e-4, rtol=0), k
+    print("  kv without references = Flux2KleinPipeline (pipeline_9b): image bytes equal", flush=True)
+
+
 def main():
     common.deterministic()
     write_folder()
+    check_t2i_is_klein()
     golden("kv_t2i", "Flux2KleinKVPipeline without image= on the tiny 9B-KV folder (diffusers-9b-kv): the standard "
            "forward at every step, 48x80, 4 steps, injected noise", None, 48, 80, 4, 501, (48, 80))
     golden("kv_r1", "Flux2KleinKVPipeline(image=[ref-100x72.png]), no height/width (the reference's 96x64), 4 steps: "
