@@ -18,6 +18,7 @@
 #include "base/alloc.h"
 #include "compute/graph.h"
 #include "models/dit_attention.h"
+#include "models/dit_kv.h"
 #include "models/dit_ulysses.h"
 #include "models/flux2_dit.h"
 #include "models/rope_tables.h"
@@ -47,6 +48,14 @@ struct kiln_flux2_dit_ws {
     kiln_comm *tp;
     int64_t Dq, Fl;
     float *red;           /* [B*(L+N), D] the row-parallel partial products, all-reduced in place */
+    /* 9B-KV (dit_kv.h; kv.mode OFF: none): N above is the current mode's image stream (Ni + R in EXTRACT, Ni
+     * in CACHED; the buffers are sized for Nfull = Ni + R); the references' fixed-timestep sinusoid and
+     * modulation; every block's cache, block i at kv_cache + i * B*R*2D (double blocks, then single). */
+    kiln_dit_kv kv;
+    int Nfull;
+    float *temb_ref;      /* [t_ch] sinusoidal(KILN_FLUX2_KV_REF_TIMESTEP * 1000), uploaded once */
+    float *mods_ref;      /* m_img [6D] | m_sgl [3D] at the fixed timestep */
+    float *kv_cache;      /* [(n_double + n_single) * B*R, 2D] */
 };
 
 float kiln_flux2_timestep_value(float sigma) {
@@ -113,9 +122,40 @@ kiln_status kiln_flux2_dit_tp_check(const kiln_flux2_dit *m, int t, kiln_err *er
     return KILN_OK;
 }
 
+static kiln_status ws_make(const kiln_flux2_dit *m, kiln_backend *be, kiln_comm *comm, kiln_comm *tp, int batch,
+                           int n_txt, int h16, int w16, int n_refs, const int *ref_h16, const int *ref_w16, bool kv,
+                           kiln_flux2_dit_ws **out, kiln_err *err);
+static kiln_status set_ref_timestep(const kiln_flux2_dit *m, kiln_backend *be, kiln_flux2_dit_ws *w, kiln_err *err);
+
 kiln_status kiln_flux2_dit_ws_create_full(const kiln_flux2_dit *m, kiln_backend *be, kiln_comm *comm, kiln_comm *tp,
                                           int batch, int n_txt, int h16, int w16, int n_refs, const int *ref_h16,
                                           const int *ref_w16, kiln_flux2_dit_ws **out, kiln_err *err) {
+    return ws_make(m, be, comm, tp, batch, n_txt, h16, w16, n_refs, ref_h16, ref_w16, false, out, err);
+}
+
+kiln_status kiln_flux2_dit_ws_create_kv(const kiln_flux2_dit *m, kiln_backend *be, int batch, int n_txt, int h16,
+                                        int w16, int n_refs, const int *ref_h16, const int *ref_w16,
+                                        kiln_flux2_dit_ws **out, kiln_err *err) {
+    if (n_refs < 1) return KILN_FAIL(err, KILN_E_INVALID, "DiT: a KV workspace needs reference images (without "
+                                     "them the KV pipeline runs the standard forward)");
+    return ws_make(m, be, NULL, NULL, batch, n_txt, h16, w16, n_refs, ref_h16, ref_w16, true, out, err);
+}
+
+size_t kiln_flux2_dit_kv_cache_bytes(const kiln_flux2_dit *m, int batch, int n_txt, int n_img, int n_ref_tok) {
+    size_t D = m->hidden, R = n_ref_tok, T = (size_t)n_txt + n_img + R;
+    return ((size_t)(m->n_double + m->n_single) * batch * R * 2 * D + T * 2 * D + 9 * D + (size_t)m->t_ch) *
+           sizeof(float);
+}
+
+void kiln_flux2_dit_kv_set_mode(kiln_flux2_dit_ws *w, bool cached) {
+    if (w->kv.mode == KILN_DIT_KV_OFF) return;
+    w->kv.mode = cached ? KILN_DIT_KV_CACHED : KILN_DIT_KV_EXTRACT;
+    w->N = cached ? w->Nfull - (int)w->kv.R : w->Nfull;
+}
+
+static kiln_status ws_make(const kiln_flux2_dit *m, kiln_backend *be, kiln_comm *comm, kiln_comm *tp, int batch,
+                           int n_txt, int h16, int w16, int n_refs, const int *ref_h16, const int *ref_w16, bool kv,
+                           kiln_flux2_dit_ws **out, kiln_err *err) {
     size_t n_ref_tok = 0;
     for (int k = 0; k < n_refs; k++) n_ref_tok += (size_t)ref_h16[k] * ref_w16[k];
     int P = comm ? comm->size : 1, Tp = tp ? tp->size : 1;
@@ -132,7 +172,7 @@ kiln_status kiln_flux2_dit_ws_create_full(const kiln_flux2_dit *m, kiln_backend 
     w->Fl = (int64_t)Fl;
     w->B = batch;
     w->L = n_txt;
-    w->N = (int)N;
+    w->N = w->Nfull = (int)N;
     bool ok = true;
     w->img = kiln_backend_alloc_floats(be, B * N * D, &ok);
     w->txt = kiln_backend_alloc_floats(be, B * L * D, &ok);
@@ -158,6 +198,19 @@ kiln_status kiln_flux2_dit_ws_create_full(const kiln_flux2_dit *m, kiln_backend 
     w->mods = kiln_backend_alloc_floats(be, 17 * D, &ok);
     w->rcos = kiln_backend_alloc_floats(be, Tf * Dh2, &ok);
     w->rsin = kiln_backend_alloc_floats(be, Tf * Dh2, &ok);
+    if (kv) { /* the cache of every block, its scratch, and the references' own modulation */
+        if (P > 1 || Tp > 1) {
+            kiln_flux2_dit_ws_free(be, w);
+            return KILN_FAIL(err, KILN_E_UNSUPPORTED, "DiT: Flux2KleinKVPipeline's reference cache with sequence or "
+                             "tensor parallelism is not implemented");
+        }
+        w->kv.mode = KILN_DIT_KV_EXTRACT;
+        w->kv.R = (int64_t)n_ref_tok;
+        w->kv_cache = kiln_backend_alloc_floats(be, (size_t)(m->n_double + m->n_single) * B * n_ref_tok * 2 * D, &ok);
+        w->kv.kv = kiln_backend_alloc_floats(be, T * 2 * D, &ok);
+        w->temb_ref = kiln_backend_alloc_floats(be, (size_t)m->t_ch, &ok);
+        w->mods_ref = kiln_backend_alloc_floats(be, 9 * D, &ok);
+    }
     if (P > 1) /* Ulysses over the attention columns this rank holds (all of them without TP) */
         ok = kiln_dit_sp_alloc(&w->sp, be, comm, (int64_t)B, (int64_t)L, (int64_t)Nf, (int64_t)Dq, m->in_ch,
                                m->out_ch) && ok;
@@ -181,6 +234,7 @@ kiln_status kiln_flux2_dit_ws_create_full(const kiln_flux2_dit *m, kiln_backend 
         s = kiln_dit_rope_upload(be, ids, (int64_t)Tf, m->axes, 4, m->theta, (int64_t)Dh2, w->rcos, w->rsin, err);
     }
     kiln_free(ids);
+    if (s == KILN_OK && kv) s = set_ref_timestep(m, be, w, err);
     if (s != KILN_OK) {
         kiln_flux2_dit_ws_free(be, w);
         return s;
@@ -190,10 +244,11 @@ kiln_status kiln_flux2_dit_ws_create_full(const kiln_flux2_dit *m, kiln_backend 
 }
 
 /* Every backend buffer of a workspace: for freeing, and for the graph key (a CUDA graph bakes in all of them). */
-#define WS_NBUF 20
+#define WS_NBUF 24
 static void ws_bufs(const kiln_flux2_dit_ws *w, float *b[WS_NBUF]) {
     float *all[WS_NBUF] = {w->img, w->txt, w->txt0, w->nrm,  w->qkv_i, w->qkv_t, w->cat,  w->catout, w->att_i, w->att_t,
-                           w->mlp, w->act, w->S,    w->P,    w->OM,    w->vec,   w->temb, w->mods,   w->rcos,  w->rsin};
+                           w->mlp, w->act, w->S,    w->P,    w->OM,    w->vec,   w->temb, w->mods,   w->rcos,  w->rsin,
+                           w->temb_ref, w->mods_ref, w->kv_cache, w->kv.kv};
     memcpy(b, all, sizeof all);
 }
 
@@ -211,7 +266,7 @@ void kiln_flux2_dit_ws_free(kiln_backend *be, kiln_flux2_dit_ws *w) {
 uint64_t kiln_flux2_dit_ws_key(const kiln_flux2_dit_ws *w, uint64_t key) {
     float *bufs[WS_NBUF];
     ws_bufs(w, bufs);
-    key = kiln_graph_key(kiln_graph_key(kiln_graph_key(key, w->B), w->L), w->N);
+    key = kiln_graph_key(kiln_graph_key(kiln_graph_key(kiln_graph_key(key, w->B), w->L), w->N), w->kv.mode);
     for (int i = 0; i < WS_NBUF; i++) key = kiln_graph_key(key, (int64_t)(uintptr_t)bufs[i]);
     return key;
 }
@@ -240,23 +295,78 @@ static kiln_status matmul_kslice(kiln_backend *be, kiln_tensor *y, const kiln_te
     return kiln_matmul_epi(be, y, x, &wc, NULL, epi, err);
 }
 
+/* The 9B-KV extract step's per-position modulation (the pipeline's _blend_double_block_mods and
+ * _blend_single_block_mods): in every sample of `period` rows, the R rows from `off` are reference tokens and take
+ * the fixed-timestep modulation `ref` instead of the step's. ref NULL: the step's modulation for every row. */
+typedef struct mod_rows {
+    const float *ref;
+    int64_t period, off, R;
+} mod_rows;
+
+/* Calls fn(rows [r0, r0 + n), that segment's modulation vector) over X's row segments: one call without rm. */
+typedef kiln_status (*seg_fn)(kiln_backend *be, void *ctx, int64_t r0, int64_t n, const float *mod, kiln_err *err);
+static kiln_status for_segments(kiln_backend *be, int64_t rows, const float *mod, const mod_rows *rm, seg_fn fn,
+                                void *ctx, kiln_err *err) {
+    if (!rm || !rm->ref) return fn(be, ctx, 0, rows, mod, err);
+    for (int64_t r0 = 0; r0 < rows; r0 += rm->period) {
+        const int64_t cut[4] = {r0, r0 + rm->off, r0 + rm->off + rm->R, r0 + rm->period};
+        for (int s = 0; s < 3; s++)
+            if (cut[s + 1] > cut[s]) CK(fn(be, ctx, cut[s], cut[s + 1] - cut[s], s == 1 ? rm->ref : mod, err));
+    }
+    return KILN_OK;
+}
+
+typedef struct seg_args {
+    kiln_tensor *y;
+    const kiln_tensor *x, *w;
+    int64_t D;
+    int i0, i1;    /* chunk indices in the modulation vector: shift, scale (LN) or the gate (i0) */
+    float eps;
+} seg_args;
+
+static kiln_status seg_ln(kiln_backend *be, void *ctx, int64_t r0, int64_t n, const float *mod, kiln_err *err) {
+    seg_args *a = ctx;
+    kiln_tensor y = kiln_tensor_rows(a->y, r0, n), x = kiln_tensor_rows(a->x, r0, n);
+    kiln_tensor sh = kiln_f32_1d((float *)mod + a->i0 * a->D, a->D), sc = kiln_f32_1d((float *)mod + a->i1 * a->D, a->D);
+    return be->ops->layer_norm_modulate(be, &y, &x, &sh, &sc, a->eps, err);
+}
+
+static kiln_status seg_gated(kiln_backend *be, void *ctx, int64_t r0, int64_t n, const float *mod, kiln_err *err) {
+    seg_args *a = ctx;
+    kiln_tensor y = kiln_tensor_rows(a->y, r0, n), x = kiln_tensor_rows(a->x, r0, n);
+    kiln_tensor g = kiln_f32_1d((float *)mod + a->i0 * a->D, a->D);
+    kiln_epilogue gated = {KILN_EPI_GATED_RESIDUAL, &g};
+    return kiln_matmul_epi(be, &y, &x, a->w, NULL, &gated, err);
+}
+
+/* y = (1 + scale) LN(x) + shift with the modulation's chunks ish, isc, per segment. */
+static kiln_status ln_mod_rows(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, const float *mod,
+                               const mod_rows *rm, int64_t D, int ish, int isc, float eps, kiln_err *err) {
+    seg_args a = {y, x, NULL, D, ish, isc, eps};
+    return for_segments(be, x->shape[0], mod, rm, seg_ln, &a, err);
+}
+
+/* X += gate * (A . W^T) with the modulation's chunk ig as the gate, per segment. */
+static kiln_status gated_rows(kiln_backend *be, kiln_tensor *X, const kiln_tensor *A, const kiln_tensor *W,
+                              const float *mod, const mod_rows *rm, int64_t D, int ig, kiln_err *err) {
+    seg_args a = {X, A, W, D, ig, 0, 0.0f};
+    return for_segments(be, X->shape[0], mod, rm, seg_gated, &a, err);
+}
+
 /* The MLP of a double block for one stream: X += g2 * mlp_out(SwiGLU(mlp_in((1+sc2) LN(X) + sh2))); under TP this
  * rank's Fl units, and the product goes to `part` (all-reduced and gated by the caller) instead of into X. */
 static kiln_status stream_mlp(const kiln_flux2_dit *m, kiln_backend *be, kiln_flux2_dit_ws *w,
-                              const kiln_flux2_stream *st, kiln_tensor *X, const float *mod, kiln_tensor *part,
-                              kiln_err *err) {
+                              const kiln_flux2_stream *st, kiln_tensor *X, const float *mod, const mod_rows *rm,
+                              kiln_tensor *part, kiln_err *err) {
     const kiln_ops *op = be->ops;
     int64_t D = m->hidden, F = m->mlp_hidden, Fl = w->Fl, R = X->shape[0];
     int r = w->tp ? w->tp->rank : 0;
-    kiln_tensor sh2 = kiln_f32_1d((float *)mod + 3 * D, D), sc2 = kiln_f32_1d((float *)mod + 4 * D, D);
-    kiln_tensor g2 = kiln_f32_1d((float *)mod + 5 * D, D);
     kiln_tensor nrm = kiln_f32_2d(w->nrm, R, D), mlp = kiln_f32_2d(w->mlp, R, 2 * Fl), act = kiln_f32_2d(w->act, R, Fl);
-    kiln_epilogue gated = {KILN_EPI_GATED_RESIDUAL, &g2};
-    CK(op->layer_norm_modulate(be, &nrm, X, &sh2, &sc2, m->eps, err));
+    CK(ln_mod_rows(be, &nrm, X, mod, rm, D, 3, 4, m->eps, err));
     if (!part) {
         CK(kiln_matmul(be, &mlp, &nrm, &st->mlp_in, NULL, err));
         CK(op->swiglu(be, &act, &mlp, err));
-        return kiln_matmul_epi(be, X, &act, &st->mlp_out, NULL, &gated, err);
+        return gated_rows(be, X, &act, &st->mlp_out, mod, rm, D, 5, err);
     }
     for (int j = 0; j < 2; j++) { /* gate units r*Fl.., value units F + r*Fl.. */
         kiln_tensor y = kiln_cols(&mlp, j * Fl, Fl), wr = kiln_tensor_rows(&st->mlp_in, j * F + r * Fl, Fl);
@@ -277,8 +387,16 @@ static kiln_status tp_reduce_gate(kiln_backend *be, kiln_flux2_dit_ws *w, kiln_t
     return KILN_OK;
 }
 
+/* This block's view of the reference cache (9B-KV; mode OFF: none). bi: double blocks 0.., single blocks after. */
+static kiln_dit_kv block_kv(const kiln_flux2_dit *m, const kiln_flux2_dit_ws *w, int bi) {
+    kiln_dit_kv kv = w->kv;
+    (void)m;
+    if (kv.mode != KILN_DIT_KV_OFF) kv.cache = w->kv_cache + (size_t)bi * w->B * kv.R * 2 * m->hidden;
+    return kv;
+}
+
 static kiln_status double_block(const kiln_flux2_dit *m, kiln_backend *be, kiln_flux2_dit_ws *w,
-                                const kiln_flux2_double *blk, kiln_err *err) {
+                                const kiln_flux2_double *blk, int bi, kiln_err *err) {
     const kiln_ops *op = be->ops;
     const int64_t D = m->hidden, Dq = w->Dq, B = w->B, L = w->L, N = w->N, T = L + N;
     const int r = w->tp ? w->tp->rank : 0, heads = m->heads / (int)(D / Dq);
@@ -289,15 +407,17 @@ static kiln_status double_block(const kiln_flux2_dit *m, kiln_backend *be, kiln_
     kiln_tensor ATI = kiln_f32_2d(w->att_i, B * N, Dq), ATT = kiln_f32_2d(w->att_t, B * L, Dq);
     /* TP: partial products of the img rows then the txt rows */
     kiln_tensor PI = kiln_f32_2d(w->red, B * N, D), PT = kiln_f32_2d(w->red ? w->red + B * N * D : NULL, B * L, D);
+    /* 9B-KV extract: each sample's image stream is [Ni noisy ; R reference] rows, the latter modulated apart */
+    const kiln_dit_kv kv = block_kv(m, w, bi);
+    const mod_rows rmi = {kv.mode == KILN_DIT_KV_EXTRACT ? w->mods_ref : NULL, N, N - kv.R, kv.R};
 
     /* 1-3. per stream: modulated LN, q|k|v, per-head RMS on q and k */
     for (int s = 0; s < 2; s++) {
         const kiln_flux2_stream *st = s ? &blk->txt : &blk->img;
         kiln_tensor *X = s ? &TXT : &IMG, *QKV = s ? &QKVT : &QKVI;
         const float *mod = s ? mt : mi;
-        kiln_tensor sh1 = kiln_f32_1d((float *)mod, D), sc1 = kiln_f32_1d((float *)mod + D, D);
         kiln_tensor nrm = kiln_f32_2d(w->nrm, X->shape[0], D);
-        CK(op->layer_norm_modulate(be, &nrm, X, &sh1, &sc1, m->eps, err));
+        CK(ln_mod_rows(be, &nrm, X, mod, s ? NULL : &rmi, D, 0, 1, m->eps, err));
         CK(stream_qkv(be, st, QKV, &nrm, D, Dq, r, err));
         kiln_tensor q = kiln_cols(QKV, 0, Dq), k = kiln_cols(QKV, Dq, Dq);
         CK(op->rms_norm(be, &q, &q, &st->q_norm, 1e-6f, err));
@@ -307,6 +427,7 @@ static kiln_status double_block(const kiln_flux2_dit *m, kiln_backend *be, kiln_
     kiln_tensor COS = kiln_f32_2d(w->rcos, T, m->head_dim / 2), SIN = kiln_f32_2d(w->rsin, T, m->head_dim / 2);
     kiln_dit_attn at = {B, L, N, Dq, heads, m->head_dim, &COS, &SIN};
     if (w->sp.comm) CK(kiln_dit_ulysses_batch(be, &w->sp, &at, &QKVT, &QKVI, &ATT, &ATI, err)); /* this rank's tokens */
+    else if (kv.mode != KILN_DIT_KV_OFF) CK(kiln_dit_kv_joint_attention(be, &at, &kv, &QKVT, &QKVI, &CAT, &CATO, &ATT, &ATI, err));
     else CK(kiln_dit_joint_attention(be, &at, &QKVT, &QKVI, &CAT, &CATO, &ATT, &ATI, err));
     /* 6-7. per stream: gated attention projection, then the gated SwiGLU MLP */
     if (!w->tp) {
@@ -314,10 +435,9 @@ static kiln_status double_block(const kiln_flux2_dit *m, kiln_backend *be, kiln_
             const kiln_flux2_stream *st = s ? &blk->txt : &blk->img;
             kiln_tensor *X = s ? &TXT : &IMG, *A = s ? &ATT : &ATI;
             const float *mod = s ? mt : mi;
-            kiln_tensor g1 = kiln_f32_1d((float *)mod + 2 * D, D);
-            kiln_epilogue gated = {KILN_EPI_GATED_RESIDUAL, &g1};
-            CK(kiln_matmul_epi(be, X, A, &st->proj, NULL, &gated, err));
-            CK(stream_mlp(m, be, w, st, X, mod, NULL, err));
+            const mod_rows *rm = s ? NULL : &rmi;
+            CK(gated_rows(be, X, A, &st->proj, mod, rm, D, 2, err));
+            CK(stream_mlp(m, be, w, st, X, mod, rm, NULL, err));
         }
         return KILN_OK;
     }
@@ -329,26 +449,27 @@ static kiln_status double_block(const kiln_flux2_dit *m, kiln_backend *be, kiln_
     CK(matmul_kslice(be, &PI, &ATI, &blk->img.proj, r * Dq, NULL, err));
     CK(matmul_kslice(be, &PT, &ATT, &blk->txt.proj, r * Dq, NULL, err));
     CK(tp_reduce_gate(be, w, X, PART, G1, 2, err));
-    CK(stream_mlp(m, be, w, &blk->img, &IMG, mi, &PI, err));
-    CK(stream_mlp(m, be, w, &blk->txt, &TXT, mt, &PT, err));
+    CK(stream_mlp(m, be, w, &blk->img, &IMG, mi, NULL, &PI, err));
+    CK(stream_mlp(m, be, w, &blk->txt, &TXT, mt, NULL, &PT, err));
     return tp_reduce_gate(be, w, X, PART, G2, 2, err);
 }
 
 static kiln_status single_block(const kiln_flux2_dit *m, kiln_backend *be, kiln_flux2_dit_ws *w,
-                                const kiln_flux2_single *blk, kiln_err *err) {
+                                const kiln_flux2_single *blk, int bi, kiln_err *err) {
     const kiln_ops *op = be->ops;
     const int64_t D = m->hidden, F = m->mlp_hidden, Dq = w->Dq, Fl = w->Fl, B = w->B, T = (int64_t)w->L + w->N;
     const int64_t R = B * T;
     const int r = w->tp ? w->tp->rank : 0, heads = m->heads / (int)(D / Dq);
     const float *ms = w->mods + 12 * D;
-    kiln_tensor sh = kiln_f32_1d((float *)ms, D), sc = kiln_f32_1d((float *)ms + D, D);
-    kiln_tensor g = kiln_f32_1d((float *)ms + 2 * D, D);
+    kiln_tensor g = kiln_f32_1d((float *)ms + 2 * D, D); /* (tensor parallelism's gate) */
     kiln_tensor S = kiln_f32_2d(w->S, R, D), nrm = kiln_f32_2d(w->nrm, R, D);
     kiln_tensor P = kiln_f32_2d(w->P, R, 3 * Dq + 2 * Fl), OM = kiln_f32_2d(w->OM, R, Dq + Fl);
     kiln_tensor COS = kiln_f32_2d(w->rcos, T, m->head_dim / 2), SIN = kiln_f32_2d(w->rsin, T, m->head_dim / 2);
-    kiln_epilogue gated = {KILN_EPI_GATED_RESIDUAL, &g};
+    /* 9B-KV extract: each sample is [L text ; Ni noisy ; R reference] rows, the last modulated apart */
+    const kiln_dit_kv kv = block_kv(m, w, bi);
+    const mod_rows rms = {kv.mode == KILN_DIT_KV_EXTRACT ? w->mods_ref + 6 * D : NULL, T, T - kv.R, kv.R};
 
-    CK(op->layer_norm_modulate(be, &nrm, &S, &sh, &sc, m->eps, err));
+    CK(ln_mod_rows(be, &nrm, &S, ms, &rms, D, 0, 1, m->eps, err));
     if (!w->tp) {
         CK(kiln_matmul(be, &P, &nrm, &blk->linear1, NULL, err));
     } else { /* this rank's rows of linear1: q, k, v of its heads, then its gate and value units */
@@ -365,10 +486,11 @@ static kiln_status single_block(const kiln_flux2_dit *m, kiln_backend *be, kiln_
     kiln_dit_attn at = {B, w->L, w->N, Dq, heads, m->head_dim, &COS, &SIN};
     kiln_tensor att = kiln_cols(&OM, 0, Dq);
     if (w->sp.comm) CK(kiln_dit_ulysses_batch(be, &w->sp, &at, &P, NULL, &att, NULL, err)); /* this rank's tokens */
+    else if (kv.mode != KILN_DIT_KV_OFF) CK(kiln_dit_kv_single_attention(be, &at, &kv, &P, &OM, err));
     else CK(kiln_dit_single_attention(be, &at, &P, &OM, err));
     kiln_tensor ab = kiln_cols(&P, 3 * Dq, 2 * Fl), mo = kiln_cols(&OM, Dq, Fl);
     CK(op->swiglu(be, &mo, &ab, err));
-    if (!w->tp) return kiln_matmul_epi(be, &S, &OM, &blk->linear2, NULL, &gated, err);
+    if (!w->tp) return gated_rows(be, &S, &OM, &blk->linear2, ms, &rms, D, 2, err);
     /* TP: linear2's columns of this rank's heads and units, summed into one partial, one all-reduce */
     kiln_tensor part = kiln_f32_2d(w->red, R, D), oa = kiln_cols(&OM, 0, Dq);
     kiln_epilogue add = {KILN_EPI_ADD, NULL};
@@ -385,6 +507,16 @@ kiln_status kiln_flux2_dit_set_timestep(const kiln_flux2_dit *m, kiln_backend *b
     if (m->t_ch > 1024) return KILN_FAIL(err, KILN_E_UNSUPPORTED, "DiT: %d timestep channels (max 1024)", m->t_ch);
     kiln_flux2_timestep_embedding(t, m->t_ch, host_emb);
     return be->ops->upload(be, w->temb, host_emb, (size_t)m->t_ch * sizeof(float), err);
+}
+
+/* The references' timestep (KV workspaces): the pipeline's ref_timestep = full_like(timestep,
+ * ref_fixed_timestep * 1000), embedded like any timestep. Constant, so uploaded once at ws creation. */
+static kiln_status set_ref_timestep(const kiln_flux2_dit *m, kiln_backend *be, kiln_flux2_dit_ws *w,
+                                                   kiln_err *err) {
+    float host_emb[1024];
+    if (m->t_ch > 1024) return KILN_FAIL(err, KILN_E_UNSUPPORTED, "DiT: %d timestep channels (max 1024)", m->t_ch);
+    kiln_flux2_timestep_embedding(KILN_FLUX2_KV_REF_TIMESTEP * 1000.0f, m->t_ch, host_emb);
+    return be->ops->upload(be, w->temb_ref, host_emb, (size_t)m->t_ch * sizeof(float), err);
 }
 
 kiln_status kiln_flux2_dit_set_text(const kiln_flux2_dit *m, kiln_backend *be, kiln_flux2_dit_ws *w, const float *txt,
@@ -425,6 +557,16 @@ kiln_status kiln_flux2_dit_run(const kiln_flux2_dit *m, kiln_backend *be, kiln_f
     CK(kiln_matmul(be, &m_sgl, &vec, &m->mod_single, NULL, err));
     CK(kiln_matmul(be, &f_sh, &vec, &m->final_shift, NULL, err));
     CK(kiln_matmul(be, &f_sc, &vec, &m->final_scale, NULL, err));
+    if (w->kv.mode == KILN_DIT_KV_EXTRACT) { /* 9B-KV: the references' modulation from the fixed timestep */
+        kiln_tensor tref = kiln_f32_2d(w->temb_ref, 1, m->t_ch);
+        kiln_tensor r_img = kiln_f32_2d(w->mods_ref, 1, 6 * D), r_sgl = kiln_f32_2d(w->mods_ref + 6 * D, 1, 3 * D);
+        CK(kiln_matmul(be, &th, &tref, &m->t_in, NULL, err));
+        CK(op->silu(be, &th, &th, err));
+        CK(kiln_matmul(be, &vec, &th, &m->t_out, NULL, err));
+        CK(op->silu(be, &vec, &vec, err));
+        CK(kiln_matmul(be, &r_img, &vec, &m->mod_img, NULL, err));
+        CK(kiln_matmul(be, &r_sgl, &vec, &m->mod_single, NULL, err));
+    }
 
     /* 3. input projections (the text one, txt0, is the same every step: made once by set_text) */
     kiln_tensor X = kiln_tensor_make((void *)x, KILN_DT_F32, 2, (int64_t[]){B * N, m->in_ch});
@@ -434,12 +576,12 @@ kiln_status kiln_flux2_dit_run(const kiln_flux2_dit *m, kiln_backend *be, kiln_f
     CK(op->copy(be, &TXT, &TXT0, err));
 
     /* 5. double-stream blocks */
-    for (int i = 0; i < m->n_double; i++) CK(double_block(m, be, w, &m->dbl[i], err));
+    for (int i = 0; i < m->n_double; i++) CK(double_block(m, be, w, &m->dbl[i], i, err));
 
     /* 6. S = [txt ; img] per sample, then the single-stream blocks */
     kiln_tensor S = kiln_f32_2d(w->S, B * T, D);
     CK(kiln_dit_join_streams(be, &S, &TXT, &IMG, B, L, N, err));
-    for (int i = 0; i < m->n_single; i++) CK(single_block(m, be, w, &m->sgl[i], err));
+    for (int i = 0; i < m->n_single; i++) CK(single_block(m, be, w, &m->sgl[i], m->n_double + i, err));
 
     /* 7-8. drop the text rows; final adaLN (shift, scale) and the output projection */
     CK(kiln_dit_split_image(be, &IMG, &S, B, L, N, err));

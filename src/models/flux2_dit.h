@@ -116,6 +116,21 @@ kiln_status kiln_flux2_dit_ws_create_sp(const kiln_flux2_dit *m, kiln_backend *b
 kiln_status kiln_flux2_dit_ws_create_full(const kiln_flux2_dit *m, kiln_backend *be, kiln_comm *sp, kiln_comm *tp,
                                           int batch, int n_txt, int h16, int w16, int n_refs, const int *ref_h16,
                                           const int *ref_w16, kiln_flux2_dit_ws **out, kiln_err *err);
+/* FLUX.2 [klein] 9B-KV (Flux2KleinKVPipeline, models/dit_kv.h), one rank: the same reference images as
+ * ws_create_refs (same position ids), run as the KV pipeline runs them. The workspace starts in EXTRACT mode (step
+ * 0): x and v as with ws_create_refs ([noisy ; references] per sample, v sliced by the caller), the reference rows
+ * modulated at the fixed timestep, attending only to each other, every block caching their K/V. After
+ * kiln_flux2_dit_kv_set_mode(ws, true) (steps 1+) run takes and returns the noisy tokens only, [batch*h16*w16,
+ * in_ch], and the cached K/V join every block's keys. KILN_E_INVALID without references (the KV pipeline then runs
+ * the standard forward: use ws_create). */
+kiln_status kiln_flux2_dit_ws_create_kv(const kiln_flux2_dit *m, kiln_backend *be, int batch, int n_txt, int h16,
+                                        int w16, int n_refs, const int *ref_h16, const int *ref_w16,
+                                        kiln_flux2_dit_ws **out, kiln_err *err);
+/* EXTRACT (false) or CACHED (true); no effect on a workspace that is not KV. */
+void kiln_flux2_dit_kv_set_mode(kiln_flux2_dit_ws *ws, bool cached);
+/* Bytes a KV workspace adds to kiln_flux2_dit_workspace(m, batch, n_txt, n_img + n_ref_tok): the cache of every
+ * block, its scratch and the references' modulation. */
+size_t kiln_flux2_dit_kv_cache_bytes(const kiln_flux2_dit *m, int batch, int n_txt, int n_img, int n_ref_tok);
 /* KILN_OK when tensor parallelism over t ranks can split m: t divides the heads and the MLP units, and no block
  * weight is GGML-quantised (blocks cannot be cut by columns) or LoRA-patched; else the reason. */
 kiln_status kiln_flux2_dit_tp_check(const kiln_flux2_dit *m, int t, kiln_err *err);

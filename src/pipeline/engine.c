@@ -63,7 +63,9 @@ size_t kiln_engine_weight_bytes(const kiln_st_file *ck, int skip_from) {
 }
 
 /* model_index.json: the pipeline class, the scheduler class and is_distilled (absent: false, i.e. klein base,
- * as Flux2KleinPipeline's __init__ defaults it). */
+ * as Flux2KleinPipeline's __init__ defaults it). Flux2KleinKVPipeline (klein 9B-KV) takes is_distilled but never
+ * reads it: it has no guidance and no negative prompt, so it runs as the distilled klein (4 steps, no CFG), with
+ * its reference cache (models/dit_kv.h); its schedule helper compute_empirical_mu is klein's formula. */
 static kiln_status read_model_index(kiln_engine *e, kiln_err *err) {
     char mi[4200];
     snprintf(mi, sizeof mi, "%s/model_index.json", e->model_dir);
@@ -71,9 +73,10 @@ static kiln_status read_model_index(kiln_engine *e, kiln_err *err) {
     KILN_TRY(kiln_config_open(mi, &c, err));
     kiln_status s = KILN_OK;
     const char *cls = kiln_cfg_str(c, "_class_name");
-    if (cls && strcmp(cls, "Flux2KleinPipeline"))
+    e->kv = cls && !strcmp(cls, "Flux2KleinKVPipeline");
+    if (cls && strcmp(cls, "Flux2KleinPipeline") && !e->kv)
         s = KILN_FAIL(err, KILN_E_UNSUPPORTED, "%s: _class_name \"%s\" is not supported (kiln runs "
-                      "Flux2KleinPipeline)", mi, cls);
+                      "Flux2KleinPipeline and Flux2KleinKVPipeline)", mi, cls);
     const json_t *sch = kiln_cfg_get(c, "scheduler");
     const char *scls = json_is_array(sch) ? json_string_value(json_array_get(sch, 1)) : NULL;
     if (s == KILN_OK && scls && strcmp(scls, "FlowMatchEulerDiscreteScheduler"))
@@ -81,6 +84,10 @@ static kiln_status read_model_index(kiln_engine *e, kiln_err *err) {
                       "FlowMatchEulerDiscreteScheduler)", mi, scls);
     bool distilled = false;
     if (s == KILN_OK) s = kiln_cfg_boolean(c, mi, "is_distilled", &distilled, err);
+    if (s == KILN_OK && e->kv && e->variant == KILN_VARIANT_BASE)
+        s = KILN_FAIL(err, KILN_E_UNSUPPORTED, "%s: the klein base variant (CFG) with Flux2KleinKVPipeline, which has "
+                      "no classifier-free guidance", mi);
+    if (s == KILN_OK && e->kv) e->variant = KILN_VARIANT_DISTILLED;
     if (s == KILN_OK && e->variant == KILN_VARIANT_AUTO) {
         e->variant = distilled ? KILN_VARIANT_DISTILLED : KILN_VARIANT_BASE;
         if (!kiln_cfg_get(c, "is_distilled"))
@@ -219,6 +226,9 @@ static kiln_status open_all(kiln_engine *e, kiln_err *err) {
         } else e->comm = nc;
     }
     e->be->precision = e->cfg.exact ? KILN_PREC_EXACT : KILN_PREC_FAST;
+    if (e->cfg.tp > 1 && e->kv)
+        return KILN_FAIL(err, KILN_E_UNSUPPORTED, "--tp %d with Flux2KleinKVPipeline: its reference cache is not "
+                         "implemented with tensor parallelism", e->cfg.tp);
     if (e->cfg.tp > 1) { /* after NCCL: the groups are split from the communicator the GPUs use */
         KILN_TRY(kiln_comm_grid(e->comm, e->cfg.tp, &e->grid_sp, &e->grid_tp, err));
         KILN_TRY(kiln_flux2_dit_tp_check(e->dit, e->cfg.tp, err));
@@ -230,9 +240,9 @@ static kiln_status open_all(kiln_engine *e, kiln_err *err) {
     KILN_TRY(kiln_wset_place(&e->te->ws, e->be, err));
 
     snprintf(e->describe, sizeof e->describe,
-             "FLUX.2 [klein] %s; DiT %s %dx(%d double + %d single), %d heads; Qwen3 %d hidden x %d layers used; "
+             "FLUX.2 [klein] %s%s; DiT %s %dx(%d double + %d single), %d heads; Qwen3 %d hidden x %d layers used; "
              "VAE %d latent channels, %d levels; %s backend%s",
-             e->variant == KILN_VARIANT_BASE ? "base" : "distilled",
+             e->variant == KILN_VARIANT_BASE ? "base" : "distilled", e->kv ? " KV (Flux2KleinKVPipeline)" : "",
              e->dit->layout == KILN_LAYOUT_BFL ? "BFL" : "diffusers", e->dit->hidden, e->dit->n_double,
              e->dit->n_single, e->dit->heads, e->te->hidden, e->te->n_layers, e->vae->z_ch, e->vae->n_levels,
              e->be->ops->name, e->cfg.exact ? " (exact f32)" : "");

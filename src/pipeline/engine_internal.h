@@ -22,6 +22,7 @@ struct kiln_engine {
     char te_path[4096], te_config[4096], dit_path[4096], dit_config[4096], vae_file[4096];
     char vae_config[4096], sched_config[4096]; /* "" when the layout has none (single files) */
     kiln_variant variant;
+    bool kv;                     /* model_index.json names Flux2KleinKVPipeline (klein 9B-KV: models/dit_kv.h) */
     kiln_sched_config sched;     /* scheduler/scheduler_config.json, else klein's */
     kiln_backend *be;
     kiln_comm *comm;             /* the ranks running each request together (one rank unless under mpirun) */

@@ -120,6 +120,7 @@ static void estimate(const kiln_engine *e, const run *r, size_t *keep, size_t *r
     size_t lat = (size_t)(r->B * 2 + r->Bd * 2) * r->N * e->dit->in_ch * sizeof(float);
     size_t dit_act = kiln_flux2_dit_workspace(e->dit, r->Bd, r->L, r->N + r->n_ref_tok) + lat + feats +
                      (size_t)r->Bd * 2 * r->n_ref_tok * e->dit->in_ch * sizeof(float);
+    if (e->kv && r->n_refs) dit_act += kiln_flux2_dit_kv_cache_bytes(e->dit, r->Bd, r->L, r->N, r->n_ref_tok);
     size_t px = (size_t)r->h16 * 16 * r->w16 * 16;
     size_t vae_act = kiln_vae_plan_bytes(e->vae, 2 * r->h16, 2 * r->w16, r->vae_tile) + px * 3 * (sizeof(float) + r->B) + lat;
     for (int k = 0; k < r->n_refs; k++) { /* encoding a reference: about a decode's activations at its size */
@@ -247,6 +248,9 @@ static kiln_status validate(run *r, kiln_err *err) {
     r->base = e->variant == KILN_VARIANT_BASE;
     r->guidance = cfg_guidance(q);
     r->cfg = cfg_decision(e, q);
+    if (e->kv && r->cfg && r->n_refs) /* the KV pipeline has no CFG; what its unconditional half would see is undefined */
+        return KILN_FAIL(err, KILN_E_UNSUPPORTED, "classifier-free guidance (cfg %g) with reference images on "
+                         "Flux2KleinKVPipeline: the KV pipeline has no guidance", r->guidance);
     r->neg_zero = r->cfg && q->negative_zero;
     r->B = q->batch;
     r->Bd = r->cfg ? 2 * r->B : r->B;
@@ -443,6 +447,11 @@ static kiln_status denoise(run *r, kiln_err *err) {
      * spread) */
     kiln_comm *tp = e->grid_tp, *sp = tp ? e->grid_sp : e->comm; /* --tp: the grid (kiln_comm_grid) */
     if (sp && sp->size == 1) sp = NULL;
+    const bool kv = e->kv && r->n_refs; /* 9B-KV with references: step 0 extracts their K/V, steps 1+ use them */
+    if (kv && sp) {
+        log_info("Flux2KleinKVPipeline's reference cache is not split over ranks; every rank runs the whole DiT");
+        sp = NULL;
+    }
     const int heads = e->dit->heads / (tp ? tp->size : 1);
     kiln_err why = {0};
     if (tp) log_info("tensor parallelism: %d ranks x %d heads", tp->size, heads);
@@ -451,24 +460,31 @@ static kiln_status denoise(run *r, kiln_err *err) {
         sp = NULL;
     }
     if (sp) log_info("sequence parallelism (Ulysses): %d ranks x %d image tokens", sp->size, (r->N + r->n_ref_tok) / sp->size);
-    KILN_TRY(kiln_flux2_dit_ws_create_full(e->dit, be, sp, tp, r->Bd, r->L, r->h16, r->w16, r->n_refs, r->ref_h16,
-                                           r->ref_w16, &r->ws, err));
+    if (kv) KILN_TRY(kiln_flux2_dit_ws_create_kv(e->dit, be, r->Bd, r->L, r->h16, r->w16, r->n_refs, r->ref_h16,
+                                                 r->ref_w16, &r->ws, err));
+    else KILN_TRY(kiln_flux2_dit_ws_create_full(e->dit, be, sp, tp, r->Bd, r->L, r->h16, r->w16, r->n_refs,
+                                                r->ref_h16, r->ref_w16, &r->ws, err));
     r->dt = be->ops->alloc(be, 128 * sizeof(float));
     if (!r->dt) return KILN_FAIL(err, KILN_E_NOMEM, "denoising: out of memory");
     KILN_TRY(kiln_flux2_dit_set_text(e->dit, be, r->ws, r->feat, err)); /* the same for every step */
-    kiln_denoise_step st = {e->dit, r->ws, r->B, r->N, r->cfg, r->guidance, r->x, r->xin, r->v, r->tmp, r->dt,
-                            r->n_ref_tok, r->vfull};
+    kiln_denoise_step stx = {e->dit, r->ws, r->B, r->N, r->cfg, r->guidance, r->x, r->xin, r->v, r->tmp, r->dt,
+                             r->n_ref_tok, r->vfull};
+    /* KV steps 1+: the references are not in the input (their cached K/V are), so the plain step body */
+    kiln_denoise_step stc = stx;
+    stc.n_ref = 0;
     double loop_t0 = kiln_clock_s();
     const int n_run = r->steps - r->k0; /* img2img runs the schedule's tail */
     for (int ks = 0; ks < n_run; ks++) {
         const int k = r->k0 + ks;
         double st0 = kiln_clock_s();
         float t = kiln_flux2_timestep_value(r->sigmas[k]);
+        kiln_denoise_step *st = kv && ks > 0 ? &stc : &stx;
+        kiln_flux2_dit_kv_set_mode(r->ws, kv && ks > 0);
         /* Euler: x += (sigma_next - sigma) * v, with f32 sigmas */
-        KILN_TRY(kiln_denoise_step_set(&st, be, t, r->sigmas[k + 1] - r->sigmas[k], err));
+        KILN_TRY(kiln_denoise_step_set(st, be, t, r->sigmas[k + 1] - r->sigmas[k], err));
         char name[64];
         if (r->trace) { /* the halves of the body, eagerly, with a look at the velocity in between */
-            KILN_TRY(kiln_denoise_step_forward(&st, be, err));
+            KILN_TRY(kiln_denoise_step_forward(st, be, err));
             float ts = t / 1000.0f;
             snprintf(name, sizeof name, "step%d.timestep", ks);
             trace(r, name, &ts, 1);
@@ -478,9 +494,9 @@ static kiln_status denoise(run *r, kiln_err *err) {
                 snprintf(name, sizeof name, "step%d.velocity_uncond", ks);
                 trace(r, name, r->v + BN * 128, (size_t)BN * 128);
             }
-            KILN_TRY(kiln_denoise_step_update(&st, be, err));
+            KILN_TRY(kiln_denoise_step_update(st, be, err));
         } else {
-            KILN_TRY(kiln_denoise_step_run(&st, be, err));
+            KILN_TRY(kiln_denoise_step_run(st, be, err));
         }
         KILN_TRY(be->ops->sync(be, err));
         if (r->trace) {

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # kiln generate --ref / --init / --strength on the tiny models: the output takes the first reference's prepared
-# size (100x72 -> 96x64) and the init image's; img2img at strength 0.5 of 4 steps runs 2 (perf dump); bad
-# images get a clear error, exit 4/6, and no output file is written (truncated PNG, a 30000x30000 header, a
-# text file); flag misuse (--strength without --init, out of range, -W without -H) exits 2.
+# size (100x72 -> 96x64) and the init image's, also on the 9B-KV folder (whose edit differs from klein 9B's);
+# img2img at strength 0.5 of 4 steps runs 2 (perf dump); bad images get a clear error, exit 4/6, and no output
+# file is written (truncated PNG, a 30000x30000 header, a text file); flag misuse (--strength without --init, out
+# of range, -W without -H) exits 2.
 set -u
 bin=${KILN_BIN:?KILN_BIN not set}
 src=${KILN_SOURCE_DIR:?KILN_SOURCE_DIR not set}
@@ -34,6 +35,13 @@ expect 0 "" -- -p "a red fox" "${m[@]}" --ref "$img/ref-90x70.png" --ref "$img/r
 expect 0 "" -- -p "a red fox" "${m[@]}" --init "$img/init-96x64.png" --strength 0.5 -o "$tmp/i.png" --perf-dump "$tmp/p.json"
 [ "$(size_of "$tmp/i.png")" = "96x64" ] || { echo "FAIL img2img output $(size_of "$tmp/i.png"), want 96x64"; fail=1; }
 [ "$(grep -c '"step":' "$tmp/p.json")" -eq 2 ] || { echo "FAIL strength 0.5 of 4 steps should run 2"; fail=1; }
+
+# klein 9B-KV (Flux2KleinKVPipeline folder): the same CLI; its reference cache makes another image than the 9B
+# folder's Flux2KleinPipeline edit from the same weights, reference and seed
+expect 0 "" -- -p "a red fox" --model "$tiny/diffusers-9b-kv" --ref "$img/ref-100x72.png" --seed 3 -o "$tmp/kv.png"
+[ "$(size_of "$tmp/kv.png")" = "96x64" ] || { echo "FAIL KV edit output $(size_of "$tmp/kv.png"), want 96x64"; fail=1; }
+expect 0 "" -- -p "a red fox" --model "$tiny/diffusers-9b" --ref "$img/ref-100x72.png" --seed 3 -o "$tmp/k9.png"
+cmp -s "$tmp/kv.png" "$tmp/k9.png" && { echo "FAIL the KV folder's edit equals klein 9B's"; fail=1; }
 
 # bad uploads: a clear error, nothing written
 for case in "bad-truncated.png:4:truncated" "bad-30000x30000.png:6:30000x30000" "bad-not-an-image.png:4:not an image" \

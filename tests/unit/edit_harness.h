@@ -79,16 +79,19 @@ static inline bool load_image(loaded *l, const char *name) {
     return true;
 }
 
-/* The tiny klein 4B (size "4b") or the 9B-shaped one ("9b"), as a diffusers folder or ComfyUI single files. */
+/* The tiny klein 4B (size "4b") or the 9B-shaped one ("9b"), as a diffusers folder or ComfyUI single files; "9b-kv":
+ * the 9B-shaped folder under Flux2KleinKVPipeline (its single files are klein 9B's: they cannot say KV). */
 static const char *g_size = "4b";
 
 static inline kiln_engine *open_engine(bool comfy, bool exact) {
-    const bool b9 = !strcmp(g_size, "9b");
+    const bool kv = !strcmp(g_size, "9b-kv"), b9 = kv || !strcmp(g_size, "9b");
     kiln_err err = {0};
     kiln_engine_config cfg = kiln_engine_config_default();
     static char md[1024], u[1024], c[1024], v[1024];
     if (!comfy) {
-        snprintf(md, sizeof md, "%s", test_src_path(b9 ? "tests/data/tiny/diffusers-9b" : "tests/data/tiny/diffusers"));
+        snprintf(md, sizeof md, "%s", test_src_path(kv   ? "tests/data/tiny/diffusers-9b-kv"
+                                                    : b9 ? "tests/data/tiny/diffusers-9b"
+                                                         : "tests/data/tiny/diffusers"));
         cfg.model_dir = md;
     } else {
         snprintf(u, sizeof u, "%s", test_src_path(b9 ? "tests/data/tiny/comfy-9b/flux-2-klein-9b.safetensors"

@@ -24,6 +24,7 @@ cd "$here"
 "$py" make_image_inputs.py
 "$py" make_edit_goldens.py
 "$py" make_tiny9b.py
+"$py" make_kv_goldens.py            # the 9B-KV folder (links to the 9B-shaped one) and Flux2KleinKVPipeline goldens
 "$py" make_flux1_vae_golden.py
 "$py" make_flux1_schedule_golden.py
 "$py" make_comfy_sigmas_golden.py
