@@ -133,17 +133,7 @@ def golden(name, desc, refs, h, w, steps, seed, out_hw, init=None, strength=None
     if init is not None:
         extra.update(init=init, strength=repr(strength))
     mg.save_pair(name, desc, res, extra=extra, inputs=("noise",))
-    from safetensors import safe_open
-    from safetensors.torch import load_file
-
-    for dt in ("f32", "bf16"):
-        path = "%s/%s_%s.safetensors" % (common.GOLDEN, name, dt)
-        with safe_open(path, "pt") as f:
-            meta = f.metadata()
-        tol, s = u8[(dt, "image_u8")]
-        meta["tol.image_u8"] = "%d,0" % tol
-        meta["spread.image_u8"] = "%d" % s
-        common.save_safetensors(load_file(path), path, meta)
+    mg.patch_u8_tol(name, u8)
 
 
 def resize_golden():

@@ -105,6 +105,21 @@ def uint8_tol(results, key):
         results.setdefault("_u8", {})[(dt, key)] = (max(1, 2 * s), s)
 
 
+def patch_u8_tol(name, u8):
+    """Writes uint8_tol's grey-level tolerance and spread into the metadata save_pair wrote for golden NAME."""
+    from safetensors import safe_open
+    from safetensors.torch import load_file
+
+    for dt in ("f32", "bf16"):
+        path = "%s/%s_%s.safetensors" % (common.GOLDEN, name, dt)
+        with safe_open(path, "pt") as f:
+            meta = f.metadata()
+        tol, s = u8[(dt, "image_u8")]
+        meta["tol.image_u8"] = "%d,0" % tol
+        meta["spread.image_u8"] = "%d" % s
+        common.save_safetensors(load_file(path), path, meta)
+
+
 # --- sections ----------------------------------------------------------------------------------------
 
 
@@ -327,19 +342,7 @@ def _pipeline_golden(name, desc, prompts, h, w, steps, seed, base=False, guidanc
     save_pair(name, desc, res, extra={"prompts": json.dumps(prompts, ensure_ascii=False), "height": h, "width": w,
                                       "steps": steps, "guidance_scale": guidance, "is_distilled": not base},
               inputs=("noise",))
-    # uint8 image tolerance: patch the metadata written by save_pair (grey levels).
-    from safetensors.torch import load_file
-
-    for dt in ("f32", "bf16"):
-        path = "%s/%s_%s.safetensors" % (common.GOLDEN, name, dt)
-        from safetensors import safe_open
-
-        with safe_open(path, "pt") as f:
-            meta = f.metadata()
-        tol, s = u8[(dt, "image_u8")]
-        meta["tol.image_u8"] = "%d,0" % tol
-        meta["spread.image_u8"] = "%d" % s
-        common.save_safetensors(load_file(path), path, meta)
+    patch_u8_tol(name, u8)  # uint8 image tolerance (grey levels) into the metadata save_pair wrote
 
 
 def sec_pipeline():

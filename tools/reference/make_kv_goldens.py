@@ -111,17 +111,7 @@ def golden(name, desc, refs, h, w, steps, seed, out_hw):
              "request_height": h or 0, "request_width": w or 0, "refs": json.dumps(refs or []),
              "pipeline": "Flux2KleinKVPipeline", "is_distilled": True}
     mg.save_pair(name, desc, res, extra=extra, inputs=("noise",))
-    from safetensors import safe_open
-    from safetensors.torch import load_file
-
-    for dt in ("f32", "bf16"):
-        path = "%s/%s_%s.safetensors" % (common.GOLDEN, name, dt)
-        with safe_open(path, "pt") as f:
-            meta = f.metadata()
-        tol, s = u8[(dt, "image_u8")]
-        meta["tol.image_u8"] = "%d,0" % tol
-        meta["spread.image_u8"] = "%d" % s
-        common.save_safetensors(load_file(path), path, meta)
+    mg.patch_u8_tol(name, u8)
 
 
 def check_t2i_is_klein():

@@ -127,17 +127,7 @@ def golden():
                  "untied lm_head, q_proj out = hidden), 4 steps, 48x80, injected noise", res,
                  extra={"prompts": json.dumps(prompts), "height": h, "width": w, "steps": steps,
                         "guidance_scale": 1.0, "is_distilled": True}, inputs=("noise",))
-    from safetensors import safe_open
-    from safetensors.torch import load_file
-
-    for dt in ("f32", "bf16"):
-        path = "%s/pipeline_9b_%s.safetensors" % (common.GOLDEN, dt)
-        with safe_open(path, "pt") as f:
-            meta = f.metadata()
-        tol, s = u8[(dt, "image_u8")]
-        meta["tol.image_u8"] = "%d,0" % tol
-        meta["spread.image_u8"] = "%d" % s
-        common.save_safetensors(load_file(path), path, meta)
+    mg.patch_u8_tol("pipeline_9b", u8)
 
 
 def main():
