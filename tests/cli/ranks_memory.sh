@@ -3,6 +3,7 @@
 # rank plans a request with the tightest rank's memory limit, so all accept or all refuse, and all tile the VAE
 # decode alike. The ranks are given different limits with mpirun's MPMD syntax (`-np 1 kiln ... : -np 1 kiln ...`),
 # rank 1 the tight one, and KILN_COMM_TIMEOUT=120, so ranks out of step would show as a wait of minutes:
+# - the agreement alone (test_pipeline_mem_agree under mpirun, 2 and 3 ranks);
 # - `kiln generate`, 2 ranks: a request only rank 1 cannot fit is refused at once on both, rank 0's error naming
 #   rank 1 as the tightest; a request that fits rank 1 only in tiles is decoded in the same tiles by both (the
 #   distributed decode) and gives the single-rank image made with rank 1's limit, byte for byte;
@@ -21,9 +22,17 @@ gen() { timeout 200 "$KILN_BIN" generate -q -p "a red fox" --model "$tiny" --ste
 mpmd_gen() { # SIZE OUT LIMIT1 [generate flags]: rank 0 with 100 GB, rank 1 with LIMIT1
   local sz=$1 out=$2 lim=$3; shift 3
   local g=(generate -q -p "a red fox" --model "$tiny" --steps 2 --seed 5 -W "$sz" -H "$sz" -o "$out" "$@")
-  timeout 200 mpirun --oversubscribe -x KILN_THREADS -x ASAN_OPTIONS -x KILN_COMM_TIMEOUT -x KILN_LOG \
+  timeout 60 mpirun --oversubscribe -x KILN_THREADS -x ASAN_OPTIONS -x KILN_COMM_TIMEOUT -x KILN_LOG \
     -np 1 "$KILN_BIN" "${g[@]}" --memory-limit 100 : -np 1 "$KILN_BIN" "${g[@]}" --memory-limit "$lim"
 }
+
+# --- the agreement itself over 2 and 3 ranks (tests/unit/test_pipeline_mem_agree.c: MIN, unknown limits, ties)
+agree_test=${KILN_MEM_AGREE_TEST:-$(dirname "$KILN_BIN")/test_pipeline_mem_agree}
+for np in 2 3; do
+  out=$(timeout 60 mpirun --oversubscribe -np "$np" -x ASAN_OPTIONS "$agree_test" 2>&1 || true)
+  [ "$(grep -c "memory agreement ok" <<<"$out")" -eq "$np" ] && ok "$np ranks: the agreement (MIN, unknown, tie, fixed)" \
+    || fail "$np ranks: the agreement: $out"
+done
 
 # --- kiln generate
 t0=$SECONDS
