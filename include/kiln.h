@@ -84,7 +84,8 @@ typedef struct kiln_engine_config {
     int device_index;
     int n_threads;            /* CPU threads; 0 = KILN_THREADS or all cores */
     bool exact;               /* f32 matmuls (match fp32 references) instead of bf16 (fast) */
-    size_t memory_limit;      /* bytes a request may use; 0 = available physical memory */
+    size_t memory_limit;      /* bytes a request may use; 0 = available physical memory. Several ranks (mpirun):
+                               * every rank plans with the tightest rank's (docs/parallel.md) */
     kiln_te_policy te_policy;
     /* VAE decode in tiles (models/vae_tiled.h): 0 = automatic (tiled, 128-latent-pixel tiles or smaller, only
      * when the untiled decode would not fit memory_limit), -1 = never, N > 0 = always, N x N latent tiles
@@ -258,7 +259,9 @@ kiln_status kiln_generate(kiln_engine *eng, const kiln_request *req, kiln_result
 /* Bytes of memory the request will need beyond the memory-mapped weights (activations, text features,
  * latents, decoder buffers) and the resident weights it touches. kiln_generate refuses (KILN_E_LIMIT) a
  * request whose estimate exceeds the engine's memory limit. Reference and init images count (their prepared
- * sizes: reference tokens in the DiT, the encoder's activations) and, with width and height 0, set the size. */
+ * sizes: reference tokens in the DiT, the encoder's activations) and, with width and height 0, set the size.
+ * Against this rank's memory only (no collective: one rank may ask alone), where kiln_generate on several ranks
+ * plans with the tightest rank's. */
 kiln_status kiln_estimate_memory(kiln_engine *eng, const kiln_request *req, size_t *bytes, kiln_err *err);
 
 /* ---- results --------------------------------------------------------------------------------------------- */

@@ -195,6 +195,7 @@ int kiln_cmd_serve(int argc, char **argv) {
     serve_cli sc = {.cfg = &cfg};
     int lease_s = 0, max_body = (int)cfg.max_body, sp = 0, tp = 0;
     bool exact = false;
+    double memory_gb = 0; /* 0: not given (the engine's default, the memory available per request) */
     const kiln_opt opts[] = {
         KILN_OPT_STR("--listen", NULL, "ADDR", "address to bind (default 127.0.0.1)", &cfg.listen),
         KILN_OPT_INT("--port", NULL, "N", "port (default 8188; 0 picks a free one, see --port-file)", &cfg.port, 0,
@@ -237,6 +238,10 @@ int kiln_cmd_serve(int argc, char **argv) {
         KILN_OPT_FLAG("--exact", NULL, "f32 matmuls (match fp32 references) instead of bf16", &exact),
         KILN_OPT_INT("--tp", NULL, "N", "under mpirun: tensor parallelism over groups of N ranks (FLUX.2)", &tp, 1,
                      1024),
+        /* 1 MB .. 1 PB: below, not even the tiny test models fit; above, a typo (the size_t product stays exact) */
+        KILN_OPT_DOUBLE("--memory-limit", NULL, "GB",
+                        "refuse requests that need more (default: available memory); under mpirun\n"
+                        "each rank's own, and every rank plans with the tightest", &memory_gb, 0.001, 1e6),
         KILN_OPT_INT("--max-queue", NULL, "N", "pending jobs at most (default 256)", &cfg.max_queue, 1, 1000000),
         KILN_OPT_INT("--max-body", NULL, "BYTES", "request body size at most (default 8 MiB)", &max_body, 1024, 1 << 30),
         KILN_OPT_INT("--max-side", NULL, "N", "image side at most", &cfg.limits.max_side, 64, 2048),
@@ -292,6 +297,7 @@ int kiln_cmd_serve(int argc, char **argv) {
     }
     kiln_server_engine_set_tp(engine, tp);
     kiln_server_engine_set_exact(engine, exact);
+    kiln_server_engine_set_memory_limit(engine, (size_t)(memory_gb * 1e9));
     if (world->rank != 0) return follow(world, engine);
     kiln_gen_engine *lead = world->size > 1 ? kiln_ranks_lead_new(world, engine) : NULL;
     if (world->size > 1 && !lead) {

@@ -75,6 +75,13 @@ void kiln_comm_close(kiln_comm *c); /* NULL allowed */
  * (sequence parallelism). KILN_E_INVALID unless tp >= 1 divides the rank count. Both are closed by the caller. */
 kiln_status kiln_comm_grid(kiln_comm *world, int tp, kiln_comm **sp_group, kiln_comm **tp_group, kiln_err *err);
 
+/* Host bytes from every rank to every rank: all[r * bytes ..] = rank r's `mine` (bytes each, the same on every
+ * rank), for small host-side agreements (the memory limit every rank plans with: pipeline/mem_agree.h). Made of
+ * c->size host broadcasts (root r, be NULL), so it needs nothing of an implementation but its host broadcast and
+ * works alike over single, mpi and nccl (whose host broadcasts go over MPI); P tiny messages, not for bulk data.
+ * A collective of c. KILN_E_LIMIT when size * bytes overflows; the broadcast's errors (a time-out aborts). */
+kiln_status kiln_comm_host_all_gather(kiln_comm *c, const void *mine, void *all, size_t bytes, kiln_err *err);
+
 /* The MPI implementation (comm_mpi.c); KILN_E_UNSUPPORTED without MPI. */
 kiln_status kiln_comm_open_mpi(kiln_comm **out, kiln_err *err);
 

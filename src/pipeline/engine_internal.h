@@ -12,6 +12,7 @@
 #include "models/flux2_vae.h"
 #include "models/lora.h"
 #include "models/qwen3.h"
+#include "pipeline/mem_agree.h"
 #include "pipeline/schedule.h"
 #include "text/tokenizer.h"
 
@@ -27,6 +28,8 @@ struct kiln_engine {
     kiln_backend *be;
     kiln_comm *comm;             /* the ranks running each request together (one rank unless under mpirun) */
     kiln_comm *grid_sp, *grid_tp; /* cfg.tp > 1: comm's sequence- and tensor-parallel groups (kiln_comm_grid) */
+    kiln_mem_limit mem_limit;    /* the ranks' agreed memory limit (pipeline/mem_agree.h), once mem_agreed */
+    bool mem_agreed;             /* every rank's limit is configured: agreed once, reused by every request */
     kiln_tokenizer *tok;
     kiln_st_file *te_ck, *dit_ck, *vae_ck;  /* te_ck may be closed between requests when memory is tight */
     kiln_qwen3 *te;

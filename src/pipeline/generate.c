@@ -144,9 +144,8 @@ static size_t release_with_tile(void *ctx, int tile) {
 }
 
 /* The decode's tiling (r->vae_tile: the engine's forced tile, or automatically the largest tile that brings an
- * untiled request over the memory limit within it) and the estimate with it. */
-static void plan_vae(const kiln_engine *e, run *r, size_t *keep, size_t *release) {
-    size_t lim = e->cfg.memory_limit ? e->cfg.memory_limit : kiln_mem_usable();
+ * untiled request over the memory limit lim within it) and the estimate with it. */
+static void plan_vae(const kiln_engine *e, run *r, size_t lim, size_t *keep, size_t *release) {
     r->vae_tile = kiln_vae_pick_tile(e->cfg.vae_tile, lim, release_with_tile, r);
     estimate(e, r, keep, release);
 }
@@ -218,6 +217,9 @@ static kiln_status prepare_images(run *r, kiln_err *err) {
 static kiln_status validate(run *r, kiln_err *err) {
     const kiln_request *q = r->req;
     kiln_engine *e = r->e;
+    /* first, before any check can fail: every rank makes this collective for every call (mem_agree.h) */
+    kiln_mem_limit lim;
+    KILN_TRY(kiln_engine_memory_limit(e, &lim, err));
     if (!q->prompt) return KILN_FAIL(err, KILN_E_INVALID, "no prompt (use \"\" for an empty one)");
     KILN_TRY(prepare_images(r, err));
     if (r->W <= 0 || r->H <= 0 || r->W % 16 || r->H % 16)
@@ -300,15 +302,17 @@ static kiln_status validate(run *r, kiln_err *err) {
     r->L = (int)r->tok[0].n;
 
     size_t keep, release;
-    plan_vae(e, r, &keep, &release);
+    const size_t limit = lim.bytes;
+    plan_vae(e, r, limit, &keep, &release);
     if (r->vae_tile) log_info("VAE decode in %dx%d-latent tiles", r->vae_tile, r->vae_tile);
-    size_t limit = e->cfg.memory_limit ? e->cfg.memory_limit : kiln_mem_usable();
     bool rel = e->cfg.te_policy == KILN_TE_RELEASE;
     if (limit && (rel ? release : keep) > limit) {
+        char where[64];
         if (release > limit || e->cfg.te_policy == KILN_TE_KEEP)
             return KILN_FAIL(err, KILN_E_LIMIT, "not enough memory: %dx%d x %d image(s) needs about %.2f GB (%.2f GB "
-                             "with the text encoder released before the DiT), %.2f GB is available; try a smaller "
-                             "size or batch", r->W, r->H, r->B, keep / 1e9, release / 1e9, limit / 1e9);
+                             "with the text encoder released before the DiT), %.2f GB is available%s; try a smaller "
+                             "size or batch", r->W, r->H, r->B, keep / 1e9, release / 1e9, limit / 1e9,
+                             kiln_mem_limit_where(&lim, where, sizeof where));
         rel = true;
         log_info("memory is tight (%.2f GB needed, %.2f GB usable): releasing the text encoder after encoding",
                  keep / 1e9, limit / 1e9);
@@ -649,8 +653,10 @@ kiln_status kiln_estimate_memory(kiln_engine *e, const kiln_request *req, size_t
     r.N = r.h16 * r.w16;
     r.L = KILN_TOK_DEFAULT_MAX_LEN;
     size_t keep, release;
-    plan_vae(e, &r, &keep, &release);
-    size_t limit = e->cfg.memory_limit ? e->cfg.memory_limit : kiln_mem_usable();
+    /* this rank's memory, no agreement: a query that one rank may make alone (a collective would wait for the
+     * others); kiln_generate plans with the ranks' agreed limit */
+    size_t limit = kiln_engine_local_memory_limit(e);
+    plan_vae(e, &r, limit, &keep, &release);
     *bytes = (limit && keep > limit) ? release : keep;
     return KILN_OK;
 }

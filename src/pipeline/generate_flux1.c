@@ -173,6 +173,9 @@ static kiln_status validate(run *r, kiln_err *err) {
     const kiln_request *q = r->req;
     kiln_engine *e = r->e;
     kiln_flux1_models *f = r->f;
+    /* first, before any check can fail: every rank makes this collective for every call (mem_agree.h) */
+    kiln_mem_limit lim;
+    KILN_TRY(kiln_engine_memory_limit(e, &lim, err));
     if (!q->prompt) return KILN_FAIL(err, KILN_E_INVALID, "no prompt (use \"\" for an empty one)");
     if (q->width <= 0 || q->height <= 0 || q->width % 16 || q->height % 16)
         return KILN_FAIL(err, KILN_E_INVALID, "image size %dx%d: width and height must be positive multiples of 16",
@@ -243,15 +246,18 @@ static kiln_status validate(run *r, kiln_err *err) {
         KILN_TRY(tokenize(r, what, p, i, err));
         r->n_seq = i + 1;
     }
-    size_t keep, release, limit = e->cfg.memory_limit ? e->cfg.memory_limit : kiln_mem_usable();
+    size_t keep, release;
+    const size_t limit = lim.bytes;
     plan(r, limit, &keep, &release);
     if (r->vae_tile) log_info("VAE decode in %dx%d-latent tiles", r->vae_tile, r->vae_tile);
     bool rel = e->cfg.te_policy == KILN_TE_RELEASE;
     if (limit && (rel ? release : keep) > limit) {
+        char where[64];
         if (release > limit || e->cfg.te_policy == KILN_TE_KEEP)
             return KILN_FAIL(err, KILN_E_LIMIT, "not enough memory: %dx%d x %d image(s) needs about %.2f GB (%.2f GB "
-                             "with T5 released before the DiT), %.2f GB is available; try a smaller size or batch",
-                             q->width, q->height, r->B, keep / 1e9, release / 1e9, limit / 1e9);
+                             "with T5 released before the DiT), %.2f GB is available%s; try a smaller size or batch",
+                             q->width, q->height, r->B, keep / 1e9, release / 1e9, limit / 1e9,
+                             kiln_mem_limit_where(&lim, where, sizeof where));
         rel = true;
         log_info("memory is tight (%.2f GB needed, %.2f GB usable): releasing T5 after encoding", keep / 1e9,
                  limit / 1e9);
@@ -563,7 +569,8 @@ kiln_status kiln_estimate_memory_flux1(kiln_engine *e, const kiln_request *req, 
     r.N = r.h16 * r.w16;
     r.L = t5_length(r.f);
     r.n_seq = req->prompts ? r.B : 1;
-    size_t keep, release, limit = e->cfg.memory_limit ? e->cfg.memory_limit : kiln_mem_usable();
+    /* this rank's memory, no agreement: a query one rank may make alone (generate.c's kiln_estimate_memory) */
+    size_t keep, release, limit = kiln_engine_local_memory_limit(e);
     plan(&r, limit, &keep, &release);
     *bytes = (limit && keep > limit) ? release : keep;
     return KILN_OK;

@@ -21,6 +21,7 @@ typedef struct kiln_adapter {
     int device_index;
     int tp; /* kiln_engine_config.tp */
     bool exact;
+    size_t memory_limit; /* kiln_engine_config.memory_limit */
     char unet[4096], clip[4096], clip2[4096], vae[4096];
 } kiln_adapter;
 
@@ -113,6 +114,7 @@ static kiln_status generate_batch(void *self, const kiln_gen_params *ps, int n, 
         cfg.device_index = a->device_index;
         cfg.tp = a->tp;
         cfg.exact = a->exact;
+        cfg.memory_limit = a->memory_limit;
         s = kiln_engine_open(&cfg, &a->eng, err);
         if (s == KILN_OK) {
             snprintf(a->unet, sizeof a->unet, "%s", p->unet_path);
@@ -249,6 +251,10 @@ kiln_gen_engine *kiln_server_engine_new(const char *device) {
 void kiln_server_engine_set_tp(kiln_gen_engine *e, int tp) { ((kiln_adapter *)e->self)->tp = tp; }
 
 void kiln_server_engine_set_exact(kiln_gen_engine *e, bool exact) { ((kiln_adapter *)e->self)->exact = exact; }
+
+void kiln_server_engine_set_memory_limit(kiln_gen_engine *e, size_t bytes) {
+    ((kiln_adapter *)e->self)->memory_limit = bytes;
+}
 
 void kiln_server_engine_free(kiln_gen_engine *e) {
     if (!e) return;

@@ -4,6 +4,8 @@
 #ifndef KILN_SERVER_ENGINE_SELECT_H
 #define KILN_SERVER_ENGINE_SELECT_H
 
+#include <stddef.h>
+
 #include "graph/engine.h"
 
 /* A new engine adapter (nothing is loaded until the first job). device: "cpu" (default when NULL), "cuda" or
@@ -14,5 +16,8 @@ void kiln_server_engine_free(kiln_gen_engine *e); /* NULL allowed */
 void kiln_server_engine_set_tp(kiln_gen_engine *e, int tp);
 /* f32 matmuls (kiln_engine_config.exact) in the engines it opens, before the first job. */
 void kiln_server_engine_set_exact(kiln_gen_engine *e, bool exact);
+/* Bytes a request may use in the engines it opens (kiln_engine_config.memory_limit; 0: the memory available),
+ * before the first job. */
+void kiln_server_engine_set_memory_limit(kiln_gen_engine *e, size_t bytes);
 
 #endif

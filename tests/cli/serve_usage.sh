@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# serve_usage.sh - `kiln serve` refuses bad command lines with exit code 2 and a message, refuses a port that
-# is taken, and stops cleanly on SIGTERM (exit 0) with its database intact.
+# serve_usage.sh - `kiln serve` refuses bad command lines (bad values, --memory-limit out of its range) with exit
+# code 2 and a message, refuses a port that is taken, and stops cleanly on SIGTERM (exit 0) with its database intact.
 source "$(dirname "$0")/lib/serve_common.bash"
 expect_exit() { # CODE DESCRIPTION args...
   local want=$1 what=$2; shift 2
@@ -17,6 +17,12 @@ expect_exit 2 "missing value" --output
 expect_exit 2 "bad device" --device tpu --output "$SCRATCH/o"
 expect_exit 2 "empty token" --token "" --output "$SCRATCH/o"
 expect_exit 2 "listen not an address" --listen example.org --port 0 --output "$SCRATCH/o"
+# --memory-limit GB: 0.001..1e6 (1 MB .. 1 PB), a plain number
+for bad in 0 -1 0.0009 2e6 nan inf 1GB " 1" ""; do
+  expect_exit 2 "--memory-limit '$bad'" --memory-limit "$bad" --output "$SCRATCH/o"
+done
+grep -q -- "--memory-limit needs a number in 0.001..1e+06" "$SCRATCH/out.txt" && ok "--memory-limit names its range" \
+  || fail "--memory-limit's message: $(head -c 300 "$SCRATCH/out.txt")"
 make_models
 start_server
 expect_exit 5 "port already in use" --port "$PORT" --output "$SCRATCH/o2"
