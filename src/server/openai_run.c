@@ -151,15 +151,24 @@ static json_t *job_data(kiln_req *r, const kiln_job *j, const kiln_oai_params *p
     return data;
 }
 
-/* The job's failure as a readable message (no node ids, no server paths). */
-static void job_failure(const kiln_job *j, char *msg, size_t cap) {
+/* The job's failure as a readable message (no node ids, no server paths). Returns whether the engine refused the
+ * request as it was asked (kiln status invalid, limit or unsupported: a size that does not fit this server's
+ * memory, a setting the model cannot honour): the client's to change, so an invalid_request_error (400) rather
+ * than a server_error (500); a retry gets the same answer either way. */
+static bool job_failure(const kiln_job *j, char *msg, size_t cap) {
     json_t *e = j->error ? json_loads(j->error, 0, NULL) : NULL;
     const char *m = json_string_value(json_object_get(e, "exception_message"));
-    if (j->state == KILN_JOB_FAILED)
+    const char *type = json_string_value(json_object_get(e, "exception_type")); /* kiln_status_name (worker.c) */
+    bool refused = false;
+    if (j->state == KILN_JOB_FAILED) {
         snprintf(msg, cap, "image generation failed: %s", m ? m : "unknown error");
-    else
+        refused = type && (!strcmp(type, kiln_status_name(KILN_E_INVALID)) ||
+                           !strcmp(type, kiln_status_name(KILN_E_LIMIT)) ||
+                           !strcmp(type, kiln_status_name(KILN_E_UNSUPPORTED)));
+    } else
         snprintf(msg, cap, "image generation was %s before it finished", kiln_job_state_name(j->state));
     json_decref(e);
+    return refused;
 }
 
 static double peak_mb(const kiln_job *j) {
@@ -276,10 +285,11 @@ static bool stream_next(oai_stream *st) {
                                                 "code", "io_error"));
     } else {
         char msg[1200], clean[1200];
-        job_failure(&j, msg, sizeof msg);
+        bool refused = job_failure(&j, msg, sizeof msg);
         kiln_scrub_paths(msg, clean, sizeof clean);
         stream_event(st, "error", json_pack("{s:s, s:{s:s, s:s, s:n, s:s}}", "type", "error", "error", "message", clean,
-                                            "type", "server_error", "param", "code", "generation_failed"));
+                                            "type", refused ? "invalid_request_error" : "server_error", "param",
+                                            "code", refused ? "request_refused" : "generation_failed"));
     }
     kiln_job_clear(&j);
     return st->len > 0;
@@ -391,8 +401,9 @@ enum MHD_Result kiln_oai_run(kiln_req *r, const kiln_oai_params *p, json_t *grap
                               "get it, or read /history/%s", id, id);
     if (j.state != KILN_JOB_SUCCEEDED) {
         char msg[1200];
-        job_failure(&j, msg, sizeof msg);
+        bool refused = job_failure(&j, msg, sizeof msg);
         kiln_job_clear(&j);
+        if (refused) return kiln_oai_error(r, 400, false, "invalid_request_error", NULL, "request_refused", "%s", msg);
         return kiln_oai_error(r, 500, false, "server_error", NULL, "generation_failed", "%s", msg);
     }
     bool bad = false;

@@ -236,8 +236,27 @@ def test_timeout_is_retried_with_key_and_makes_one_job():
     seen = []
     key = "k-" + uuid.uuid4().hex
     r = client(max_retries=30, requests_seen=seen).images.generate(  # backoff caps at 8 s: ~4 min
-        prompt="a slow fox", size="256x256", extra_headers={"Idempotency-Key": key},
-        extra_body={"num_inference_steps": 24, "seed": 4})
-    assert png_size(base64.b64decode(r.data[0].b64_json)) == (256, 256)
+        prompt="a slow fox", size="1024x1024", extra_headers={"Idempotency-Key": key},  # > 3 s on an idle
+        extra_body={"num_inference_steps": 24, "seed": 4})  # AMX core (256x256 took 0.7 s there: too fast)
+    assert png_size(base64.b64decode(r.data[0].b64_json)) == (1024, 1024)
     assert len(seen) >= 2, "the job finished within the 1 s request time-out: make it slower"
     assert n_jobs() == before + 1
+
+
+def test_memory_refusal_is_a_400_sent_once():
+    """kiln serve --memory-limit 0.05 (its own phase): a size the engine's memory plan refuses is the client's to
+    change, so a 400 invalid_request_error that names the need (not a 500 server_error), never retried by the SDK;
+    one job; a size that fits still succeeds on the same server."""
+    before = n_jobs()
+    seen = []
+    with pytest.raises(openai.BadRequestError) as e:
+        client(max_retries=3, requests_seen=seen).images.generate(prompt="a fox", size="1024x1024",
+                                                                   extra_body={"num_inference_steps": 1})
+    assert len(seen) == 1, f"the SDK sent the refused request {len(seen)} times"
+    assert e.value.response.headers.get("x-should-retry") == "false"
+    assert e.value.code == "request_refused", e.value.body
+    assert "not enough memory" in e.value.message and "0.05 GB is available" in e.value.message, e.value.message
+    no_server_path(e.value.message)
+    assert n_jobs() == before + 1
+    r = client().images.generate(prompt="a fox", size="64x64", extra_body={"num_inference_steps": 1})
+    assert png_size(base64.b64decode(r.data[0].b64_json)) == (64, 64)
