@@ -5,6 +5,8 @@ CMAKE ?= cmake
 FUZZ_SECONDS ?= 25
 MUTANTS_SAMPLE ?= 10
 MUTANTS_BUDGET ?= 270
+# make cuda builds what its check needs: the kiln binary (kiln_cuda linked in) and the CUDA host-logic tests
+CUDA_TESTS := $(basename $(notdir $(wildcard tests/unit/test_compute_cuda_*.c)))
 
 .PHONY: all build debug asan test test-release-checks test-asan fuzz cuda mutants mutants-sample check demo clean help
 
@@ -27,13 +29,13 @@ asan:                  ## AddressSanitizer + UBSan build (release flags) into bu
 test: build            ## Unit, golden and CLI tests on the release build
 	cd build && ctest --output-on-failure -j$(JOBS)
 
-test-release-checks: build  ## The tests whose checks only a plain release build can make (ctest label release_checks)
-	cd build && ctest --output-on-failure -j$(JOBS) -L release_checks
+test-release-checks: build  ## The tests only the release build runs in CI (labels release_checks, release_only)
+	cd build && ctest --output-on-failure -j$(JOBS) -L 'release_checks|release_only'
 
 # one more job than cores: the server and MPI tests spend much of their time waiting on sockets and children
-test-asan: asan        ## The same tests under ASan + UBSan
+test-asan: asan        ## The suite under ASan + UBSan, but for the release-only twins (label release_only)
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	  ctest --output-on-failure -j$$(( $(JOBS) + 1 ))
+	  ctest --output-on-failure -j$$(( $(JOBS) + 1 )) -LE release_only
 
 fuzz:                  ## Build the libFuzzer targets (clang) and run each for FUZZ_SECONDS from its seed corpus
 	CC=clang $(CMAKE) -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DKILN_FUZZ=ON -DKILN_SANITIZE=ON -DKILN_TESTS=OFF >/dev/null
@@ -42,7 +44,7 @@ fuzz:                  ## Build the libFuzzer targets (clang) and run each for F
 
 cuda:                  ## Compile and link the CUDA backend (sm_80/86/89/90/120); run its host-logic tests (ops: Skipped w/o GPU)
 	$(CMAKE) -S . -B build-cuda -DCMAKE_BUILD_TYPE=Debug -DKILN_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="80;86;89;90;120" >/dev/null
-	$(CMAKE) --build build-cuda -j$(JOBS)
+	$(CMAKE) --build build-cuda -j$(JOBS) --target kiln $(CUDA_TESTS)
 	cd build-cuda && ctest --output-on-failure -R '^test_compute_cuda_'
 
 mutants:               ## Plant every bug of tests/mutants/*.txt in a scratch copy (build-mutants/); fail if a test misses one
