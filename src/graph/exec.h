@@ -15,6 +15,8 @@ typedef struct kiln_exec {
 
 /* Node entry points (nodes.c), named in the table (node_table.c). Each returns a kiln_status. */
 int kiln_node_unet_loader(kiln_exec *ex, const char *id, kiln_value *const *in, kiln_value *out);
+int kiln_node_unet_loader_gguf(kiln_exec *ex, const char *id, kiln_value *const *in, kiln_value *out);
+int kiln_node_unet_loader_gguf_advanced(kiln_exec *ex, const char *id, kiln_value *const *in, kiln_value *out);
 int kiln_node_checkpoint_loader(kiln_exec *ex, const char *id, kiln_value *const *in, kiln_value *out);
 int kiln_node_clip_loader(kiln_exec *ex, const char *id, kiln_value *const *in, kiln_value *out);
 int kiln_node_vae_loader(kiln_exec *ex, const char *id, kiln_value *const *in, kiln_value *out);

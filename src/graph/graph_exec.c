@@ -126,7 +126,9 @@ static json_t *input_spec(const kiln_node_input *in, const char *models_root, co
             list = kiln_input_images_list(input_dir);
             json_object_set_new(opts, "image_upload", json_true()); /* the frontend's upload widget */
         } else {
-            list = kiln_models_list(models_root, (kiln_model_kind)in->model_kind);
+            json_t *all = kiln_models_list(models_root, (kiln_model_kind)in->model_kind);
+            list = kiln_models_with_ext(all, in->only_ext);
+            json_decref(all);
         }
         if (in->def_str) json_object_set_new(opts, "default", json_string(in->def_str));
         return json_pack("[o, o]", list, opts);

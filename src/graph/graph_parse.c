@@ -174,16 +174,19 @@ static void validate_literal(vstate *vs, int node, const kiln_node_class *c, con
         return;
     }
     if (!strcmp(t, "COMBO")) {
-        json_t *list = in->options ? NULL : vs->model_lists[in->model_kind];
+        /* only_ext: the kind's files ending in it (UnetLoaderGGUF: the .gguf files), a new array */
+        json_t *list = in->options ? NULL : kiln_models_with_ext(vs->model_lists[in->model_kind], in->only_ext);
         const char *s = json_string_value(v);
         if (!s || !combo_contains(in->options, list, s)) {
             char *txt = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
-            snprintf(details, sizeof details, "%s: %.300s not in list", in->name, txt ? txt : "?");
+            snprintf(details, sizeof details, "%s: %.300s not in list%s%s", in->name, txt ? txt : "?",
+                     in->only_ext ? " of the model folder's *" : "", in->only_ext ? in->only_ext : "");
             free(txt);
             input_error(vs, node, "value_not_in_list", "Value not in list", details, in->name,
                         json_pack("{s:o, s:O}", "input_config", combo_list_json(in->options, list),
                                   "received_value", v));
         }
+        json_decref(list);
         return;
     }
     /* a link type given a literal */

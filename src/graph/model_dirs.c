@@ -103,6 +103,18 @@ json_t *kiln_models_list(const char *root, kiln_model_kind k) {
     return sorted_array(names, n);
 }
 
+json_t *kiln_models_with_ext(json_t *list, const char *ext) {
+    if (!ext) return json_incref(list);
+    json_t *out = json_array();
+    size_t ne = strlen(ext);
+    for (size_t i = 0; out && i < json_array_size(list); i++) {
+        const char *s = json_string_value(json_array_get(list, i));
+        size_t n = s ? strlen(s) : 0;
+        if (n > ne && !strcmp(s + n - ne, ext)) json_array_append_new(out, json_string(s));
+    }
+    return out;
+}
+
 kiln_status kiln_models_resolve(const char *root, kiln_model_kind k, const char *name, char *path, size_t cap,
                                 kiln_err *err) {
     if (!kiln_model_name_ok(name)) return KILN_FAIL(err, KILN_E_INVALID, "bad model file name");

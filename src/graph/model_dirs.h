@@ -32,6 +32,10 @@ bool kiln_model_kind_from_folder(const char *folder, kiln_model_kind *out);
  * missing folders give an empty array. NULL only when out of memory. */
 json_t *kiln_models_list(const char *root, kiln_model_kind k);
 
+/* A new array of the names of list (an array of strings) that end in ext (ComfyUI-GGUF's unet_gguf list: ".gguf");
+ * ext NULL: a new reference to list itself. NULL only when out of memory. */
+json_t *kiln_models_with_ext(json_t *list, const char *ext);
+
 /* true if name is a plain file name (see above). */
 bool kiln_model_name_ok(const char *name);
 

@@ -15,6 +15,10 @@ static const char *const comfy_schedulers[] = {"simple", "sgm_uniform", "normal"
 static const char *const upscale_methods[] = {"nearest-exact", NULL};
 static const char *const devices[] = {"default", "cpu", NULL};
 static const char *const samplers[] = {"euler", NULL};
+/* UnetLoaderGGUFAdvanced's dequant_dtype / patch_dtype (ComfyUI-GGUF nodes.py: default, target, float32, float16,
+ * bfloat16): kiln dequantises GGUF blocks to float32 exactly (tensor/quant.h) and adds LoRA patches in float32, so
+ * default and float32 are what it does; target, float16 and bfloat16 are not listed, refused by name at submission */
+static const char *const gguf_dtypes[] = {"default", "float32", NULL};
 
 #define SEED_MAX 18446744073709551615.0 /* 2^64 - 1, ComfyUI's seed maximum (coerce.c reads it exactly) */
 #define PRIM_MAX 9223372036854775807.0  /* sys.maxsize, ComfyUI's Primitive bounds */
@@ -27,6 +31,7 @@ static const char *const samplers[] = {"euler", NULL};
 #define COMBO_IN(n, list, d) {.name = (n), .type = "COMBO", .options = (list), .def_str = (d),                 \
                            .model_kind = KILN_NO_MODEL_KIND}
 #define MODEL_IN(n, kind) {.name = (n), .type = "COMBO", .model_kind = (kind)}
+#define GGUF_IN(n, kind) {.name = (n), .type = "COMBO", .model_kind = (kind), .only_ext = ".gguf"}
 
 static const kiln_node_class classes[] = {
     {.name = "UNETLoader", .display_name = "Load Diffusion Model", .category = "advanced/loaders",
@@ -64,6 +69,20 @@ static const kiln_node_class classes[] = {
      .inputs = {MODEL_IN("clip_name1", KILN_MODELS_TEXT_ENCODER), MODEL_IN("clip_name2", KILN_MODELS_TEXT_ENCODER),
                 COMBO_IN("type", dual_clip_types, "flux")},
      .outputs = {"CLIP"}, .output_names = {"CLIP"}, .eval = kiln_node_dual_clip_loader},
+    /* ComfyUI-GGUF's UnetLoaderGGUF / UnetLoaderGGUFAdvanced: unet_name lists only the .gguf files of
+     * diffusion_models/ (or unet/); kiln reads a BFL-named GGUF DiT as UNETLoader does. ComfyUI-GGUF's newer
+     * outputs filename and sha256 (STRING) are not given: MODEL only */
+    {.name = "UnetLoaderGGUF", .display_name = "Unet Loader (GGUF)", .category = "bootleg",
+     .description = "Names a GGUF FLUX.2 [klein] or FLUX.1 diffusion model file (diffusion_models/ or unet/).",
+     .inputs = {GGUF_IN("unet_name", KILN_MODELS_DIFFUSION)},
+     .outputs = {"MODEL"}, .output_names = {"MODEL"}, .eval = kiln_node_unet_loader_gguf},
+    {.name = "UnetLoaderGGUFAdvanced", .display_name = "Unet Loader (GGUF/Advanced)", .category = "bootleg",
+     .description = "UnetLoaderGGUF with ComfyUI-GGUF's dtype options: kiln dequantises to float32, so "
+                    "dequant_dtype and patch_dtype take default or float32; patch_on_device is ignored.",
+     .inputs = {GGUF_IN("unet_name", KILN_MODELS_DIFFUSION), COMBO_IN("dequant_dtype", gguf_dtypes, "default"),
+                COMBO_IN("patch_dtype", gguf_dtypes, "default"),
+                {.name = "patch_on_device", .type = "BOOLEAN", .def = 0, .model_kind = KILN_NO_MODEL_KIND}},
+     .outputs = {"MODEL"}, .output_names = {"MODEL"}, .eval = kiln_node_unet_loader_gguf_advanced},
     {.name = "LoraLoaderModelOnly", .display_name = "LoraLoaderModelOnly", .category = "loaders",
      .description = "Adds a LoRA adapter (loras/) to the diffusion model, applied at run time.",
      .inputs = {LINK("model", "MODEL"), MODEL_IN("lora_name", KILN_MODELS_LORA),

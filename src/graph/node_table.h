@@ -28,6 +28,8 @@ typedef struct kiln_node_input {
     const char *const *options; /* COMBO: NULL-terminated fixed list ... */
     int model_kind;          /* ... or, when options is NULL, the files of this kiln_model_kind (KILN_INPUT_IMAGES:
                               * the input folder's images) */
+    const char *only_ext;    /* model COMBO: only the files whose name ends in this (".gguf", ComfyUI-GGUF's
+                              * unet_gguf list); NULL: every model file of the kind */
     const char *tooltip;
 } kiln_node_input;
 

@@ -10,6 +10,7 @@
 #include "pipeline/comfy_sigmas.h"
 #include "graph/exec.h"
 #include "io/detect.h"
+#include "io/gguf.h"
 #include "io/safetensors.h"
 
 static kiln_status nomem(kiln_exec *ex) { return KILN_FAIL(ex->err, KILN_E_NOMEM, "out of memory"); }
@@ -59,6 +60,31 @@ int kiln_node_unet_loader(kiln_exec *ex, const char *id, kiln_value *const *in, 
     out->model.family = model_family(out->str);
     out->model.shift = family_shift(out->model.family);
     return KILN_OK;
+}
+
+/* UnetLoaderGGUF (ComfyUI-GGUF): UNETLoader on a .gguf file, which must be one (the GGUF magic); the engine then
+ * reads it as `kiln generate --unet x.gguf` does. Submission already kept unet_name to the folder's .gguf names. */
+int kiln_node_unet_loader_gguf(kiln_exec *ex, const char *id, kiln_value *const *in, kiln_value *out) {
+    const char *name = in[0]->str;
+    size_t n = strlen(name);
+    if (n < 5 || strcmp(name + n - 5, ".gguf") != 0)
+        return KILN_FAIL(ex->err, KILN_E_INVALID, "node %s: UnetLoaderGGUF unet_name %s is not a .gguf file", id, name);
+    KILN_TRY(kiln_node_unet_loader(ex, id, in, out));
+    if (!kiln_gguf_sniff(out->str))
+        return KILN_FAIL(ex->err, KILN_E_INVALID, "node %s: UnetLoaderGGUF unet_name %s is not a GGUF file (it does "
+                         "not start with the GGUF magic)", id, name);
+    return KILN_OK;
+}
+
+/* UnetLoaderGGUFAdvanced: dequant_dtype and patch_dtype are default or float32 (the table's list, what kiln does);
+ * patch_on_device only says where ComfyUI keeps LoRA patches, which changes no pixel: ignored. */
+int kiln_node_unet_loader_gguf_advanced(kiln_exec *ex, const char *id, kiln_value *const *in, kiln_value *out) {
+    for (int i = 1; i <= 2; i++)
+        if (strcmp(in[i]->str, "default") != 0 && strcmp(in[i]->str, "float32") != 0)
+            return KILN_FAIL(ex->err, KILN_E_UNSUPPORTED, "node %s: UnetLoaderGGUFAdvanced %s %s: kiln dequantises "
+                             "GGUF to float32 (default or float32)", id, i == 1 ? "dequant_dtype" : "patch_dtype",
+                             in[i]->str);
+    return kiln_node_unet_loader_gguf(ex, id, in, out);
 }
 
 /* The family of one part of a ComfyUI checkpoint (io/safetensors.h KILN_CKPT_*), or UNKNOWN when it has none. */

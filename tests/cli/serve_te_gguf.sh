@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # serve_te_gguf.sh - `kiln serve` with a llama.cpp-named Qwen3 GGUF as the only text encoder in text_encoders/: the
 # OpenAI images route picks it for the klein DiT by its tensors (the server's model detection: the GGUF's width 16
-# x 3 = the DiT's text width 48) and makes a 64x64 image; /object_info lists it for ComfyUI-GGUF's CLIPLoaderGGUF. ~10 s.
+# x 3 = the DiT's text width 48) and makes a 64x64 image; /object_info lists it for ComfyUI-GGUF's CLIPLoaderGGUF, and UnetLoaderGGUF lists the
+# .gguf DiT of unet/ but not the .safetensors one. ~10 s.
 source "$(dirname "$0")/lib/serve_common.bash"
 mkdir -p "$MODELS/diffusion_models" "$MODELS/text_encoders" "$MODELS/vae"
 cp "$KILN_SOURCE_DIR/tests/data/tiny/comfy/flux-2-klein-4b.safetensors" "$MODELS/diffusion_models/"
 cp "$KILN_SOURCE_DIR/tests/data/tiny/comfy/flux2-vae.safetensors" "$MODELS/vae/"
 cp "$KILN_SOURCE_DIR/tests/data/gguf/te/qwen3-tiny-q8_0.gguf" "$MODELS/text_encoders/"
 cp "$KILN_SOURCE_DIR/tests/data/gguf/te/t5-q-q8_0.gguf" "$MODELS/text_encoders/" # a T5: must not be picked
+mkdir -p "$MODELS/unet"
+cp "$KILN_SOURCE_DIR/tests/data/quant/klein-q8_0.gguf" "$MODELS/unet/" # UnetLoaderGGUF's list: unet/ too
 start_server --default-size 64x64
 base="http://127.0.0.1:$PORT"
 body=$(curl -s -X POST "$base/v1/images/generations" -H 'Content-Type: application/json' \
@@ -22,6 +25,12 @@ if python3 -c 'import json,sys; d=json.loads(sys.argv[1])["CLIPLoaderGGUF"]["inp
   echo "ok object_info CLIPLoaderGGUF lists qwen3-tiny-q8_0.gguf"
 else
   echo "FAIL object_info: ${info:0:300}"; fails=1
+fi
+info=$(curl -s "$base/object_info/UnetLoaderGGUF")
+if python3 -c 'import json,sys; d=json.loads(sys.argv[1])["UnetLoaderGGUF"]["input"]["required"]; sys.exit(d["unet_name"][0] != ["klein-q8_0.gguf"])' "$info"; then
+  echo "ok object_info UnetLoaderGGUF lists the .gguf DiT of unet/ only"
+else
+  echo "FAIL object_info UnetLoaderGGUF: ${info:0:300}"; fails=1
 fi
 stop_server
 exit $fails
