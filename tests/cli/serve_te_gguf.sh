@@ -2,7 +2,8 @@
 # serve_te_gguf.sh - `kiln serve` with a llama.cpp-named Qwen3 GGUF as the only text encoder in text_encoders/: the
 # OpenAI images route picks it for the klein DiT by its tensors (the server's model detection: the GGUF's width 16
 # x 3 = the DiT's text width 48) and makes a 64x64 image; /object_info lists it for ComfyUI-GGUF's CLIPLoaderGGUF, and UnetLoaderGGUF lists the
-# .gguf DiT of unet/ but not the .safetensors one. ~10 s.
+# .gguf DiT of unet/ but not the .safetensors one; a klein graph with UnetLoaderGGUF makes UNETLoader's pixels on the
+# same GGUF file. ~15 s.
 source "$(dirname "$0")/lib/serve_common.bash"
 mkdir -p "$MODELS/diffusion_models" "$MODELS/text_encoders" "$MODELS/vae"
 cp "$KILN_SOURCE_DIR/tests/data/tiny/comfy/flux-2-klein-4b.safetensors" "$MODELS/diffusion_models/"
@@ -32,5 +33,25 @@ if python3 -c 'import json,sys; d=json.loads(sys.argv[1])["UnetLoaderGGUF"]["inp
 else
   echo "FAIL object_info UnetLoaderGGUF: ${info:0:300}"; fails=1
 fi
+# the same graph with UNETLoader and with UnetLoaderGGUF on the same GGUF DiT: the same pixels (the text encoder
+# through CLIPLoaderGGUF, 64x64, 2 steps)
+gguf_graph() { # CLASS PREFIX
+  graph_body flux2_klein_t2i_template_api.json "
+g['75:70'] = {'class_type': '$1', 'inputs': {'unet_name': 'klein-q8_0.gguf'}}
+if '$1' == 'UNETLoader': g['75:70']['inputs']['weight_dtype'] = 'default'
+g['75:71'] = {'class_type': 'CLIPLoaderGGUF', 'inputs': {'clip_name': 'qwen3-tiny-q8_0.gguf', 'type': 'flux2'}}
+g['75:66']['inputs'].update(width=64, height=64); g['75:62']['inputs'].update(width=64, height=64, steps=2)
+g['9']['inputs']['filename_prefix'] = '$2'"
+}
+for cls in UNETLoader UnetLoaderGGUF; do
+  id=$(gguf_graph $cls "gguf-$cls" | curl -s -d @- "$base/prompt" | python3 -c "import json,sys; print(json.load(sys.stdin).get('prompt_id',''))")
+  if [ -n "$id" ] && wait_history "$id" && python3 -c "import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if j['$id']['status']['status_str']=='success' else 1)" "$SCRATCH/body"; then
+    echo "ok /prompt with $cls on klein-q8_0.gguf"
+  else echo "FAIL /prompt with $cls: $(head -c 400 "$SCRATCH/body")"; fails=1; fi
+done
+a=$(ls "$OUT"/gguf-UNETLoader_*.png 2>/dev/null | head -1) b=$(ls "$OUT"/gguf-UnetLoaderGGUF_*.png 2>/dev/null | head -1)
+if [ -n "$a" ] && [ -n "$b" ] && [ "$(idat "$a" | wc -c)" -gt 0 ] && cmp -s <(idat "$a") <(idat "$b"); then
+  echo "ok UnetLoaderGGUF's image is UNETLoader's on the same file, pixel for pixel"
+else echo "FAIL UnetLoaderGGUF vs UNETLoader images: '$a' '$b'"; fails=1; fi
 stop_server
 exit $fails
