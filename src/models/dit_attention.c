@@ -6,12 +6,19 @@
 #include "models/rope_tables.h"
 #include "models/views.h"
 
+/* q, k, v [T, D] of sample b (RoPE applied) -> out: a's hook, else full attention. */
+static kiln_status attend(kiln_backend *be, const kiln_dit_attn *a, int64_t b, const kiln_tensor *q,
+                          const kiln_tensor *k, const kiln_tensor *v, kiln_tensor *out, kiln_err *err) {
+    if (a->attend) return a->attend(be, a, b, q, k, v, out, err);
+    const float scale = 1.0f / sqrtf((float)a->head_dim);
+    return be->ops->attention(be, out, q, k, v, a->heads, a->heads, scale, false, NULL, err);
+}
+
 kiln_status kiln_dit_joint_attention(kiln_backend *be, const kiln_dit_attn *a, const kiln_tensor *qkv_t,
                                      const kiln_tensor *qkv_i, kiln_tensor *cat, kiln_tensor *cato, kiln_tensor *att_t,
                                      kiln_tensor *att_i, kiln_err *err) {
     const kiln_ops *op = be->ops;
     const int64_t D = a->D, L = a->L, N = a->N;
-    const float scale = 1.0f / sqrtf((float)a->head_dim);
     for (int64_t b = 0; b < a->B; b++) {
         kiln_tensor ct = kiln_tensor_rows(cat, 0, L), ci = kiln_tensor_rows(cat, L, N);
         kiln_tensor st = kiln_tensor_rows(qkv_t, b * L, L), si = kiln_tensor_rows(qkv_i, b * N, N);
@@ -20,7 +27,7 @@ kiln_status kiln_dit_joint_attention(kiln_backend *be, const kiln_dit_attn *a, c
         kiln_tensor q = kiln_cols(cat, 0, D), k = kiln_cols(cat, D, D), v = kiln_cols(cat, 2 * D, D);
         KILN_TRY(op->rope(be, &q, a->cos, a->sin, a->heads, true, err));
         KILN_TRY(op->rope(be, &k, a->cos, a->sin, a->heads, true, err));
-        KILN_TRY(op->attention(be, cato, &q, &k, &v, a->heads, a->heads, scale, false, NULL, err));
+        KILN_TRY(attend(be, a, b, &q, &k, &v, cato, err));
         kiln_tensor ot = kiln_tensor_rows(cato, 0, L), oi = kiln_tensor_rows(cato, L, N);
         kiln_tensor dt = kiln_tensor_rows(att_t, b * L, L), di = kiln_tensor_rows(att_i, b * N, N);
         KILN_TRY(op->copy(be, &dt, &ot, err));
@@ -33,13 +40,12 @@ kiln_status kiln_dit_single_attention(kiln_backend *be, const kiln_dit_attn *a, 
                                       kiln_err *err) {
     const kiln_ops *op = be->ops;
     const int64_t D = a->D, T = a->L + a->N;
-    const float scale = 1.0f / sqrtf((float)a->head_dim);
     for (int64_t b = 0; b < a->B; b++) {
         kiln_tensor q = kiln_block(qkv, b * T, T, 0, D), k = kiln_block(qkv, b * T, T, D, D);
         kiln_tensor v = kiln_block(qkv, b * T, T, 2 * D, D), o = kiln_block(out, b * T, T, 0, D);
         KILN_TRY(op->rope(be, &q, a->cos, a->sin, a->heads, true, err));
         KILN_TRY(op->rope(be, &k, a->cos, a->sin, a->heads, true, err));
-        KILN_TRY(op->attention(be, &o, &q, &k, &v, a->heads, a->heads, scale, false, NULL, err));
+        KILN_TRY(attend(be, a, b, &q, &k, &v, &o, err));
     }
     return KILN_OK;
 }

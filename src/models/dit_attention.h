@@ -13,11 +13,21 @@
 #include "base/status.h"
 #include "compute/ops.h"
 
+struct kiln_dit_attn;
+/* One sample's attention after RoPE: q, k, v [L+N, D] views -> out [L+N, D]; b is the sample. */
+typedef kiln_status (*kiln_dit_attend_fn)(kiln_backend *be, const struct kiln_dit_attn *a, int64_t b,
+                                          const kiln_tensor *q, const kiln_tensor *k, const kiln_tensor *v,
+                                          kiln_tensor *out, kiln_err *err);
+
 typedef struct kiln_dit_attn {
     int64_t B, L, N;            /* samples, text tokens, image tokens per sample */
     int64_t D;                  /* hidden = heads x head_dim */
     int heads, head_dim;
     const kiln_tensor *cos, *sin; /* f32 [L+N, Dh/2] */
+    /* NULL: full attention over the sample's L+N keys; else this does each sample's attention (the 9B-KV
+     * reference cache: models/dit_kv.h) with attend_ctx */
+    kiln_dit_attend_fn attend;
+    const void *attend_ctx;
 } kiln_dit_attn;
 
 /* qkv_t [B*L, 3D], qkv_i [B*N, 3D] (q | k | v columns, q and k already RMS-normed) -> att_t [B*L, D],

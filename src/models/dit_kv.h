@@ -39,14 +39,10 @@ typedef struct kiln_dit_kv {
     float *kv;          /* scratch [L + Ni + R, 2D]: one sample's keys | values with the cache appended */
 } kiln_dit_kv;
 
-/* Double-stream attention (kiln_dit_joint_attention's contract) with the cache: a->N is the image stream's
- * tokens per sample, its last kv->R rows the references in EXTRACT mode, none in CACHED mode. */
-kiln_status kiln_dit_kv_joint_attention(kiln_backend *be, const kiln_dit_attn *a, const kiln_dit_kv *kv,
-                                        const kiln_tensor *qkv_t, const kiln_tensor *qkv_i, kiln_tensor *cat,
-                                        kiln_tensor *cato, kiln_tensor *att_t, kiln_tensor *att_i, kiln_err *err);
-
-/* Single-stream attention (kiln_dit_single_attention's contract) with the cache; same row rules. */
-kiln_status kiln_dit_kv_single_attention(kiln_backend *be, const kiln_dit_attn *a, const kiln_dit_kv *kv,
-                                         kiln_tensor *qkv, kiln_tensor *out, kiln_err *err);
+/* kiln_dit_attn's per-sample hook (dit_attention.h) for the cache kiln_dit_kv *a->attend_ctx: set attend =
+ * kiln_dit_kv_attend and call kiln_dit_joint_attention / kiln_dit_single_attention. The image stream's tokens
+ * a->N end with kv->R reference rows in EXTRACT mode and have none in CACHED mode. */
+kiln_status kiln_dit_kv_attend(kiln_backend *be, const kiln_dit_attn *a, int64_t b, const kiln_tensor *q,
+                               const kiln_tensor *k, const kiln_tensor *v, kiln_tensor *out, kiln_err *err);
 
 #endif

@@ -390,7 +390,6 @@ static kiln_status tp_reduce_gate(kiln_backend *be, kiln_flux2_dit_ws *w, kiln_t
 /* This block's view of the reference cache (9B-KV; mode OFF: none). bi: double blocks 0.., single blocks after. */
 static kiln_dit_kv block_kv(const kiln_flux2_dit *m, const kiln_flux2_dit_ws *w, int bi) {
     kiln_dit_kv kv = w->kv;
-    (void)m;
     if (kv.mode != KILN_DIT_KV_OFF) kv.cache = w->kv_cache + (size_t)bi * w->B * kv.R * 2 * m->hidden;
     return kv;
 }
@@ -425,9 +424,8 @@ static kiln_status double_block(const kiln_flux2_dit *m, kiln_backend *be, kiln_
     }
     /* 4-5. per sample: [txt ; img] sequence, RoPE, joint attention (this rank's heads), split back */
     kiln_tensor COS = kiln_f32_2d(w->rcos, T, m->head_dim / 2), SIN = kiln_f32_2d(w->rsin, T, m->head_dim / 2);
-    kiln_dit_attn at = {B, L, N, Dq, heads, m->head_dim, &COS, &SIN};
+    kiln_dit_attn at = {B, L, N, Dq, heads, m->head_dim, &COS, &SIN, kv.mode ? kiln_dit_kv_attend : NULL, &kv};
     if (w->sp.comm) CK(kiln_dit_ulysses_batch(be, &w->sp, &at, &QKVT, &QKVI, &ATT, &ATI, err)); /* this rank's tokens */
-    else if (kv.mode != KILN_DIT_KV_OFF) CK(kiln_dit_kv_joint_attention(be, &at, &kv, &QKVT, &QKVI, &CAT, &CATO, &ATT, &ATI, err));
     else CK(kiln_dit_joint_attention(be, &at, &QKVT, &QKVI, &CAT, &CATO, &ATT, &ATI, err));
     /* 6-7. per stream: gated attention projection, then the gated SwiGLU MLP */
     if (!w->tp) {
@@ -483,10 +481,9 @@ static kiln_status single_block(const kiln_flux2_dit *m, kiln_backend *be, kiln_
     kiln_tensor q = kiln_cols(&P, 0, Dq), k = kiln_cols(&P, Dq, Dq);
     CK(op->rms_norm(be, &q, &q, &blk->q_norm, 1e-6f, err));
     CK(op->rms_norm(be, &k, &k, &blk->k_norm, 1e-6f, err));
-    kiln_dit_attn at = {B, w->L, w->N, Dq, heads, m->head_dim, &COS, &SIN};
+    kiln_dit_attn at = {B, w->L, w->N, Dq, heads, m->head_dim, &COS, &SIN, kv.mode ? kiln_dit_kv_attend : NULL, &kv};
     kiln_tensor att = kiln_cols(&OM, 0, Dq);
     if (w->sp.comm) CK(kiln_dit_ulysses_batch(be, &w->sp, &at, &P, NULL, &att, NULL, err)); /* this rank's tokens */
-    else if (kv.mode != KILN_DIT_KV_OFF) CK(kiln_dit_kv_single_attention(be, &at, &kv, &P, &OM, err));
     else CK(kiln_dit_single_attention(be, &at, &P, &OM, err));
     kiln_tensor ab = kiln_cols(&P, 3 * Dq, 2 * Fl), mo = kiln_cols(&OM, Dq, Fl);
     CK(op->swiglu(be, &mo, &ab, err));
