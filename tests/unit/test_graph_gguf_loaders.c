@@ -112,6 +112,21 @@ static void test_object_info(void) {
     json_decref(all);
 }
 
+/* Runs a parsed graph on the double; returns the status and the error message in msg. */
+static kiln_status exec_graph(kiln_graph *g, fake_engine *fe, char *msg, size_t cap) {
+    kiln_gen_engine eng = {.self = fe, .generate = fake_generate};
+    kiln_exec_env env = {.models_root = models, .output_dir = outdir, .engine = &eng, .prompt_id = "p"};
+    kiln_exec_hooks hooks = {0};
+    json_t *outputs = NULL;
+    char failed[64];
+    kiln_err err = {0};
+    kiln_status s = kiln_graph_execute(g, &env, &hooks, &outputs, failed, &err);
+    snprintf(msg, cap, "%s", err.msg);
+    json_decref(outputs);
+    kiln_graph_free(g);
+    return s;
+}
+
 /* Runs the graph with the loader node `node` replaced by class `cls` and inputs set from key/value pairs. */
 static void run(const char *rel, const char *node, const char *cls, const char *const *kv, size_t n_kv,
                 fake_engine *fe) {
@@ -132,15 +147,8 @@ static void run(const char *rel, const char *node, const char *cls, const char *
     json_decref(errors);
     json_decref(j);
     if (!g) return;
-    kiln_gen_engine eng = {.self = fe, .generate = fake_generate};
-    kiln_exec_env env = {.models_root = models, .output_dir = outdir, .engine = &eng, .prompt_id = "p"};
-    kiln_exec_hooks hooks = {0};
-    json_t *outputs = NULL;
-    char failed[64];
-    kiln_err err = {0};
-    CHECK_MSG(kiln_graph_execute(g, &env, &hooks, &outputs, failed, &err) == KILN_OK, "%s", err.msg);
-    json_decref(outputs);
-    kiln_graph_free(g);
+    char msg[512];
+    CHECK_MSG(exec_graph(g, fe, msg, sizeof msg) == KILN_OK, "%s", msg);
 }
 
 /* Parses the graph with node `node` made class `cls` with the inputs of kv (UNETLoader's weight_dtype dropped for
@@ -166,20 +174,6 @@ static kiln_graph *parse_with(const char *rel, const char *node, const char *cls
     return g;
 }
 
-/* Runs a parsed graph on the double; returns the status and the error message in msg. */
-static kiln_status exec_graph(kiln_graph *g, fake_engine *fe, char *msg, size_t cap) {
-    kiln_gen_engine eng = {.self = fe, .generate = fake_generate};
-    kiln_exec_env env = {.models_root = models, .output_dir = outdir, .engine = &eng, .prompt_id = "p"};
-    kiln_exec_hooks hooks = {0};
-    json_t *outputs = NULL;
-    char failed[64];
-    kiln_err err = {0};
-    kiln_status s = kiln_graph_execute(g, &env, &hooks, &outputs, failed, &err);
-    snprintf(msg, cap, "%s", err.msg);
-    json_decref(outputs);
-    kiln_graph_free(g);
-    return s;
-}
 
 /* The engine call of the graph with its loader node as cls on unet_name (UnetLoaderGGUFAdvanced with float32). */
 static void call_with(const char *rel, const char *node, const char *cls, const char *unet, fake_engine *fe) {
