@@ -23,7 +23,7 @@ template <int KT>
 static __global__ void __launch_bounds__(WARPS * 32) k_attention(kcu_mat out, kcu_mat q, kcu_mat k, kcu_mat v,
                                                                  int dh, int group, float scale, int causal,
                                                                  const uint8_t *key_mask) {
-    extern __shared__ float sm[];
+    KCU_DYNAMIC_SMEM(float, sm);
     float *ks = sm;                         /* [KT][dh + 1] */
     float *vs = ks + KT * (dh + 1);         /* [KT][dh] */
     float *qs = vs + KT * dh;               /* [WARPS][dh] */
@@ -111,7 +111,7 @@ static kiln_status launch(kiln_cuda_backend *cb, const kcu_mat *out, const kcu_m
     if (smem > 48 * 1024)
         KCU_CALL(err, cudaFuncSetAttribute(k_attention<KT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     dim3 grid((unsigned)qblocks, (unsigned)n_q_heads);
-    k_attention<KT><<<grid, WARPS * 32, smem, KCU_STREAM(cb)>>>(*out, *q, *k, *v, dh, group, scale, causal ? 1 : 0,
+    KCU_LAUNCH(k_attention<KT>, grid, WARPS * 32, smem, KCU_STREAM(cb))(*out, *q, *k, *v, dh, group, scale, causal ? 1 : 0,
                                                                 key_mask ? (const uint8_t *)key_mask->data : NULL);
     KCU_LAUNCHED(err, "attention");
     return KILN_OK;

@@ -11,7 +11,9 @@
  *            loaded as WMMA accumulators, updated, stored back
  * Head dims 64 and 128. Q, K, V and P are rounded to bf16 (the tensor cores' operands), so the result matches
  * the f32 CPU reference to about 1e-3 relative, not 1e-5: the precision a FAST bf16 path has anyway. */
-#include <mma.h>
+#ifndef KCU_EMU
+#include <mma.h> /* the emulator brings its own nvcuda::wmma */
+#endif
 
 #include "compute/cuda/cuda_kernels.cuh"
 
@@ -26,9 +28,9 @@ typedef kcu_tc_layout tc_layout;
 static __global__ void __launch_bounds__(TC_WARPS * 32) k_attention_tc(kcu_mat out, kcu_mat q, kcu_mat k, kcu_mat v,
                                                                        int dh, int group, float scale, int causal,
                                                                        const uint8_t *key_mask) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#if (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800) || defined(KCU_EMU)
     using namespace nvcuda;
-    extern __shared__ __align__(128) unsigned char smem[];
+    KCU_DYNAMIC_SMEM(unsigned char, smem);
     const tc_layout t = tc_plan(dh);
     __nv_bfloat16 *qs = (__nv_bfloat16 *)(smem + t.q), *ks = (__nv_bfloat16 *)(smem + t.k);
     __nv_bfloat16 *vs = (__nv_bfloat16 *)(smem + t.v), *ps = (__nv_bfloat16 *)(smem + t.p);
@@ -154,7 +156,7 @@ kiln_status kcu_attention_tc(kiln_cuda_backend *cb, const kcu_mat *out, const kc
     size_t smem = tc_plan(dh).bytes;
     KCU_CALL(err, cudaFuncSetAttribute(k_attention_tc, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     dim3 grid((unsigned)qblocks, (unsigned)n_q_heads);
-    k_attention_tc<<<grid, TC_WARPS * 32, smem, KCU_STREAM(cb)>>>(*out, *q, *k, *v, dh, n_q_heads / n_kv_heads, scale,
+    KCU_LAUNCH(k_attention_tc, grid, TC_WARPS * 32, smem, KCU_STREAM(cb))(*out, *q, *k, *v, dh, n_q_heads / n_kv_heads, scale,
                                                                   causal ? 1 : 0,
                                                                   key_mask ? (const uint8_t *)key_mask->data : NULL);
     KCU_LAUNCHED(err, "attention (tensor cores)");

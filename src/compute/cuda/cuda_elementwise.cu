@@ -22,7 +22,7 @@ static __global__ void k_convert(kcu_mat d, kcu_mat s) {
 kiln_status kcu_convert(kiln_cuda_backend *cb, const kcu_mat *dst, const kcu_mat *src, kiln_err *err) {
     int64_t n = dst->rows * dst->cols;
     if (n == 0) return KILN_OK;
-    k_convert<<<GRID(n), THREADS, 0, KCU_STREAM(cb)>>>(*dst, *src);
+    KCU_LAUNCH(k_convert, GRID(n), THREADS, 0, KCU_STREAM(cb))(*dst, *src);
     KCU_LAUNCHED(err, "convert");
     return KILN_OK;
 }
@@ -44,7 +44,7 @@ kiln_status kcu_epilogue(kiln_cuda_backend *cb, const kcu_mat *y, const kcu_mat 
     int64_t n = y->rows * y->cols;
     if (n == 0) return KILN_OK;
     kcu_mat none = {NULL, 0, 0, 0, KILN_DT_F32};
-    k_epilogue<<<GRID(n), THREADS, 0, KCU_STREAM(cb)>>>(*y, *p, bias ? *bias : none, gate ? *gate : none, kind);
+    KCU_LAUNCH(k_epilogue, GRID(n), THREADS, 0, KCU_STREAM(cb))(*y, *p, bias ? *bias : none, gate ? *gate : none, kind);
     KCU_LAUNCHED(err, "matmul epilogue");
     return KILN_OK;
 }
@@ -60,7 +60,7 @@ static __global__ void k_swiglu(kcu_mat y, kcu_mat ab) {
 kiln_status kcu_swiglu(kiln_cuda_backend *cb, const kcu_mat *y, const kcu_mat *ab, kiln_err *err) {
     int64_t n = y->rows * y->cols;
     if (n == 0) return KILN_OK;
-    k_swiglu<<<GRID(n), THREADS, 0, KCU_STREAM(cb)>>>(*y, *ab);
+    KCU_LAUNCH(k_swiglu, GRID(n), THREADS, 0, KCU_STREAM(cb))(*y, *ab);
     KCU_LAUNCHED(err, "swiglu");
     return KILN_OK;
 }
@@ -76,7 +76,7 @@ static __global__ void k_silu_mul(kcu_mat y, kcu_mat a, kcu_mat b) {
 kiln_status kcu_silu_mul(kiln_cuda_backend *cb, const kcu_mat *y, const kcu_mat *a, const kcu_mat *b, kiln_err *err) {
     int64_t n = y->rows * y->cols;
     if (n == 0) return KILN_OK;
-    k_silu_mul<<<GRID(n), THREADS, 0, KCU_STREAM(cb)>>>(*y, *a, *b);
+    KCU_LAUNCH(k_silu_mul, GRID(n), THREADS, 0, KCU_STREAM(cb))(*y, *a, *b);
     KCU_LAUNCHED(err, "silu_mul");
     return KILN_OK;
 }
@@ -94,7 +94,7 @@ static __global__ void k_activation(kcu_mat y, kcu_mat x, int act) {
 kiln_status kcu_activation(kiln_cuda_backend *cb, const kcu_mat *y, const kcu_mat *x, int act, kiln_err *err) {
     int64_t n = y->rows * y->cols;
     if (n == 0) return KILN_OK;
-    k_activation<<<GRID(n), THREADS, 0, KCU_STREAM(cb)>>>(*y, *x, act);
+    KCU_LAUNCH(k_activation, GRID(n), THREADS, 0, KCU_STREAM(cb))(*y, *x, act);
     KCU_LAUNCHED(err, act == 0 ? "silu" : "gelu_tanh");
     return KILN_OK;
 }
@@ -109,7 +109,7 @@ static __global__ void k_add(kcu_mat y, kcu_mat a, kcu_mat b) {
 kiln_status kcu_add(kiln_cuda_backend *cb, const kcu_mat *y, const kcu_mat *a, const kcu_mat *b, kiln_err *err) {
     int64_t n = y->rows * y->cols;
     if (n == 0) return KILN_OK;
-    k_add<<<GRID(n), THREADS, 0, KCU_STREAM(cb)>>>(*y, *a, *b);
+    KCU_LAUNCH(k_add, GRID(n), THREADS, 0, KCU_STREAM(cb))(*y, *a, *b);
     KCU_LAUNCHED(err, "add");
     return KILN_OK;
 }
@@ -126,7 +126,7 @@ kiln_status kcu_gated_add(kiln_cuda_backend *cb, const kcu_mat *x, const kcu_mat
                           kiln_err *err) {
     int64_t n = x->rows * x->cols;
     if (n == 0) return KILN_OK;
-    k_gated_add<<<GRID(n), THREADS, 0, KCU_STREAM(cb)>>>(*x, *gate, *y);
+    KCU_LAUNCH(k_gated_add, GRID(n), THREADS, 0, KCU_STREAM(cb))(*x, *gate, *y);
     KCU_LAUNCHED(err, "gated_add");
     return KILN_OK;
 }
@@ -142,7 +142,7 @@ kiln_status kcu_scale_shift(kiln_cuda_backend *cb, const kcu_mat *y, const kcu_m
                             kiln_err *err) {
     int64_t n = y->rows * y->cols;
     if (n == 0) return KILN_OK;
-    k_scale_shift<<<GRID(n), THREADS, 0, KCU_STREAM(cb)>>>(*y, *x, a, b);
+    KCU_LAUNCH(k_scale_shift, GRID(n), THREADS, 0, KCU_STREAM(cb))(*y, *x, a, b);
     KCU_LAUNCHED(err, "scale_shift");
     return KILN_OK;
 }
@@ -173,7 +173,7 @@ kiln_status kcu_copy4(kiln_cuda_backend *cb, const kcu_view4 *y, const kcu_view4
     int64_t n = y->shape[0] * y->shape[1] * y->shape[2] * y->shape[3];
     if (n == 0) return KILN_OK;
     int raw = y->dt == x->dt ? (int)kiln_dtype_size(y->dt) : 0;
-    k_copy4<<<GRID(n), THREADS, 0, KCU_STREAM(cb)>>>(*y, *x, raw);
+    KCU_LAUNCH(k_copy4, GRID(n), THREADS, 0, KCU_STREAM(cb))(*y, *x, raw);
     KCU_LAUNCHED(err, "copy");
     return KILN_OK;
 }

@@ -32,7 +32,7 @@ kiln_status kcu_im2col(kiln_cuda_backend *cb, const kcu_mat *col, const float *x
     int64_t total = col->rows * col->cols;
     if (total == 0) return KILN_OK;
     const float *xn = x + n * xdims[1] * xdims[2] * xdims[3];
-    k_im2col<<<grid_for(total), THREADS, 0, KCU_STREAM(cb)>>>(*col, xn, xdims[1], xdims[2], xdims[3], kh, kw, stride,
+    KCU_LAUNCH(k_im2col, grid_for(total), THREADS, 0, KCU_STREAM(cb))(*col, xn, xdims[1], xdims[2], xdims[3], kh, kw, stride,
                                                              pad_begin, wo, p0);
     KCU_LAUNCHED(err, "conv2d im2col");
     return KILN_OK;
@@ -46,7 +46,7 @@ kiln_status kcu_bias_nchw(kiln_cuda_backend *cb, float *y, const kcu_mat *bias, 
                           kiln_err *err) {
     int64_t total = n * c * hw;
     if (total == 0) return KILN_OK;
-    k_bias_nchw<<<grid_for(total), THREADS, 0, KCU_STREAM(cb)>>>(y, *bias, c, hw, total);
+    KCU_LAUNCH(k_bias_nchw, grid_for(total), THREADS, 0, KCU_STREAM(cb))(y, *bias, c, hw, total);
     KCU_LAUNCHED(err, "conv2d bias");
     return KILN_OK;
 }
@@ -119,13 +119,13 @@ kiln_status kcu_group_norm(kiln_cuda_backend *cb, float *y, const float *x, cons
     if (ngroups > 65535 || chunks > 0x7fffffff) return KILN_FAIL(err, KILN_E_LIMIT, "group_norm: too many groups");
     float2 *stats = (float2 *)tmp; /* 8-byte aligned at the start of the scratch */
     gn_part *part = (gn_part *)(stats + ngroups);
-    k_gn_partial<<<dim3((unsigned)chunks, (unsigned)ngroups), 256, 0, KCU_STREAM(cb)>>>(x, len, GN_CHUNK, (int)chunks,
+    KCU_LAUNCH(k_gn_partial, dim3((unsigned)chunks, (unsigned)ngroups), 256, 0, KCU_STREAM(cb))(x, len, GN_CHUNK, (int)chunks,
                                                                                        part);
     KCU_LAUNCHED(err, "group_norm statistics");
-    k_gn_finalize<<<kcu_blocks(ngroups, 128), 128, 0, KCU_STREAM(cb)>>>(part, (int)chunks, ngroups, eps, stats);
+    KCU_LAUNCH(k_gn_finalize, kcu_blocks(ngroups, 128), 128, 0, KCU_STREAM(cb))(part, (int)chunks, ngroups, eps, stats);
     KCU_LAUNCHED(err, "group_norm statistics merge");
     int64_t total = dims[0] * dims[1] * hw;
-    k_gn_apply<<<grid_for(total), THREADS, 0, KCU_STREAM(cb)>>>(y, x, dims[1], hw, groups, *gamma, *beta, stats,
+    KCU_LAUNCH(k_gn_apply, grid_for(total), THREADS, 0, KCU_STREAM(cb))(y, x, dims[1], hw, groups, *gamma, *beta, stats,
                                                                silu ? 1 : 0, total);
     KCU_LAUNCHED(err, "group_norm");
     return KILN_OK;
@@ -142,7 +142,7 @@ static __global__ void k_upsample2x(float *y, const float *x, int64_t h, int64_t
 kiln_status kcu_upsample2x(kiln_cuda_backend *cb, float *y, const float *x, const int64_t xdims[4], kiln_err *err) {
     int64_t total = xdims[0] * xdims[1] * xdims[2] * xdims[3] * 4;
     if (total == 0) return KILN_OK;
-    k_upsample2x<<<grid_for(total), THREADS, 0, KCU_STREAM(cb)>>>(y, x, xdims[2], xdims[3], total);
+    KCU_LAUNCH(k_upsample2x, grid_for(total), THREADS, 0, KCU_STREAM(cb))(y, x, xdims[2], xdims[3], total);
     KCU_LAUNCHED(err, "upsample2x");
     return KILN_OK;
 }

@@ -14,6 +14,29 @@ extern "C" {
 
 #define KCU_STREAM(cb) ((cudaStream_t)(cb)->stream)
 
+/* A kernel launch, written so that the emulator (tests/cuda_emu/kcu_emu.h, which defines both macros when the .cu
+ * files are compiled as C++ for the CPU) can run the same source:
+ *     KCU_LAUNCH(k_add, grid, threads, smem_bytes, KCU_STREAM(cb))(y, a, b);
+ *     KCU_DYNAMIC_SMEM(float, sm);   // the block's dynamic shared memory, 128-byte aligned */
+#ifndef KCU_EMU
+#define KCU_LAUNCH(kernel, grid, block, smem, stream) kernel<<<grid, block, smem, stream>>>
+#define KCU_DYNAMIC_SMEM(type, name) extern __shared__ __align__(128) type name[]
+#else
+/* the emulator checks that every matrix a kernel is given lies inside one device allocation */
+static inline void kcu_emu_check_arg(const kcu_mat &m, const char *kernel, int arg) {
+    if (m.data && m.rows > 0 && m.cols > 0)
+        kcu_emu::check_device_range(m.data, (size_t)((m.rows - 1) * m.ld + m.cols) * kiln_dtype_size(m.dt), kernel, arg);
+}
+static inline void kcu_emu_check_arg(const kcu_view4 &v, const char *kernel, int arg) {
+    int64_t last = 0;
+    for (int d = 0; d < 4; d++) {
+        if (v.shape[d] <= 0) return;
+        last += (v.shape[d] - 1) * v.stride[d];
+    }
+    if (v.data) kcu_emu::check_device_range(v.data, (size_t)(last + 1) * kiln_dtype_size(v.dt), kernel, arg);
+}
+#endif
+
 /* After a launch: a bad configuration or an earlier asynchronous fault becomes a status with the op's name. */
 #define KCU_LAUNCHED(err, what)                                                                               \
     do {                                                                                                      \

@@ -26,7 +26,7 @@ kiln_status kcu_rms_norm(kiln_cuda_backend *cb, const kcu_mat *y, const kcu_mat 
     int64_t gpr = x->cols / gain->cols, n = x->rows * gpr;
     if (n == 0) return KILN_OK;
     const int warps = 8;
-    k_rms_norm<<<kcu_blocks(n, warps), warps * 32, 0, KCU_STREAM(cb)>>>(*y, *x, *gain, eps, gpr);
+    KCU_LAUNCH(k_rms_norm, kcu_blocks(n, warps), warps * 32, 0, KCU_STREAM(cb))(*y, *x, *gain, eps, gpr);
     KCU_LAUNCHED(err, "rms_norm");
     return KILN_OK;
 }
@@ -59,7 +59,7 @@ kiln_status kcu_layer_norm_modulate(kiln_cuda_backend *cb, const kcu_mat *y, con
     if (x->rows == 0 || x->cols == 0) return KILN_OK;
     if (x->rows > 0x7fffffff) return KILN_FAIL(err, KILN_E_LIMIT, "layer_norm: %lld rows", (long long)x->rows);
     kcu_mat none = {NULL, 0, 0, 0, KILN_DT_F32};
-    k_layer_norm_mod<<<(unsigned)x->rows, 256, 0, KCU_STREAM(cb)>>>(*y, *x, shift ? *shift : none,
+    KCU_LAUNCH(k_layer_norm_mod, (unsigned)x->rows, 256, 0, KCU_STREAM(cb))(*y, *x, shift ? *shift : none,
                                                                      scale ? *scale : none, eps);
     KCU_LAUNCHED(err, "layer_norm_modulate");
     return KILN_OK;
@@ -82,7 +82,7 @@ static __global__ void k_softmax(kcu_mat y, kcu_mat x) {
 kiln_status kcu_softmax(kiln_cuda_backend *cb, const kcu_mat *y, const kcu_mat *x, kiln_err *err) {
     if (x->rows == 0 || x->cols == 0) return KILN_OK;
     if (x->rows > 0x7fffffff) return KILN_FAIL(err, KILN_E_LIMIT, "softmax: %lld rows", (long long)x->rows);
-    k_softmax<<<(unsigned)x->rows, 256, 0, KCU_STREAM(cb)>>>(*y, *x);
+    KCU_LAUNCH(k_softmax, (unsigned)x->rows, 256, 0, KCU_STREAM(cb))(*y, *x);
     KCU_LAUNCHED(err, "softmax");
     return KILN_OK;
 }

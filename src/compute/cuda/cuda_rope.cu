@@ -25,7 +25,7 @@ kiln_status kcu_rope(kiln_cuda_backend *cb, const kcu_mat *x, const kcu_mat *cos
     int64_t n = x->rows * n_heads * (int64_t)half;
     if (n == 0) return KILN_OK;
     unsigned blocks = kcu_blocks(n, 256);
-    k_rope<<<blocks > 65536u ? 65536u : blocks, 256, 0, KCU_STREAM(cb)>>>(*x, *cos, *sin, n_heads, half,
+    KCU_LAUNCH(k_rope, blocks > 65536u ? 65536u : blocks, 256, 0, KCU_STREAM(cb))(*x, *cos, *sin, n_heads, half,
                                                                         interleaved ? 1 : 0);
     KCU_LAUNCHED(err, "rope");
     return KILN_OK;

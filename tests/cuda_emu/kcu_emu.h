@@ -1,0 +1,246 @@
+/* kcu_emu.h - the device side of the CUDA emulator: force-included (-include) before every .cu file of the CUDA
+ * backend when they are compiled as plain C++ for the CPU (cmake -DKILN_CUDA_EMU=ON, `make cuda-emu`).
+ *
+ * Why: a GPU is lent to this project rarely and for minutes. Everything a GPU run could find that does not
+ * depend on the GPU's speed - a kernel indexing past its buffer, a missing __syncthreads, a host pointer handed
+ * to a kernel, a WMMA tile read misaligned, a cuBLASLt layout the wrong way round, a graph replaying stale
+ * pointers, a download during capture - this emulator finds on every commit, by running the backend's own .cu
+ * sources unchanged (bar the KCU_LAUNCH macro) on the CPU, one emulated GPU thread per fiber:
+ *
+ *   blocks     run one after another; the threads of a block are fibers (emu_fiber.c), each runs until it
+ *              reaches a barrier (__syncthreads, __syncwarp, a shuffle, a WMMA operation) or returns
+ *   __shared__ static storage: shared by the threads of the block that is running, as on the GPU
+ *   shuffles   each lane posts its value and waits for the whole warp; a shuffle with lanes that have exited
+ *              is reported (undefined on the GPU)
+ *   WMMA       each lane holds the whole 16x16 tile (the layout of a fragment is opaque to kernels); mma_sync
+ *              is warp-collective (every lane has loaded before any lane stores), a store writes each lane's
+ *              share, and pointer and leading-dimension alignment are checked as the hardware requires
+ *   order      KCU_EMU_ORDER=reverse runs the threads of each phase last-to-first: a read of shared memory that
+ *              lacks its barrier then sees stale data and the op's comparison fails
+ *   memory     kernel pointer arguments (and every kcu_mat / kcu_view4 range) must lie inside one device
+ *              allocation; device memory is unreadable to host code outside emulated device work (a host
+ *              dereference of device memory is reported with its address, as the GPU would fault)
+ *
+ * The runtime and cuBLASLt subsets kiln calls are in emu_runtime.cc and emu_cublaslt.cc, declared by the real
+ * CUDA headers. Not emulated: timing, memory coalescing, bank conflicts, and the asynchrony of streams (work
+ * runs when it is enqueued, unless a graph is being captured). */
+#ifndef KILN_TESTS_CUDA_EMU_KCU_EMU_H
+#define KILN_TESTS_CUDA_EMU_KCU_EMU_H
+
+#ifndef __cplusplus
+#error "kcu_emu.h is for the .cu files compiled as C++"
+#endif
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#define KCU_EMU 1
+
+/* kernel argument checks, found by ordinary lookup for any argument; kcu_mat and kcu_view4 add overloads in
+ * cuda_kernels.cuh that argument-dependent lookup finds */
+template <class T> inline void kcu_emu_check_arg(const T &v, const char *kernel, int arg);
+
+/* ---- the emulated thread, block and launch ---- */
+namespace kcu_emu {
+
+struct launch_state {
+    dim3 grid, block;
+    size_t dyn_smem;
+    const char *kernel;
+};
+
+/* the built-ins of the running fiber, set by the scheduler at every switch (__thread: no TLS wrapper calls) */
+extern __thread const uint3 *cur_tid, *cur_bid;
+extern __thread int cur_lane;
+extern __thread const launch_state *cur_launch;
+void *dynamic_smem();
+
+/* barriers (line: the call site, to report divergent barriers) */
+void syncthreads(int line);
+void syncwarp(unsigned mask, int line);
+/* lane posts bits and waits for the whole warp; returns the bits lane src posted */
+uint64_t warp_exchange(unsigned mask, uint64_t bits, int src_lane, int line);
+[[noreturn]] void trap(const char *what);
+
+/* The launch: checks the configuration (block size, dynamic shared memory against the limit the function was
+ * given with cudaFuncSetAttribute), then runs body(thread) for every thread of every block - or records it when
+ * the stream is being captured into a graph. Sets the error cudaGetLastError returns. */
+typedef void (*body_fn)(void *ctx);
+void launch(const void *func, const char *name, dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+            void *ctx, body_fn body, body_fn check, void (*ctx_free)(void *ctx));
+
+/* kernel argument checks: a pointer must be NULL or lie inside one device allocation, with bytes after it */
+void check_device_range(const void *p, size_t bytes, const char *kernel, int arg);
+
+template <class T> inline void check_arg(const T &, const char *, int) {}
+template <class T> inline void check_arg(T *const &p, const char *kernel, int arg) {
+    if (p) check_device_range((const void *)p, 1, kernel, arg);
+}
+
+template <class... P> struct kernel_call {
+    void (*fn)(P...);
+    const char *name;
+    std::tuple<typename std::decay<P>::type...> args;
+
+    template <size_t... I> void check(std::index_sequence<I...>) const {
+        (kcu_emu_check_arg(std::get<I>(args), name, (int)I), ...);
+    }
+};
+
+template <class... P> struct launcher {
+    void (*fn)(P...);
+    const char *name;
+    dim3 grid, block;
+    size_t smem;
+    cudaStream_t stream;
+
+    template <class... A> void operator()(A &&...a) {
+        typedef kernel_call<P...> call;
+        auto *c = new call{fn, name, std::tuple<typename std::decay<P>::type...>(std::forward<A>(a)...)};
+        launch((const void *)fn, name, grid, block, smem, stream, c,
+               [](void *ctx) { /* one emulated thread: its own copy of the parameters */
+                   auto *k = (call *)ctx;
+                   auto args = k->args;
+                   std::apply(k->fn, args);
+               },
+               [](void *ctx) { ((call *)ctx)->check(std::index_sequence_for<P...>{}); },
+               [](void *ctx) { delete (call *)ctx; });
+    }
+};
+
+template <class... P>
+inline launcher<P...> make_launcher(void (*fn)(P...), const char *name, dim3 g, dim3 b, size_t smem,
+                                    cudaStream_t st) {
+    return launcher<P...>{fn, name, g, b, smem, st};
+}
+
+} /* namespace kcu_emu */
+
+template <class T> inline void kcu_emu_check_arg(const T &v, const char *kernel, int arg) {
+    kcu_emu::check_arg(v, kernel, arg);
+}
+
+/* cuda_runtime.h's template overload for kernels is for nvcc only */
+template <class... P> inline cudaError_t cudaFuncSetAttribute(void (*f)(P...), enum cudaFuncAttribute attr, int value) {
+    return cudaFuncSetAttribute((const void *)f, attr, value);
+}
+
+#define KCU_LAUNCH(kernel, grid, block, smem, stream) kcu_emu::make_launcher(kernel, #kernel, grid, block, smem, stream)
+#define KCU_DYNAMIC_SMEM(type, name) type *name = (type *)kcu_emu::dynamic_smem()
+
+/* ---- CUDA C++ built-ins as the fibers see them ---- */
+#ifndef __launch_bounds__
+#define __launch_bounds__(...)
+#endif
+#undef __shared__
+#define __shared__ static /* one block runs at a time: function statics are the running block's shared memory */
+#define threadIdx (*kcu_emu::cur_tid)
+#define blockIdx (*kcu_emu::cur_bid)
+#define blockDim (kcu_emu::cur_launch->block)
+#define gridDim (kcu_emu::cur_launch->grid)
+#define __syncthreads() kcu_emu::syncthreads(__LINE__)
+#define __syncwarp(...) kcu_emu::syncwarp(kcu_emu_mask_(__VA_ARGS__ + 0), __LINE__)
+static inline unsigned kcu_emu_mask_(unsigned m) { return m ? m : 0xffffffffu; }
+#define __trap() kcu_emu::trap("__trap()")
+
+template <class T> static inline T kcu_emu_shfl_(unsigned mask, T v, int src, int line) {
+    static_assert(sizeof(T) <= 8, "shuffle of a value over 8 bytes");
+    uint64_t b = 0;
+    memcpy(&b, &v, sizeof v);
+    b = kcu_emu::warp_exchange(mask, b, src, line);
+    T r;
+    memcpy(&r, &b, sizeof r);
+    return r;
+}
+#define __shfl_sync(mask, v, src) kcu_emu_shfl_((mask), (v), (int)(src) & 31, __LINE__)
+#define __shfl_xor_sync(mask, v, o) kcu_emu_shfl_((mask), (v), (kcu_emu::cur_lane ^ (int)(o)) & 31, __LINE__)
+
+static inline float rsqrtf_emu_(float x) { return 1.0f / sqrtf(x); }
+#define rsqrtf rsqrtf_emu_
+
+/* ---- WMMA: nvcuda::wmma for bf16 x bf16 -> f32, 16x16x16 ---- */
+namespace kcu_emu {
+/* mma_sync is warp-collective: every lane's fragments are loaded before any lane goes on to store */
+void wmma_converge(int line);
+void wmma_check_ptr(const void *p, unsigned ldm, size_t elem, const char *what);
+} /* namespace kcu_emu */
+
+namespace nvcuda {
+namespace wmma {
+struct matrix_a {};
+struct matrix_b {};
+struct accumulator {};
+struct row_major {};
+struct col_major {};
+enum layout_t { mem_row_major, mem_col_major };
+
+/* every lane keeps the whole tile, in row-major [M][N] (matrix_a: M x K, matrix_b: K x N) */
+template <class Use, int M, int N, int K, class T, class Layout = void> struct fragment {
+    static constexpr int rows = std::is_same<Use, matrix_b>::value ? K : M;
+    static constexpr int cols = std::is_same<Use, matrix_a>::value ? K : N;
+    float x[rows * cols];
+    static constexpr int num_elements = rows * cols;
+};
+
+static inline float emu_ld_(const __nv_bfloat16 *p) { return __bfloat162float(*p); }
+static inline float emu_ld_(const float *p) { return *p; }
+
+template <class Use, int M, int N, int K, class T, class Layout>
+inline void load_matrix_sync(fragment<Use, M, N, K, T, Layout> &f, const T *p, unsigned ldm) {
+    typedef fragment<Use, M, N, K, T, Layout> F;
+    kcu_emu::wmma_check_ptr(p, ldm, sizeof(T), "load_matrix_sync");
+    bool colmaj = std::is_same<Layout, col_major>::value;
+    for (int r = 0; r < F::rows; r++)
+        for (int c = 0; c < F::cols; c++) f.x[r * F::cols + c] = emu_ld_(colmaj ? p + c * ldm + r : p + r * ldm + c);
+}
+
+template <int M, int N, int K>
+inline void load_matrix_sync(fragment<accumulator, M, N, K, float, void> &f, const float *p, unsigned ldm,
+                             layout_t l) {
+    kcu_emu::wmma_check_ptr(p, ldm, sizeof(float), "load_matrix_sync (accumulator)");
+    for (int r = 0; r < M; r++)
+        for (int c = 0; c < N; c++) f.x[r * N + c] = l == mem_row_major ? p[r * ldm + c] : p[c * ldm + r];
+}
+
+template <int M, int N, int K>
+inline void store_matrix_sync(float *p, const fragment<accumulator, M, N, K, float, void> &f, unsigned ldm,
+                              layout_t l) {
+    kcu_emu::wmma_check_ptr(p, ldm, sizeof(float), "store_matrix_sync");
+    /* each lane writes its share of the tile, as on the GPU: a read of the tile by another lane needs a barrier */
+    int lane = kcu_emu::cur_lane;
+    for (int i = lane; i < M * N; i += 32) {
+        int r = i / N, c = i % N;
+        (l == mem_row_major ? p[r * ldm + c] : p[c * ldm + r]) = f.x[i];
+    }
+}
+
+template <int M, int N, int K> inline void fill_fragment(fragment<accumulator, M, N, K, float, void> &f, float v) {
+    for (int i = 0; i < M * N; i++) f.x[i] = v;
+}
+
+/* d = a . b + c; the products of bf16 operands are exact in f32, summed in f32 */
+template <int M, int N, int K, class T, class LA, class LB>
+inline void mma_sync(fragment<accumulator, M, N, K, float, void> &d, const fragment<matrix_a, M, N, K, T, LA> &a,
+                     const fragment<matrix_b, M, N, K, T, LB> &b, const fragment<accumulator, M, N, K, float, void> &c) {
+    kcu_emu::wmma_converge(__LINE__);
+    float out[M * N];
+    for (int r = 0; r < M; r++)
+        for (int col = 0; col < N; col++) {
+            float s = c.x[r * N + col];
+            for (int k = 0; k < K; k++) s += a.x[r * K + k] * b.x[k * N + col];
+            out[r * N + col] = s;
+        }
+    memcpy(d.x, out, sizeof out);
+}
+} /* namespace wmma */
+} /* namespace nvcuda */
+
+#endif
