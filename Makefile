@@ -8,7 +8,7 @@ MUTANTS_BUDGET ?= 270
 # make cuda builds what its check needs: the kiln binary (kiln_cuda linked in) and the CUDA host-logic tests
 CUDA_TESTS := $(basename $(notdir $(wildcard tests/unit/test_compute_cuda_*.c)))
 
-.PHONY: all build debug asan test test-release-checks test-asan fuzz cuda mutants mutants-sample check demo clean help
+.PHONY: all build debug asan test test-release-checks test-asan fuzz cuda cuda-emu mutants mutants-sample check demo clean help
 
 all: build
 
@@ -47,6 +47,14 @@ cuda:                  ## Compile and link the CUDA backend (sm_80/86/89/90/120)
 	$(CMAKE) --build build-cuda -j$(JOBS) --target kiln $(CUDA_TESTS)
 	cd build-cuda && ctest --output-on-failure -R '^test_compute_cuda_'
 
+# The CUDA backend's .cu sources compiled as C++ against tests/cuda_emu (no GPU, no nvcc: the CUDA headers only)
+# and run on the CPU: the emulator's own checks, the op comparison, the pipeline goldens and a server (label
+# cuda_emu). Release flags: the emulated threads are slow enough as it is.
+cuda-emu:              ## The CUDA backend on the emulated GPU (tests/cuda_emu): ops, pipeline goldens, graphs, a server
+	$(CMAKE) -S . -B build-cuda-emu -DCMAKE_BUILD_TYPE=Release -DKILN_CUDA_EMU=ON >/dev/null
+	$(CMAKE) --build build-cuda-emu -j$(JOBS) --target kiln emu_selftest $(CUDA_TESTS)
+	cd build-cuda-emu && ctest --output-on-failure -j$(JOBS) -L cuda_emu
+
 mutants:               ## Plant every bug of tests/mutants/*.txt in a scratch copy (build-mutants/); fail if a test misses one
 	scripts/mutants.sh --jobs $(JOBS)
 
@@ -63,7 +71,7 @@ demo: build            ## The main job on a generated tiny model
 	scripts/demo.sh
 
 clean:
-	rm -rf build build-debug build-asan build-fuzz build-cuda
+	rm -rf build build-debug build-asan build-fuzz build-cuda build-cuda-emu
 
 help:
 	@grep -E '^[a-z-]+:.*##' Makefile | sed 's/:.*##/\t/'

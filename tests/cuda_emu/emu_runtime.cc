@@ -322,8 +322,8 @@ static void switch_away(int released_warp) {
     warp_state &w = b->warps[(size_t)t->warp];
     w.alive--;
     if (w.arrived > 0)
-        fatal("a thread exited while %d lane(s) of its warp wait in a shuffle or __syncwarp (line %d): every lane "
-              "named in the mask must take part", w.arrived, t->line);
+        fatal("a shuffle or __syncwarp with exited lanes: a lane returned while %d lane(s) of its warp wait in one "
+              "(every lane named in the mask must take part)", w.arrived);
     if (b->arrived > 0 && b->arrived == b->alive) {
         for (auto &o : b->th)
             if (o.state == T_BLOCK) o.state = T_RUN;
@@ -358,8 +358,8 @@ static void warp_arrive(unsigned mask, int line, const char *what) {
     warp_state &w = b->warps[(size_t)t->warp];
     if (mask != 0xffffffffu) fatal("%s with the partial mask 0x%08x (line %d): not emulated", what, mask, line);
     if (w.size != 32 || w.alive != 32)
-        fatal("%s with mask 0xffffffff (line %d) in a warp of which only %d of 32 lanes exist or still run", what,
-              line, w.alive);
+        fatal("%s with exited lanes: mask 0xffffffff (line %d) in a warp of which only %d of 32 lanes exist or still "
+              "run", what, line, w.alive);
     t->state = T_WARP;
     t->line = line;
     int released = -1;
@@ -429,6 +429,9 @@ struct dyn_buffer {
 };
 static thread_local dyn_buffer dyn_mem;
 
+/* the static __shared__ variables of every kernel (kcu_emu.h puts them in this section) */
+extern "C" char __start_kcu_emu_shared[] __attribute__((weak)), __stop_kcu_emu_shared[] __attribute__((weak));
+
 static void run_block(block_state &b, const launch_state &L) {
     int n = (int)(L.block.x * L.block.y * L.block.z);
     b.n = b.alive = n;
@@ -449,6 +452,7 @@ static void run_block(block_state &b, const launch_state &L) {
         emu_fiber_init(&t.fiber, pool.get((size_t)i), STACK_BYTES, fiber_main);
     }
     b.dyn = dyn_mem.get(L.dyn_smem);
+    if (__start_kcu_emu_shared) memset(__start_kcu_emu_shared, 0xff, (size_t)(__stop_kcu_emu_shared - __start_kcu_emu_shared));
     b.reverse = cfg().reverse;
     cur_block = &b;
     cur_bid = &b.idx;

@@ -9,7 +9,8 @@
  *
  *   blocks     run one after another; the threads of a block are fibers (emu_fiber.c), each runs until it
  *              reaches a barrier (__syncthreads, __syncwarp, a shuffle, a WMMA operation) or returns
- *   __shared__ static storage: shared by the threads of the block that is running, as on the GPU
+ *   __shared__ static storage: shared by the threads of the block that is running, as on the GPU, and
+ *              filled with NaN bytes before each block (so is dynamic shared memory)
  *   shuffles   each lane posts its value and waits for the whole warp; a shuffle with lanes that have exited
  *              is reported (undefined on the GPU)
  *   WMMA       each lane holds the whole 16x16 tile (the layout of a fragment is opaque to kernels); mma_sync
@@ -140,8 +141,11 @@ template <class... P> inline cudaError_t cudaFuncSetAttribute(void (*f)(P...), e
 #ifndef __launch_bounds__
 #define __launch_bounds__(...)
 #endif
+/* One block runs at a time, so function statics are the running block's shared memory. They live in one ELF
+ * section, which the scheduler fills with 0xff bytes (NaN) before every block: shared memory starts undefined
+ * on a GPU, and a read the kernel did not write first must not see a previous block's values. */
 #undef __shared__
-#define __shared__ static /* one block runs at a time: function statics are the running block's shared memory */
+#define __shared__ static __attribute__((section("kcu_emu_shared")))
 #define threadIdx (*kcu_emu::cur_tid)
 #define blockIdx (*kcu_emu::cur_bid)
 #define blockDim (kcu_emu::cur_launch->block)

@@ -1,0 +1,297 @@
+/* emu_selftest.cc - the CUDA emulator's own test (ctest emu_selftest, KILN_CUDA_EMU build): every check it claims
+ * (kcu_emu.h) is shown to fire on a kernel or call with that bug, and the same code without the bug to pass.
+ * A case that must be reported runs in a child process; it passes when the child aborts and its stderr holds
+ * the expected words. Kernels here are written as a .cu file is (KCU_LAUNCH, __shared__, shuffles, WMMA). */
+#include "kcu_emu.h"
+
+#include <cublasLt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+static int failures;
+
+#define EXPECT(cond, ...)                                                                                     \
+    do {                                                                                                      \
+        if (!(cond)) {                                                                                        \
+            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                       \
+            printf(__VA_ARGS__);                                                                              \
+            printf("\n");                                                                                     \
+            failures++;                                                                                       \
+        }                                                                                                     \
+    } while (0)
+
+/* Runs fn in a child; true when it aborted (SIGABRT) with want in its stderr. */
+static bool dies_with(void (*fn)(), const char *want, const char *name) {
+    char path[] = "/tmp/kcu-emu-selftest.XXXXXX";
+    int fd = mkstemp(path);
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fd, 2);
+        fn();
+        _exit(0); /* not reported */
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    std::string err;
+    char buf[4096];
+    ssize_t n;
+    lseek(fd, 0, SEEK_SET);
+    while ((n = read(fd, buf, sizeof buf)) > 0) err.append(buf, (size_t)n);
+    close(fd);
+    unlink(path);
+    bool ok = WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT && err.find(want) != std::string::npos;
+    printf("%s %-44s %s\n", ok ? "ok  " : "FAIL", name, ok ? "reported" : "NOT reported as expected");
+    if (!ok) {
+        printf("     wanted \"%s\"; child status %d; stderr: %.400s\n", want, st, err.c_str());
+        failures++;
+    }
+    return ok;
+}
+
+static float *dev_floats(size_t n) {
+    void *p = nullptr;
+    if (cudaMalloc(&p, n * sizeof(float)) != cudaSuccess) abort();
+    return (float *)p;
+}
+
+/* ---- kernels ---- */
+
+static __global__ void k_fill(float *y, int n, float v) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = v;
+}
+static __global__ void k_fill_past_end(float *y, int n, float v) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i <= n) y[i] = v; /* one past the end */
+}
+/* thread 0 publishes a value through shared memory; every thread reads it (with or without the barrier) */
+static __global__ void k_publish(float *y, int barrier) {
+    __shared__ float box[1];
+    if (threadIdx.x == 0) box[0] = 42.f;
+    if (barrier) __syncthreads();
+    y[threadIdx.x] = box[0];
+}
+static __global__ void k_divergent_sync(float *y) {
+    if (threadIdx.x < 32) __syncthreads();
+    else __syncthreads();
+    y[threadIdx.x] = 1.f;
+}
+static __global__ void k_warp_sum(float *y) {
+    float v = (float)threadIdx.x;
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    y[threadIdx.x] = v;
+}
+static __global__ void k_shfl_after_exit(float *y) {
+    if (threadIdx.x & 1) return;
+    y[threadIdx.x] = __shfl_sync(0xffffffffu, 1.f, 0);
+}
+/* half a warp in a shuffle that needs all 32 lanes, the other half in a barrier that needs them too */
+static __global__ void k_deadlock(float *y) {
+    if (threadIdx.x < 16) y[threadIdx.x] = __shfl_sync(0xffffffffu, 1.f, 0);
+    else __syncthreads();
+}
+static __global__ void k_dyn(float *y) {
+    KCU_DYNAMIC_SMEM(float, sm);
+    sm[threadIdx.x] = (float)threadIdx.x;
+    __syncthreads();
+    y[threadIdx.x] = sm[blockDim.x - 1 - threadIdx.x];
+}
+/* one 16x16x16 bf16 WMMA product: d = a . b with a = row index, b = 1 */
+static __global__ void k_wmma(float *d, int misalign) {
+    using namespace nvcuda;
+    __shared__ __align__(128) __nv_bfloat16 a[16 * 16 + 8], b[16 * 16];
+    for (int i = threadIdx.x; i < 256; i += 32) a[i + (misalign ? 1 : 0)] = __float2bfloat16_rn((float)(i / 16)), b[i] = __float2bfloat16_rn(1.f);
+    __syncwarp();
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> fb;
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+    wmma::fill_fragment(acc, 0.f);
+    wmma::load_matrix_sync(fa, a + (misalign ? 1 : 0), 16);
+    wmma::load_matrix_sync(fb, b, 16);
+    wmma::mma_sync(acc, fa, fb, acc);
+    wmma::store_matrix_sync(d, acc, 16, wmma::mem_row_major);
+}
+
+/* ---- the cases ---- */
+
+static std::vector<float> download(const float *d, size_t n) {
+    std::vector<float> h(n);
+    cudaMemcpy(h.data(), d, n * sizeof(float), cudaMemcpyDeviceToHost);
+    return h;
+}
+
+static void host_pointer_to_kernel() {
+    static float host[64];
+    KCU_LAUNCH(k_fill, 1, 64, 0, 0)(host, 64, 1.f);
+}
+static void kernel_past_end() {
+    float *y = dev_floats(256);
+    KCU_LAUNCH(k_fill_past_end, 2, 256, 0, 0)(y, 256, 1.f);
+}
+static void host_reads_device() {
+    float *y = dev_floats(64);
+    KCU_LAUNCH(k_fill, 1, 64, 0, 0)(y, 64, 1.f);
+    volatile float v = y[3]; /* as if the host code forgot the download */
+    (void)v;
+}
+static void divergent_barrier() {
+    float *y = dev_floats(64);
+    KCU_LAUNCH(k_divergent_sync, 1, 64, 0, 0)(y);
+}
+static void shuffle_after_exit() {
+    float *y = dev_floats(32);
+    KCU_LAUNCH(k_shfl_after_exit, 1, 32, 0, 0)(y);
+}
+static void deadlock() {
+    float *y = dev_floats(32);
+    KCU_LAUNCH(k_deadlock, 1, 32, 0, 0)(y);
+}
+static void wmma_misaligned() {
+    float *d = dev_floats(256);
+    KCU_LAUNCH(k_wmma, 1, 32, 0, 0)(d, 1);
+}
+static void graph_replays_freed_buffer() {
+    cudaStream_t s;
+    cudaStreamCreate(&s);
+    float *y = dev_floats(64);
+    cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
+    KCU_LAUNCH(k_fill, 1, 64, 0, s)(y, 64, 2.f);
+    cudaGraph_t g;
+    cudaStreamEndCapture(s, &g);
+    cudaGraphExec_t x;
+    cudaGraphInstantiate(&x, g, 0);
+    cudaFree(y); /* the graph still holds y */
+    cudaGraphLaunch(x, s);
+}
+
+static void test_results() {
+    float *y = dev_floats(256);
+    KCU_LAUNCH(k_warp_sum, 1, 64, 0, 0)(y);
+    std::vector<float> h = download(y, 64);
+    EXPECT(h[0] == 496.f && h[31] == 496.f && h[63] == 1520.f, "warp sums %g %g %g (want 496, 496, 1520)", h[0], h[31],
+           h[63]);
+
+    /* the barrier-less publish: forward order hides the race (thread 0 runs first), reverse order shows it */
+    KCU_LAUNCH(k_publish, 1, 64, 0, 0)(y, 1);
+    h = download(y, 64);
+    EXPECT(h[0] == 42.f && h[63] == 42.f, "with the barrier every thread reads 42 (got %g, %g)", h[0], h[63]);
+    const char *order = getenv("KCU_EMU_ORDER");
+    bool reverse = order && !strcmp(order, "reverse");
+    KCU_LAUNCH(k_publish, 1, 64, 0, 0)(y, 0);
+    h = download(y, 64);
+    if (reverse) EXPECT(h[63] != 42.f, "reverse order: a read before the missing barrier sees the value (%g)", h[63]);
+
+    /* dynamic shared memory: over 48 KB without the attribute is a launch error, with it a launch */
+    cudaGetLastError();
+    KCU_LAUNCH(k_dyn, 1, 64, 64 * 1024, 0)(y);
+    EXPECT(cudaGetLastError() == cudaErrorInvalidConfiguration, "64 KB of dynamic shared memory without the attribute");
+    cudaFuncSetAttribute(k_dyn, cudaFuncAttributeMaxDynamicSharedMemorySize, 64 * 1024);
+    KCU_LAUNCH(k_dyn, 1, 64, 64 * 1024, 0)(y);
+    EXPECT(cudaGetLastError() == cudaSuccess, "64 KB with the attribute");
+    h = download(y, 64);
+    EXPECT(h[0] == 63.f && h[63] == 0.f, "dynamic shared memory reversed (%g, %g)", h[0], h[63]);
+
+    /* WMMA: row r of a . ones = 16 r */
+    KCU_LAUNCH(k_wmma, 1, 32, 0, 0)(y, 0);
+    h = download(y, 256);
+    EXPECT(h[0] == 0.f && h[16 * 5 + 3] == 80.f && h[255] == 240.f, "wmma product (%g %g %g)", h[0], h[83], h[255]);
+
+    /* a capture: a launch is recorded, not run; a cudaMalloc inside invalidates it */
+    cudaStream_t s;
+    cudaStreamCreate(&s);
+    KCU_LAUNCH(k_fill, 1, 64, 0, s)(y, 64, 0.f);
+    cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
+    KCU_LAUNCH(k_fill, 1, 64, 0, s)(y, 64, 7.f);
+    h = download(y, 1); /* a synchronous copy while capturing: refused */
+    void *p = nullptr;
+    EXPECT(cudaMalloc(&p, 16) == cudaErrorStreamCaptureUnsupported, "cudaMalloc during capture is refused");
+    cudaGraph_t g = nullptr;
+    EXPECT(cudaStreamEndCapture(s, &g) == cudaErrorStreamCaptureInvalidated && !g, "the capture is invalidated");
+    cudaGetLastError();
+    cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
+    KCU_LAUNCH(k_fill, 1, 64, 0, s)(y, 64, 7.f);
+    EXPECT(cudaStreamEndCapture(s, &g) == cudaSuccess && g, "a clean capture");
+    h = download(y, 1);
+    EXPECT(h[0] == 0.f, "captured work does not run at capture (%g)", h[0]);
+    cudaGraphExec_t x;
+    cudaGraphInstantiate(&x, g, 0);
+    cudaGraphLaunch(x, s);
+    h = download(y, 1);
+    EXPECT(h[0] == 7.f, "the replay runs it (%g)", h[0]);
+    cudaGraphExecDestroy(x);
+    cudaGraphDestroy(g);
+}
+
+/* cuBLASLt: D[m,n] = op(A) op(B) column-major against a loop here, both transposes of A; a wrong shape refused */
+static void test_cublaslt() {
+    const int m = 5, n = 3, k = 7;
+    std::vector<float> a(k * m), b(k * n); /* A stored k x m (TRANSA = T), B k x n */
+    for (size_t i = 0; i < a.size(); i++) a[i] = (float)(i % 11) - 5.f;
+    for (size_t i = 0; i < b.size(); i++) b[i] = (float)(i % 5) * 0.5f;
+    float *da = dev_floats(a.size() + 8), *db = dev_floats(b.size()), *dd = dev_floats(m * n);
+    cudaMemcpy(da, a.data(), a.size() * 4, cudaMemcpyHostToDevice);
+    cudaMemcpy(db, b.data(), b.size() * 4, cudaMemcpyHostToDevice);
+    cublasLtHandle_t h;
+    cublasLtCreate(&h);
+    cublasLtMatmulDesc_t op;
+    cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+    cublasOperation_t t = CUBLAS_OP_T;
+    cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof t);
+    cublasLtMatrixLayout_t la, lb, ld, bad;
+    cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, k, m, k);
+    cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, k, n, k);
+    cublasLtMatrixLayoutCreate(&ld, CUDA_R_32F, m, n, m);
+    cublasLtMatrixLayoutCreate(&bad, CUDA_R_32F, n, m, n);
+    cublasLtMatmulPreference_t pref;
+    cublasLtMatmulPreferenceCreate(&pref);
+    uint64_t ws = 0;
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    cublasLtMatmulHeuristicResult_t res;
+    int found = 0;
+    EXPECT(cublasLtMatmulAlgoGetHeuristic(h, op, la, lb, ld, ld, pref, 1, &res, &found) == CUBLAS_STATUS_SUCCESS &&
+               found == 1, "heuristic");
+    EXPECT(cublasLtMatmulAlgoGetHeuristic(h, op, la, lb, bad, bad, pref, 1, &res, &found) == CUBLAS_STATUS_INVALID_VALUE,
+           "D of the transposed shape refused");
+    cublasLtMatmulAlgoGetHeuristic(h, op, la, lb, ld, ld, pref, 1, &res, &found);
+    float al = 1.f, be = 0.f;
+    EXPECT(cublasLtMatmul(h, op, &al, da, la, db, lb, &be, dd, ld, dd, ld, &res.algo, nullptr, 0, 0) ==
+               CUBLAS_STATUS_SUCCESS, "matmul");
+    std::vector<float> d = download(dd, m * n);
+    double worst = 0;
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < m; i++) {
+            double s = 0;
+            for (int l = 0; l < k; l++) s += (double)a[l + i * k] * b[l + j * k];
+            worst = fmax(worst, fabs(s - d[i + j * m]));
+        }
+    EXPECT(worst == 0, "TN product off by %g", worst);
+    EXPECT(cublasLtMatmul(h, op, &al, (const char *)da + 4, la, db, lb, &be, dd, ld, dd, ld, &res.algo, nullptr, 0, 0) ==
+               CUBLAS_STATUS_NOT_SUPPORTED, "A less aligned than the algorithm was chosen for");
+    static float host[64];
+    EXPECT(cublasLtMatmul(h, op, &al, host, la, db, lb, &be, dd, ld, dd, ld, &res.algo, nullptr, 0, 0) ==
+               CUBLAS_STATUS_INVALID_VALUE, "A in host memory");
+    printf("ok   cuBLASLt checks\n");
+}
+
+int main() {
+    test_results();
+    test_cublaslt();
+    dies_with(host_pointer_to_kernel, "is host memory, not device memory", "host pointer handed to a kernel");
+    dies_with(kernel_past_end, "past the end of a 1024-byte device allocation", "kernel writes past an allocation");
+    dies_with(host_reads_device, "host code touched device memory", "host dereferences device memory");
+    dies_with(divergent_barrier, "divergent __syncthreads", "divergent __syncthreads");
+    dies_with(shuffle_after_exit, "with exited lanes", "shuffle with exited lanes");
+    dies_with(deadlock, "deadlock", "shuffle and __syncthreads deadlock");
+    dies_with(wmma_misaligned, "not 256-bit aligned", "misaligned WMMA load");
+    dies_with(graph_replays_freed_buffer, "is host memory, not device memory", "graph replays a freed buffer");
+    printf(failures ? "emu_selftest: %d FAILED\n" : "emu_selftest: all passed\n", failures);
+    return failures ? 1 : 0;
+}
