@@ -63,9 +63,10 @@ mutants-sample:        ## The rotating sample of MUTANTS_SAMPLE mutants CI runs 
 
 # The whole suite runs once, under ASan + UBSan on the release flags (-O2: the code that ships, checked); the plain
 # release build then runs only what the sanitizers make meaningless (resident-set bounds, full-scale load).
-check: test-release-checks test-asan fuzz mutants-sample  ## Everything CI runs (plus the CUDA compile when nvcc exists)
+check: test-release-checks test-asan fuzz mutants-sample  ## Everything CI runs (plus the CUDA compile and the emulated GPU where the toolkit is)
 	@if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then \
-	  PATH=$$PATH:/usr/local/cuda/bin $(MAKE) cuda; else echo "check: no nvcc on this machine, CUDA compile skipped"; fi
+	  export PATH=$$PATH:/usr/local/cuda/bin; $(MAKE) cuda && $(MAKE) cuda-emu; \
+	else echo "check: no CUDA toolkit on this machine, CUDA compile and emulated GPU skipped"; fi
 
 demo: build            ## The main job on a generated tiny model
 	scripts/demo.sh

@@ -23,7 +23,9 @@ kernel on a CPU without AMX or a CUDA file in the CPU build; never counted as ki
 every mutant that ran was KILLED.
 
 The optional key `needs: amx|avx512|avx2|cuda` (comma separated) marks code that runs only on that hardware; it is
-also inferred from the file name (*_amx.*, *_avx512.*, *_avx2.*, src/compute/cuda/, *.cu).
+also inferred from the file name (*_amx.*, *_avx512.*, *_avx2.*, src/compute/cuda/, *.cu). A `cuda` mutant is
+built and tested in BUILD/build-emu, the CUDA emulator's build (cmake -DKILN_CUDA_EMU=ON, tests/cuda_emu: the
+backend's own sources on the CPU), which needs only the CUDA headers; without them it is NOT-RUN.
 """
 import argparse
 import datetime
@@ -129,7 +131,9 @@ def load(errors, ctest_names=None):
             except re.error as e:
                 errors.append("%s: tests is not a regex: %s" % (name, e))
                 rx = None
-            if rx and ctest_names is not None and not any(rx.search(t) for t in ctest_names):
+            # the emulator's tests (emu_*) are registered only in its build: a CPU build dir cannot vouch for them
+            emu_only = "cuda" in m.needs() and m.tests.lstrip("^(").startswith("emu_")
+            if rx and ctest_names is not None and not emu_only and not any(rx.search(t) for t in ctest_names):
                 errors.append("%s: tests %r matches no ctest test" % (name, m.tests))
             fpath = os.path.join(ROOT, m.file)
             if os.path.isabs(m.file) or ".." in m.file.split("/") or not os.path.isfile(fpath):
@@ -154,10 +158,19 @@ def cpu_flags():
     return set()
 
 
+def cuda_headers():
+    """The CUDA toolkit's include dir (the emulator build compiles against its headers), or None."""
+    for d in (os.environ.get("CUDA_PATH", ""), "/usr/local/cuda", "/usr"):
+        if d and os.path.isfile(os.path.join(d, "include", "cuda_runtime.h")) and \
+                os.path.isfile(os.path.join(d, "include", "cublasLt.h")):
+            return os.path.join(d, "include")
+    return None
+
+
 def not_run_reason(m, flags):
     for n in m.needs():
-        if n == "cuda":
-            return "needs the CUDA build (scripts/mutants.sh builds the CPU release)"
+        if n == "cuda" and not cuda_headers():
+            return "needs the CUDA headers (the emulator build, tests/cuda_emu); none found"
         lacking = [f for f in CPU_FLAGS.get(n, ()) if f not in flags]
         if lacking:
             return "needs %s; this CPU lacks %s" % (n.upper(), " ".join(lacking))
@@ -237,7 +250,8 @@ def configure(tree, build, log):
     if os.path.isfile(os.path.join(build, "CMakeCache.txt")):
         return 0
     gen = ["-G", "Ninja"] if shutil.which("ninja") else []
-    return run(["cmake", "-S", tree, "-B", build, "-DCMAKE_BUILD_TYPE=Release", "-DKILN_TESTS=ON"] + gen, log)
+    emu = ["-DKILN_CUDA_EMU=ON"] if build.endswith("build-emu") else []
+    return run(["cmake", "-S", tree, "-B", build, "-DCMAKE_BUILD_TYPE=Release", "-DKILN_TESTS=ON"] + emu + gen, log)
 
 
 def ctest_tests(build, regex=None):
@@ -476,25 +490,30 @@ def main():
 
     start = time.time()
     scratch = os.path.abspath(a.build)
-    tree, build, logs = (os.path.join(scratch, d) for d in ("tree", "build", "logs"))
+    tree, logs = (os.path.join(scratch, d) for d in ("tree", "logs"))
     os.makedirs(tree, exist_ok=True)
     os.makedirs(logs, exist_ok=True)
     copied, removed = sync_tree(tree)
     print("mutants: scratch tree %s (%d files copied, %d removed)" % (tree, copied, removed))
-    if configure(tree, build, os.path.join(logs, "configure.log")):
-        print("mutants: error: cmake configure failed, see %s" % os.path.join(logs, "configure.log"))
-        return 2
+
+    def build_of(m):  # the CPU release build, or the CUDA emulator's for a cuda mutant
+        return os.path.join(scratch, "build-emu" if "cuda" in m.needs() else "build")
 
     # the unmutated tree builds (the named tests' targets); their runs on it come after the mutants, for the killers
-    base_secs = known_costs(build)
-    if runnable:
-        tests = {}
-        for rx in sorted({m.tests for m in runnable}):  # one ctest call each: ctest's regex allows 9 groups
-            tests.update(ctest_tests(build, rx))
-        if build_targets(build, targets_for(build, tests), os.path.join(logs, "baseline-build.log"), a.jobs):
-            print("mutants: error: the unmutated tree does not build, see %s" % os.path.join(logs, "baseline-build.log"))
+    base_secs = {}
+    for build in sorted({build_of(m) for m in runnable}):
+        name = os.path.basename(build)
+        if configure(tree, build, os.path.join(logs, "configure-%s.log" % name)):
+            print("mutants: error: cmake configure failed, see %s" % os.path.join(logs, "configure-%s.log" % name))
             return 2
-        print("mutants: unmutated build of %d tests' targets in %.0f s" % (len(tests), time.time() - start))
+        base_secs.update(known_costs(build))
+        tests = {}
+        for rx in sorted({m.tests for m in runnable if build_of(m) == build}):  # ctest's regex allows 9 groups
+            tests.update(ctest_tests(build, rx))
+        if build_targets(build, targets_for(build, tests), os.path.join(logs, "baseline-build-%s.log" % name), a.jobs):
+            print("mutants: error: the unmutated tree does not build, see %s" % os.path.join(logs, "baseline-build-%s.log" % name))
+            return 2
+        print("mutants: unmutated %s of %d tests' targets in %.0f s" % (name, len(tests), time.time() - start))
 
     killers = {}  # mutant id -> the tests that failed with it planted
     for i, m in enumerate(runnable, 1):
@@ -504,6 +523,7 @@ def main():
             print("mutants: [%d/%d] %-12s %-44s  time budget spent" % (i, len(runnable), "NOT-RUN", m.id))
             continue
         log_build = os.path.join(logs, "%s.build.log" % m.id)
+        build = build_of(m)
         tests = ctest_tests(build, m.tests)
         if not tests:
             verdicts[m.id] = ("ERROR", "tests %r matches no ctest test" % m.tests, 0.0)
@@ -543,20 +563,27 @@ def main():
               flush=True)
 
     # the killers, unmutated: a test that fails without the bug killed nothing
-    if killers:
+    by_build = {}
+    for mid, ts in killers.items():
+        build = build_of(next(m for m in runnable if m.id == mid))
+        by_build.setdefault(build, set()).update(ts)
+    for build, need in sorted(by_build.items()):
         t0 = time.time()
-        need = sorted({t for ts in killers.values() for t in ts})
+        need = sorted(need)
         res = {}
-        if build_targets(build, targets_for(build, {t: None for t in need}), os.path.join(logs, "baseline-build.log"),
-                         a.jobs):
+        name = os.path.basename(build)
+        if build_targets(build, targets_for(build, {t: None for t in need}),
+                         os.path.join(logs, "baseline-build-%s.log" % name), a.jobs):
             res = {t: ("Failed", 0.0) for t in need}  # (the restored tree not building is the tree's fault)
         else:
             for t in need:
-                res.update(run_ctest(build, names_regex([t]), os.path.join(logs, "baseline.%s.log" % t), 1500))
+                res.update(run_ctest(build, names_regex([t]), os.path.join(logs, "baseline.%s.%s.log" % (name, t)), 1500))
         bad = sorted(t for t in need if res.get(t, ("NotRun",))[0] not in ("Passed", "Skipped"))
-        print("mutants: baseline of the %d killing tests in %.0f s%s" % (
-            len(need), time.time() - t0, "; FAILING: " + " ".join(bad) if bad else ""))
+        print("mutants: baseline of the %d killing tests (%s) in %.0f s%s" % (
+            len(need), name, time.time() - t0, "; FAILING: " + " ".join(bad) if bad else ""))
         for mid, ts in killers.items():
+            if build_of(next(m for m in runnable if m.id == mid)) != build:
+                continue
             if set(ts) & set(bad):
                 verdicts[mid] = ("ERROR", "baseline fails: %s (it cannot kill)" % " ".join(sorted(set(ts) & set(bad))),
                                  verdicts[mid][2])

@@ -603,7 +603,10 @@ cudaError_t enqueue(cudaStream_t stream, const char *what, std::function<void()>
         stream->ops.push_back(recorded{what, std::move(op)});
         return cudaSuccess;
     }
-    if (capturing_here && !stream) return refused_in_capture(what) ? cudaErrorStreamCaptureImplicit : cudaSuccess;
+    if (capturing_here && !stream) { /* the legacy stream, while this thread captures another */
+        refused_in_capture(what);
+        return cudaErrorStreamCaptureImplicit;
+    }
     op();
     return cudaSuccess;
 }

@@ -8,7 +8,7 @@
 #   FAST      against the official bf16 pipeline's image: >= 30 dB (the CPU gives 41.6)
 # ~3 min on 2 cores: the emulator runs every GPU thread.
 set -uo pipefail
-: "${KILN_BIN:?KILN_BIN must point at the emulator build's kiln}"
+: "${KILN_BIN:?KILN_BIN must point at the kiln of the emulator build}"
 : "${KILN_SOURCE_DIR:?}"
 ROOT=$KILN_SOURCE_DIR
 TINY=$ROOT/tests/data/tiny/diffusers GOLD=$ROOT/tests/data/golden

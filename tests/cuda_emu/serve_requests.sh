@@ -3,7 +3,10 @@
 # in ONE process, which is where the CUDA backend's state lives - the per-request arena plan, the GEMM algorithm
 # cache, the CUDA-graph cache keyed by shape and buffer addresses. Requests: 64x64, 96x64 (another shape and a
 # larger plan: the arena is re-planned), 64x64 again (its graph must be rebuilt or replayed with pointers that
-# are still valid), then 64x64 with the CPU backend's server for the reference.
+# are still valid), then 64x64 with the CPU backend's server for the reference. The arena is fixed
+# (KILN_CUDA_ARENA_MB=64), so that what moves between the requests is the GEMM/im2col scratch, which the larger
+# image grows: graphs captured with its old address must not be replayed (a per-request arena re-plan would
+# invalidate them anyway and hide that; tests/cuda_emu/pipeline.sh runs the re-planned arena).
 #   - the third image equals the first byte for byte (a stale graph or a moved buffer shows as other pixels or as
 #     an emulator fault);
 #   - every image is >= 30 dB from the CPU server's (FAST on both: bf16 products, f32 sums; CUDA's attention is
@@ -23,7 +26,7 @@ gen() { # gen SIZE NAME
 }
 same_pixels() { python3 "$KILN_SOURCE_DIR/tests/gpu/report.py" png "$1" "$2" "$3"; }
 
-KILN_LOG=info start_server --device cuda --unet flux-2-klein-4b.safetensors
+KILN_LOG=info KILN_CUDA_ARENA_MB=64 start_server --device cuda --unet flux-2-klein-4b.safetensors
 for r in "64x64 a" "96x64 b" "64x64 c"; do
   set -- $r
   if gen "$1" "$2"; then ok "request $2 ($1) on the emulated GPU"; else fail "request $2 ($1)"; fi
