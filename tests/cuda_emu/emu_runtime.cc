@@ -94,6 +94,7 @@ static std::recursive_mutex gpu_mutex; /* device work: one host thread at a time
 static std::mutex table_mutex;
 static std::map<uintptr_t, allocation> allocs; /* by base */
 static std::map<uintptr_t, size_t> pinned;     /* cudaHostAlloc: host memory, by base */
+static std::map<uintptr_t, size_t> freed;      /* cudaFree'd device ranges, never reused: by base */
 static size_t allocated_bytes;
 static uint64_t alloc_serial;
 static int device_depth; /* inside device_section (under gpu_mutex) */
@@ -140,6 +141,14 @@ bool device_range(const void *p, size_t bytes, uintptr_t *base, size_t *size) {
     if (base) *base = al.base;
     if (size) *size = al.size;
     return true;
+}
+
+static bool was_freed(const void *p) {
+    std::lock_guard<std::mutex> g(table_mutex);
+    auto it = freed.upper_bound((uintptr_t)p);
+    if (it == freed.begin()) return false;
+    --it;
+    return (uintptr_t)p < it->first + it->second;
 }
 
 static bool is_pinned(const void *p) {
@@ -405,7 +414,7 @@ void check_device_range(const void *p, size_t bytes, const char *kernel, int arg
         fatal("kernel %s: argument %d spans %zu bytes from %p, past the end of its %zu-byte device allocation by %zu",
               kernel, arg, bytes, p, size, (size_t)((uintptr_t)p + bytes - (base + size)));
     fatal("kernel %s: argument %d (%p) is %s, not device memory", kernel, arg, p,
-          is_pinned(p) ? "pinned host memory" : "host memory");
+          was_freed(p) ? "freed device memory (cudaFree'd: a stale pointer)" : is_pinned(p) ? "pinned host memory" : "host memory");
 }
 
 /* dynamic shared memory of the running block: its end against a guard page, filled with 0xff (NaN) bytes */
@@ -716,7 +725,12 @@ cudaError_t cudaFree(void *p) {
         fprintf(stderr, "kiln CUDA emulator: cudaFree(%p): not an allocation's start\n", p);
         return set_error(cudaErrorInvalidValue);
     }
-    munmap(it->second.map, it->second.usable + page_bytes);
+    /* The address range is never handed out again: its pages are dropped and it stays mapped inaccessible, so a
+     * stale pointer (a graph replayed after its buffer moved) faults or fails its argument check instead of
+     * reading whatever a later allocation at the same address holds. */
+    madvise(it->second.map, it->second.usable, MADV_DONTNEED);
+    mprotect(it->second.map, it->second.usable, PROT_NONE);
+    freed[it->first] = it->second.size;
     allocated_bytes -= it->second.size;
     allocs.erase(it);
     return cudaSuccess;

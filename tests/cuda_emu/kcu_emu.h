@@ -20,7 +20,8 @@
  *              lacks its barrier then sees stale data and the op's comparison fails
  *   memory     kernel pointer arguments (and every kcu_mat / kcu_view4 range) must lie inside one device
  *              allocation; device memory is unreadable to host code outside emulated device work (a host
- *              dereference of device memory is reported with its address, as the GPU would fault)
+ *              dereference of device memory is reported with its address, as the GPU would fault); freed
+ *              addresses are never handed out again, so a stale pointer is reported, not silently valid
  *
  * The runtime and cuBLASLt subsets kiln calls are in emu_runtime.cc and emu_cublaslt.cc, declared by the real
  * CUDA headers. Not emulated: timing, memory coalescing, bank conflicts, and the asynchrony of streams (work
