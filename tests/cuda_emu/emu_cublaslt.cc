@@ -58,9 +58,10 @@ preference *P(cublasLtMatmulPreference_t p) { return (preference *)p; }
 
 size_t type_size(cudaDataType t) { return t == CUDA_R_32F ? 4 : t == CUDA_R_16BF || t == CUDA_R_16F ? 2 : 0; }
 
-cublasStatus_t refuse(const char *fmt, const char *what, long long v) {
+/* "kiln cuBLASLt emulator: <fmt with one %lld>" and NOT_SUPPORTED: what is not emulated, by name */
+cublasStatus_t refuse(const char *fmt, long long v) {
     fprintf(stderr, "kiln cuBLASLt emulator: ");
-    fprintf(stderr, fmt, what, v);
+    fprintf(stderr, fmt, v);
     fprintf(stderr, "\n");
     return CUBLAS_STATUS_NOT_SUPPORTED;
 }
@@ -70,12 +71,12 @@ cublasStatus_t check_problem(const op_desc *d, const layout *a, const layout *b,
     if (!d || d->magic != DESC_MAGIC || !a || !b || !c || !dd || a->magic != LAYOUT_MAGIC ||
         b->magic != LAYOUT_MAGIC || c->magic != LAYOUT_MAGIC || dd->magic != LAYOUT_MAGIC)
         return CUBLAS_STATUS_INVALID_VALUE;
-    if (d->unsupported_attr) return refuse("the matmul attribute %s%lld is not emulated", "", d->bad_attr);
+    if (d->unsupported_attr) return refuse("the matmul attribute %lld is not emulated", d->bad_attr);
     if (d->compute != CUBLAS_COMPUTE_32F || d->scale != CUDA_R_32F)
-        return refuse("compute type %s%lld is not emulated (CUBLAS_COMPUTE_32F with f32 scale is)", "", (long long)d->compute);
-    if (d->epilogue != CUBLASLT_EPILOGUE_DEFAULT) return refuse("epilogue %s%lld is not emulated", "", d->epilogue);
+        return refuse("compute type %lld is not emulated (CUBLAS_COMPUTE_32F with f32 scale is)", (long long)d->compute);
+    if (d->epilogue != CUBLASLT_EPILOGUE_DEFAULT) return refuse("epilogue %lld is not emulated", d->epilogue);
     if (a->type != b->type || !type_size(a->type) || c->type != CUDA_R_32F || dd->type != CUDA_R_32F)
-        return refuse("types %s%lld are not emulated (A = B in f32 or bf16, C = D in f32)", "", (long long)a->type);
+        return refuse("types %lld are not emulated (A = B in f32 or bf16, C = D in f32)", (long long)a->type);
     uint64_t m = d->ta == CUBLAS_OP_N ? a->rows : a->cols, k = d->ta == CUBLAS_OP_N ? a->cols : a->rows;
     uint64_t kb = d->tb == CUBLAS_OP_N ? b->rows : b->cols, n = d->tb == CUBLAS_OP_N ? b->cols : b->rows;
     if (k != kb || c->rows != m || c->cols != n || dd->rows != m || dd->cols != n) {
@@ -162,7 +163,7 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t p, cublasLtMa
         if (n != sizeof(cublasOperation_t)) return CUBLAS_STATUS_INVALID_VALUE;
         cublasOperation_t v;
         memcpy(&v, buf, n);
-        if (v != CUBLAS_OP_N && v != CUBLAS_OP_T) return refuse("transpose mode %s%lld is not emulated", "", v);
+        if (v != CUBLAS_OP_N && v != CUBLAS_OP_T) return refuse("transpose mode %lld is not emulated", v);
         (attr == CUBLASLT_MATMUL_DESC_TRANSA ? d->ta : d->tb) = v;
     } else if (attr == CUBLASLT_MATMUL_DESC_EPILOGUE) {
         if (n != sizeof(uint32_t)) return CUBLAS_STATUS_INVALID_VALUE;
@@ -205,7 +206,7 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p
         if (n != sizeof(uint32_t)) return CUBLAS_STATUS_INVALID_VALUE;
         memcpy(&q->align[attr - CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES], buf, n);
         return CUBLAS_STATUS_SUCCESS;
-    default: return refuse("preference attribute %s%lld is not emulated", "", (long long)attr);
+    default: return refuse("preference attribute %lld is not emulated", (long long)attr);
     }
 }
 
@@ -237,7 +238,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op, const
     if (!h || !alpha || !beta) return CUBLAS_STATUS_INVALID_VALUE;
     cublasStatus_t s = check_problem(D(op), L(ad), L(bd), L(cd), L(dd));
     if (s != CUBLAS_STATUS_SUCCESS) return s;
-    if (!algo) return refuse("cublasLtMatmul without an algorithm%s%lld: not emulated", "", 0);
+    if (!algo) return refuse("cublasLtMatmul without an algorithm (%lld): not emulated", 0LL);
     algo_blob blob;
     memcpy(&blob, algo, sizeof blob);
     if (blob.magic != ALGO_MAGIC) {

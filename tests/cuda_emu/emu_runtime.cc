@@ -143,21 +143,16 @@ bool device_range(const void *p, size_t bytes, uintptr_t *base, size_t *size) {
     return true;
 }
 
-static bool was_freed(const void *p) {
+/* p inside one of the ranges of m (base -> size) */
+static bool in_ranges(const std::map<uintptr_t, size_t> &m, const void *p) {
     std::lock_guard<std::mutex> g(table_mutex);
-    auto it = freed.upper_bound((uintptr_t)p);
-    if (it == freed.begin()) return false;
+    auto it = m.upper_bound((uintptr_t)p);
+    if (it == m.begin()) return false;
     --it;
     return (uintptr_t)p < it->first + it->second;
 }
-
-static bool is_pinned(const void *p) {
-    std::lock_guard<std::mutex> g(table_mutex);
-    auto it = pinned.upper_bound((uintptr_t)p);
-    if (it == pinned.begin()) return false;
-    --it;
-    return (uintptr_t)p < it->first + it->second;
-}
+static bool was_freed(const void *p) { return in_ranges(freed, p); }
+static bool is_pinned(const void *p) { return in_ranges(pinned, p); }
 
 /* ---- reports ---------------------------------------------------------------------------------------------- */
 

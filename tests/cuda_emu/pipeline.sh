@@ -26,16 +26,14 @@ gen() { # gen PNG [args]: the golden's request on cuda:0, the log in $D/PNG.log
     { tail -20 "$D/$png.log"; return 1; }
 }
 report() { python3 "$ROOT/tests/gpu/report.py" "$@"; }
+source "$ROOT/tests/cuda_emu/graphs.bash"
 
 if gen exact.png --exact && r=$(report golden "$GOLD/pipeline_b1_f32.safetensors" "$D/exact.png" 40); then
   ok "--exact: $r"
 else
   fail "--exact: ${r:-kiln generate failed}"
 fi
-line=$(grep "cuda: memory peak" "$D/exact.png.log" | tail -1)
-cap=$(printf '%s' "$line" | sed -n 's/.* \([0-9]*\) graphs captured.*/\1/p')
-rep=$(printf '%s' "$line" | sed -n 's/.* captured, \([0-9]*\) replays.*/\1/p')
-if [ "${cap:-0}" -ge 1 ] && [ "${rep:-0}" -ge 1 ]; then ok "graphs: $cap captured, $rep replays"; else fail "graphs: '${line:-no close line}'"; fi
+check_graphs "$D/exact.png.log" 1
 if KILN_CUDA_GRAPHS=0 gen eager.png --exact && report png "$D/exact.png" "$D/eager.png" inf >/dev/null; then
   ok "the graphed run's pixels equal eager launches' (KILN_CUDA_GRAPHS=0)"
 else

@@ -14,6 +14,7 @@
 #   - the close line reports graphs captured and replayed.
 # ~3 min on 2 cores (the emulator runs every GPU thread).
 source "$KILN_SOURCE_DIR/tests/cli/lib/serve_common.bash"
+source "$KILN_SOURCE_DIR/tests/cuda_emu/graphs.bash"
 make_models
 gen() { # gen SIZE NAME
   local code
@@ -37,10 +38,7 @@ if [ -s "$SCRATCH/c.png" ] && same_pixels "$SCRATCH/a.png" "$SCRATCH/c.png" inf 
 else
   fail "the third request's pixels differ from the first's"
 fi
-line=$(grep "cuda: memory peak" "$SCRATCH/server.log" | tail -1)
-cap=$(printf '%s' "$line" | sed -n 's/.* \([0-9]*\) graphs captured.*/\1/p')
-rep=$(printf '%s' "$line" | sed -n 's/.* captured, \([0-9]*\) replays.*/\1/p')
-if [ "${cap:-0}" -ge 2 ] && [ "${rep:-0}" -ge 2 ]; then ok "graphs: $cap captured, $rep replays"; else fail "graphs: '${line:-no close line}'"; fi
+check_graphs "$SCRATCH/server.log" 2
 
 start_server --unet flux-2-klein-4b.safetensors
 if gen 64x64 cpu && gen 96x64 cpu_b; then ok "the CPU server's references"; else fail "the CPU server"; fi
