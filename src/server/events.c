@@ -7,17 +7,25 @@
 
 #include "server/server_internal.h"
 
-void kiln_events_send(kiln_server *srv, const char *client_id, const char *type, json_t *data) {
-    if (kiln_store_shared(srv->store)) {
-        json_t *m = json_pack("{s:s?, s:s, s:O}", "c", client_id, "t", type, "d", data);
-        char *txt = m ? json_dumps(m, JSON_COMPACT) : NULL;
-        json_decref(m);
-        bool sent = txt && kiln_store_publish(srv->store, "kiln_events", txt);
+char *kiln_events_encode(kiln_server *srv, const char *client_id, const char *type, json_t *data) {
+    if (!kiln_store_shared(srv->store)) return NULL;
+    json_t *m = json_pack("{s:s?, s:s, s:O}", "c", client_id, "t", type, "d", data);
+    char *txt = m ? json_dumps(m, JSON_COMPACT) : NULL;
+    json_decref(m);
+    if (txt && strlen(txt) >= KILN_STORE_NOTICE_MAX) { /* too long for a notification: this node's clients only */
         free(txt);
-        if (sent) {
-            json_decref(data);
-            return;
-        }
+        txt = NULL;
+    }
+    return txt;
+}
+
+void kiln_events_send(kiln_server *srv, const char *client_id, const char *type, json_t *data) {
+    char *txt = kiln_events_encode(srv, client_id, type, data);
+    bool sent = txt && kiln_store_publish(srv->store, "kiln_events", txt);
+    free(txt);
+    if (sent) {
+        json_decref(data);
+        return;
     }
     kiln_ws_send(srv->hub, client_id, type, data);
 }

@@ -330,11 +330,12 @@ kiln_status kiln_store_claim(kiln_store *st, const char *id, kiln_job *out, kiln
 
 /* One guarded transition: UPDATE ... WHERE id=? AND state=from. */
 static kiln_status transition(kiln_store *st, const char *id, kiln_job_state from, kiln_job_state to,
-                              const char *result, const char *messages, const char *error, kiln_err *err) {
+                              const char *result, const char *messages, const char *error,
+                              const char *const *events, kiln_err *err) {
     if (!kiln_job_transition_ok(from, to))
         return KILN_FAIL(err, KILN_E_INVALID, "illegal job transition %s -> %s", kiln_job_state_name(from),
                          kiln_job_state_name(to));
-    if (st->pg) return kiln_pg_transition(st->pg, id, from, to, result, messages, error, err);
+    if (st->pg) return kiln_pg_transition(st->pg, id, from, to, result, messages, error, events, err);
     pthread_mutex_lock(&st->mu);
     sqlite3_stmt *stmt = NULL;
     kiln_status s = prepare(st,
@@ -360,15 +361,15 @@ static kiln_status transition(kiln_store *st, const char *id, kiln_job_state fro
 }
 
 kiln_status kiln_store_finish(kiln_store *st, const char *id, kiln_job_state final_state, const char *result,
-                              const char *messages, const char *error, kiln_err *err) {
+                              const char *messages, const char *error, const char *const *events, kiln_err *err) {
     if (!kiln_job_state_final(final_state) || final_state == KILN_JOB_CANCELLED)
         return KILN_FAIL(err, KILN_E_INVALID, "illegal job transition running -> %s",
                          kiln_job_state_name(final_state));
-    return transition(st, id, KILN_JOB_RUNNING, final_state, result, messages, error, err);
+    return transition(st, id, KILN_JOB_RUNNING, final_state, result, messages, error, events, err);
 }
 
 kiln_status kiln_store_cancel(kiln_store *st, const char *id, kiln_err *err) {
-    return transition(st, id, KILN_JOB_QUEUED, KILN_JOB_CANCELLED, NULL, NULL, NULL, err);
+    return transition(st, id, KILN_JOB_QUEUED, KILN_JOB_CANCELLED, NULL, NULL, NULL, NULL, err);
 }
 
 kiln_status kiln_store_cancel_all(kiln_store *st, int *n, kiln_err *err) {

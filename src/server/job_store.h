@@ -89,9 +89,12 @@ kiln_status kiln_store_claim_next(kiln_store *st, kiln_job *out, kiln_err *err);
 kiln_status kiln_store_claim(kiln_store *st, const char *id, kiln_job *out, kiln_err *err);
 
 /* RUNNING -> final state, storing result/messages/error JSON (each may be NULL). KILN_E_INVALID when the
- * transition is not legal, KILN_E_NOT_FOUND when the job is not RUNNING (e.g. already finished). */
+ * transition is not legal, KILN_E_NOT_FOUND when the job is not RUNNING (e.g. already finished). events
+ * (NULL-terminated "kiln_events" payloads, or NULL): on a shared store they are published in the transaction
+ * of the change, so they reach every node if and only if it commits; a store that is not shared ignores them
+ * (the caller delivers its events locally). */
 kiln_status kiln_store_finish(kiln_store *st, const char *id, kiln_job_state final_state, const char *result,
-                              const char *messages, const char *error, kiln_err *err);
+                              const char *messages, const char *error, const char *const *events, kiln_err *err);
 
 /* QUEUED -> CANCELLED. KILN_E_NOT_FOUND when the job is not queued (running, finished or unknown). */
 kiln_status kiln_store_cancel(kiln_store *st, const char *id, kiln_err *err);
@@ -123,6 +126,7 @@ bool kiln_store_shared(const kiln_store *st);
 /* Sends payload on channel ("kiln_events" | "kiln_jobs") to every node's listener, this one included. false
  * when the store is not shared or the payload is too long (NOTIFY's 8000 bytes): deliver it locally then. */
 bool kiln_store_publish(kiln_store *st, const char *channel, const char *payload);
+#define KILN_STORE_NOTICE_MAX 7900 /* the longest payload kiln_store_publish sends (PostgreSQL: 8000 bytes) */
 /* Called from the store's listener thread for each notification (shared stores only). */
 typedef void (*kiln_store_event_fn)(void *ctx, const char *channel, const char *payload);
 void kiln_store_on_event(kiln_store *st, kiln_store_event_fn fn, void *ctx);

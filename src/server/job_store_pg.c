@@ -265,7 +265,7 @@ void kiln_pg_on_event(kiln_pg *pg, kiln_store_event_fn fn, void *ctx) {
 }
 
 bool kiln_pg_publish(kiln_pg *pg, const char *channel, const char *payload) {
-    if (strlen(payload) >= 7900) return false;
+    if (strlen(payload) >= KILN_STORE_NOTICE_MAX) return false;
     pthread_mutex_lock(&pg->mu);
     const char *p[] = {channel, payload};
     PGresult *res = PQexecParams(pg->db, "SELECT pg_notify($1, $2)", 2, NULL, p, NULL, NULL, 0);
@@ -389,8 +389,26 @@ kiln_status kiln_pg_claim(kiln_pg *pg, const char *id, kiln_job *out, kiln_err *
     return s;
 }
 
+/* One statement inside a transaction: no reconnect (a new connection would run the rest outside it). */
+static PGresult *run_in_tx(kiln_pg *pg, const char *sql, int n, const char *const *params) {
+    return PQexecParams(pg->db, sql, n, NULL, params, NULL, NULL, 0);
+}
+
+/* Ends the transaction begun for a transition with events: COMMIT when s is KILN_OK, else ROLLBACK. */
+static kiln_status end_transaction(kiln_pg *pg, kiln_status s, kiln_err *err) {
+    if (s != KILN_OK) {
+        PQclear(run_in_tx(pg, "ROLLBACK", 0, NULL));
+        return s;
+    }
+    PGresult *res = run_in_tx(pg, "COMMIT", 0, NULL);
+    s = exec_ok(pg->db, res, err, "commit");
+    PQclear(res);
+    return s;
+}
+
 kiln_status kiln_pg_transition(kiln_pg *pg, const char *id, kiln_job_state from, kiln_job_state to,
-                               const char *result, const char *messages, const char *error, kiln_err *err) {
+                               const char *result, const char *messages, const char *error,
+                               const char *const *events, kiln_err *err) {
     INT_STR(to_s, to);
     INT_STR(from_s, from);
     INT_STR(now, now_ms());
@@ -402,13 +420,36 @@ kiln_status kiln_pg_transition(kiln_pg *pg, const char *id, kiln_job_state from,
                             "state=$7 AND owner=$8"
                           : "UPDATE kiln_jobs SET state=$1, result=COALESCE($2, result), messages=COALESCE($3, "
                             "messages), error=COALESCE($4, error), finished_ms=$5 WHERE id=$6 AND state=$7";
+    /* events go out in the transaction of the state change: NOTIFY is delivered at COMMIT, so every node's
+     * clients get them exactly when the change is durable - a node killed right after its commit cannot have
+     * committed a job whose final events nobody will ever see */
+    bool with_events = events && events[0];
+    for (int i = 0; with_events && events[i]; i++)
+        if (strlen(events[i]) >= KILN_STORE_NOTICE_MAX)
+            return KILN_FAIL(err, KILN_E_LIMIT, "job store (postgresql): an event of %zu bytes is too long for a "
+                             "notification", strlen(events[i]));
     pthread_mutex_lock(&pg->mu);
-    PGresult *res = run(pg, sql, from == KILN_JOB_RUNNING ? 8 : 7, p);
-    kiln_status s = exec_ok(pg->db, res, err, "update state");
-    if (s == KILN_OK && atoi(PQcmdTuples(res)) != 1)
-        s = KILN_FAIL(err, KILN_E_NOT_FOUND, "job %s is not %s%s", id, kiln_job_state_name(from),
-                      from == KILN_JOB_RUNNING ? " on this node" : "");
-    PQclear(res);
+    kiln_status s = KILN_OK;
+    if (with_events) {
+        PGresult *res = run(pg, "BEGIN", 0, NULL);
+        s = exec_ok(pg->db, res, err, "begin");
+        PQclear(res);
+    }
+    if (s == KILN_OK) {
+        int n = from == KILN_JOB_RUNNING ? 8 : 7;
+        PGresult *res = with_events ? run_in_tx(pg, sql, n, p) : run(pg, sql, n, p);
+        s = exec_ok(pg->db, res, err, "update state");
+        if (s == KILN_OK && atoi(PQcmdTuples(res)) != 1)
+            s = KILN_FAIL(err, KILN_E_NOT_FOUND, "job %s is not %s%s", id, kiln_job_state_name(from),
+                          from == KILN_JOB_RUNNING ? " on this node" : "");
+        PQclear(res);
+    }
+    for (int i = 0; with_events && s == KILN_OK && events[i]; i++) {
+        PGresult *res = run_in_tx(pg, "SELECT pg_notify('kiln_events', $1)", 1, &events[i]);
+        s = exec_ok(pg->db, res, err, "notify");
+        PQclear(res);
+    }
+    if (with_events) s = end_transaction(pg, s, err);
     pthread_mutex_unlock(&pg->mu);
     return s;
 }

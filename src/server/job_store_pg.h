@@ -30,7 +30,8 @@ kiln_status kiln_pg_add(kiln_pg *pg, const char *id, const char *kind, const cha
                         bool front, int max_pending, int64_t *number, kiln_err *err);
 kiln_status kiln_pg_claim(kiln_pg *pg, const char *id, kiln_job *out, kiln_err *err); /* id NULL: next */
 kiln_status kiln_pg_transition(kiln_pg *pg, const char *id, kiln_job_state from, kiln_job_state to,
-                               const char *result, const char *messages, const char *error, kiln_err *err);
+                               const char *result, const char *messages, const char *error,
+                               const char *const *events, kiln_err *err); /* events: NULL-terminated, or NULL */
 kiln_status kiln_pg_cancel_all(kiln_pg *pg, int *n, kiln_err *err);
 kiln_status kiln_pg_get(kiln_pg *pg, const char *id, kiln_job *out, kiln_err *err);
 kiln_status kiln_pg_list(kiln_pg *pg, unsigned state_mask, bool newest_first, int max, kiln_store_visit_fn fn,

@@ -179,6 +179,9 @@ void kiln_uuid4(char out[37]);
 /* A websocket event for client_id's sockets (NULL: all): through the shared store to every node when there is
  * one, else to this node's hub (events.c). Steals data. */
 void kiln_events_send(struct kiln_server *srv, const char *client_id, const char *type, json_t *data);
+/* The notification text kiln_events_send would publish (free it), for an event to go out in the transaction of
+ * a store change (kiln_store_finish); NULL when the store is not shared or the event is too long for it. */
+char *kiln_events_encode(struct kiln_server *srv, const char *client_id, const char *type, json_t *data);
 /* The shared store's listener callback (kiln_store_on_event): events to the hub, job adds wake the worker. */
 void kiln_events_deliver(void *ctx, const char *channel, const char *payload);
 /* The queue-status message {status:{exec_info:{queue_remaining}}} broadcast on queue changes. */

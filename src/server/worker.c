@@ -439,9 +439,10 @@ static void emit_start(job_run *jr) {
     jr->started = true;
 }
 
-/* Fault injection for tests/cli/serve_output_commit.sh: KILN_FAULT_PAUSE=<point>:<seconds> holds the worker at
- * that point of every job - "after-stage" (the graph's files staged, nothing committed) or "after-link" (the files
- * committed, the job not yet recorded finished) - so that the test can kill -9 the node exactly there. */
+/* Fault injection for tests/cli/serve_output_commit.sh and serve_pg_events.sh: KILN_FAULT_PAUSE=<point>:<seconds>
+ * holds the worker at that point of every job - "after-stage" (the graph's files staged, nothing committed),
+ * "after-link" (the files committed, the job not yet recorded finished) or "after-finish" (the job recorded
+ * finished, nothing after it done) - so that the test can kill -9 the node exactly there. */
 static void fault_pause(const char *point) {
     const char *v = getenv("KILN_FAULT_PAUSE");
     size_t n = strlen(point);
@@ -581,28 +582,45 @@ static void run_job(kiln_worker *w, job_run *jr) {
         char *msg_txt = json_dumps(jr->messages, JSON_COMPACT);
         char *err_txt = error ? json_dumps(error, JSON_COMPACT) : NULL;
         kiln_err ferr = {0};
+        /* ComfyUI's order: execution_success (or _error, _interrupted), the history row committed, and only then
+         * executing {node: null} - a client that reads /history on that message finds the job there. On a shared
+         * store both go out in the commit's transaction: a node killed just after committing cannot leave a
+         * finished job whose end no client hears of */
+        json_t *idle = json_pack("{s:n, s:n, s:s}", "node", "display_node", "prompt_id", job->id);
+        char *ev[3] = {kiln_events_encode(srv, job->client_id, last_type, last),
+                       kiln_events_encode(srv, job->client_id, "executing", idle), NULL};
+        bool in_commit = ev[0] && ev[1];
         /* the job ends once: only the commit that moved it out of RUNNING sends its final event (on a shared
          * store a node whose lease expired mid-run cannot commit: the node now running it will) */
-        if (kiln_store_finish(srv->store, job->id, final, out_txt ? out_txt : "{}", msg_txt ? msg_txt : "[]", err_txt,
-                              &ferr) != KILN_OK) {
+        kiln_status fs = kiln_store_finish(srv->store, job->id, final, out_txt ? out_txt : "{}",
+                                           msg_txt ? msg_txt : "[]", err_txt,
+                                           in_commit ? (const char *const *)ev : NULL, &ferr);
+        if (fs != KILN_OK) {
             log_error("serve: recording the end of job %s: %s", job->id, ferr.msg);
             json_decref(last);
         } else {
+            fault_pause("after-finish");
             if (stage[0]) kiln_outputs_done(stage); /* the job is finished: its staging folder has served */
-            kiln_events_send(srv, job->client_id, last_type, last);
+            if (in_commit)
+                json_decref(last);
+            else
+                kiln_events_send(srv, job->client_id, last_type, last);
             int images = 0;
             const char *okey;
             json_t *oval;
             json_object_foreach(outputs, okey, oval) images += (int)json_array_size(json_object_get(oval, "images"));
             kiln_metrics_job(srv->metrics, job, final, images, engine_ms, graph_json);
         }
+        free(ev[0]);
+        free(ev[1]);
         free(out_txt);
         free(msg_txt);
         free(err_txt);
         json_decref(error);
-        /* ComfyUI's order: execution_success (or _error, _interrupted), the history row committed, and only then
-         * executing {node: null} - a client that reads /history on that message finds the job there */
-        emit(jr, "executing", json_pack("{s:n, s:n, s:s}", "node", "display_node", "prompt_id", job->id), false);
+        if (in_commit)
+            json_decref(idle);
+        else
+            emit(jr, "executing", idle, false);
         log_info("serve: job %s %s%s%s", job->id, kiln_job_state_name(final), s ? ": " : "", s ? err.msg : "");
     }
     json_decref(outputs);

@@ -65,10 +65,10 @@ static void test_fifo_front_and_lifecycle(void) {
     CHECK_EQ_STR(j.id, "c");
     CHECK_EQ_INT(j.state, KILN_JOB_RUNNING);
     CHECK_EQ_INT(j.attempts, 1);
-    CHECK_EQ_INT(kiln_store_finish(st, "c", KILN_JOB_SUCCEEDED, "{\"o\":1}", "[]", NULL, &err), KILN_OK);
+    CHECK_EQ_INT(kiln_store_finish(st, "c", KILN_JOB_SUCCEEDED, "{\"o\":1}", "[]", NULL, NULL, &err), KILN_OK);
     /* a second finish of the same job is refused: it is no longer running */
-    CHECK_EQ_INT(kiln_store_finish(st, "c", KILN_JOB_FAILED, NULL, NULL, "{}", &err), KILN_E_NOT_FOUND);
-    CHECK_EQ_INT(kiln_store_finish(st, "c", KILN_JOB_CANCELLED, NULL, NULL, NULL, &err), KILN_E_INVALID);
+    CHECK_EQ_INT(kiln_store_finish(st, "c", KILN_JOB_FAILED, NULL, NULL, "{}", NULL, &err), KILN_E_NOT_FOUND);
+    CHECK_EQ_INT(kiln_store_finish(st, "c", KILN_JOB_CANCELLED, NULL, NULL, NULL, NULL, &err), KILN_E_INVALID);
     kiln_job_clear(&j);
 
     CHECK_EQ_INT(kiln_store_claim_next(st, &j, &err), KILN_OK);
@@ -76,7 +76,7 @@ static void test_fifo_front_and_lifecycle(void) {
     CHECK_EQ_STR(j.client_id, "c1");
     CHECK_EQ_STR(j.request, "{\"x\":1}");
     CHECK_EQ_INT(kiln_store_cancel(st, "a", &err), KILN_E_NOT_FOUND); /* running: cancel is not legal */
-    CHECK_EQ_INT(kiln_store_finish(st, "a", KILN_JOB_INTERRUPTED, NULL, "[]", NULL, &err), KILN_OK);
+    CHECK_EQ_INT(kiln_store_finish(st, "a", KILN_JOB_INTERRUPTED, NULL, "[]", NULL, NULL, &err), KILN_OK);
     kiln_job_clear(&j);
 
     CHECK_EQ_INT(kiln_store_cancel(st, "b", &err), KILN_OK);
@@ -141,7 +141,7 @@ static void test_kill9_recovery(void) {
         if (kiln_store_add(st, "done", "comfy", NULL, "{\"n\":0}", false, 0, NULL, &err)) _exit(11);
         kiln_job j;
         if (kiln_store_claim_next(st, &j, &err) || kiln_store_finish(st, "done", KILN_JOB_SUCCEEDED, "{\"ok\":1}",
-                                                                     "[]", NULL, &err))
+                                                                     "[]", NULL, NULL, &err))
             _exit(12);
         kiln_job_clear(&j);
         if (kiln_store_add(st, "run", "comfy", NULL, "{\"n\":1}", false, 0, NULL, &err)) _exit(13);
@@ -172,7 +172,7 @@ static void test_kill9_recovery(void) {
     CHECK_EQ_INT(kiln_store_claim_next(st, &j, &err), KILN_OK);
     CHECK_EQ_STR(j.id, "run"); /* keeps its place at the head of the queue */
     CHECK_EQ_INT(j.attempts, 2);
-    CHECK_EQ_INT(kiln_store_finish(st, "run", KILN_JOB_SUCCEEDED, "{}", "[]", NULL, &err), KILN_OK);
+    CHECK_EQ_INT(kiln_store_finish(st, "run", KILN_JOB_SUCCEEDED, "{}", "[]", NULL, NULL, &err), KILN_OK);
     kiln_job_clear(&j);
     CHECK_EQ_INT(kiln_store_claim_next(st, &j, &err), KILN_OK);
     CHECK_EQ_STR(j.id, "wait");
@@ -206,7 +206,7 @@ static void test_claim_by_id(void) {
     CHECK_EQ_STR(j.id, "a");
     kiln_job_clear(&j);
     CHECK_EQ_INT(kiln_store_count(st, KILN_JOB_RUNNING), 2);
-    CHECK_EQ_INT(kiln_store_finish(st, "b", KILN_JOB_SUCCEEDED, "{}", "[]", NULL, &err), KILN_OK);
+    CHECK_EQ_INT(kiln_store_finish(st, "b", KILN_JOB_SUCCEEDED, "{}", "[]", NULL, NULL, &err), KILN_OK);
     kiln_store_close(st);
 }
 
