@@ -52,7 +52,7 @@ cuda:                  ## Compile and link the CUDA backend (sm_80/86/89/90/120)
 # cuda_emu). Release flags: the emulated threads are slow enough as it is.
 cuda-emu:              ## The CUDA backend on the emulated GPU (tests/cuda_emu): ops, pipeline goldens, graphs, a server
 	$(CMAKE) -S . -B build-cuda-emu -DCMAKE_BUILD_TYPE=Release -DKILN_CUDA_EMU=ON >/dev/null
-	$(CMAKE) --build build-cuda-emu -j$(JOBS) --target kiln emu_selftest $(CUDA_TESTS)
+	$(CMAKE) --build build-cuda-emu -j$(JOBS) --target kiln emu_selftest test_pipeline_quant $(CUDA_TESTS)
 	cd build-cuda-emu && ctest --output-on-failure -j$(JOBS) -L cuda_emu
 
 mutants:               ## Plant every bug of tests/mutants/*.txt in a scratch copy (build-mutants/); fail if a test misses one

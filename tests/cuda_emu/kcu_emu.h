@@ -171,6 +171,15 @@ template <class T> static inline T kcu_emu_shfl_(unsigned mask, T v, int src, in
 static inline float rsqrtf_emu_(float x) { return 1.0f / sqrtf(x); }
 #define rsqrtf rsqrtf_emu_
 
+/* f32 arithmetic rounded step by step (nvcc never contracts these into an FMA) */
+static inline float __fmul_rn(float a, float b) { return a * b; }
+static inline float __fadd_rn(float a, float b) { return a + b; }
+static inline float __fsub_rn(float a, float b) { return a - b; }
+/* bit casts (the CUDA headers declare them for device code only) */
+static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
+static inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
+static inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
+
 /* ---- WMMA: nvcuda::wmma for bf16 x bf16 -> f32, 16x16x16 ---- */
 namespace kcu_emu {
 /* mma_sync is warp-collective: every lane's fragments are loaded before any lane goes on to store */

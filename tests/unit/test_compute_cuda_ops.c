@@ -27,6 +27,8 @@
 #include <time.h>
 
 #include "compute/ops.h"
+#include "tensor/convert.h"
+#include "tensor/quant.h"
 #include "test.h"
 
 static kiln_backend *ref, *dut;
@@ -305,6 +307,150 @@ static void test_matmul(void) {
     free_pairs();
 }
 
+/* ---- quantised weights: GGUF blocks, fp8 with a scale, f16 ---- */
+
+/* The f16 factors (d, dmin) of each block type, by byte offset: set to +-[1/64, 1/8) so that no value is inf or
+ * NaN, the rest of the block random. */
+static const struct qcase {
+    uint32_t qtype;
+    const char *name;
+    int factors[2]; /* byte offsets of d (and dmin), -1: none */
+} qcases[] = {
+    {KILN_QT_Q8_0, "Q8_0", {0, -1}}, {KILN_QT_Q4_0, "Q4_0", {0, -1}}, {KILN_QT_Q5_0, "Q5_0", {0, -1}},
+    {KILN_QT_Q2_K, "Q2_K", {80, 82}}, {KILN_QT_Q3_K, "Q3_K", {108, -1}}, {KILN_QT_Q4_K, "Q4_K", {0, 2}},
+    {KILN_QT_Q5_K, "Q5_K", {0, 2}},  {KILN_QT_Q6_K, "Q6_K", {208, -1}},
+};
+
+/* A quantised [n, k] weight (dt KILN_DT_QBLOCK of qtype, fp8 with scale, or f16) on both sides, and in *deq its
+ * values as the device's GEMM sees them: the CPU's dequantisation (kiln_dequant; fp8 times the scale in f32),
+ * rounded to bf16 when round (CUDA FAST). The CPU backend widens them to f32 in every mode. */
+static pair *mkq(kiln_dtype dt, uint32_t qtype, const int *factors, int64_t n, int64_t k, float scale, bool round,
+                 pair **deq) {
+    pair *p = calloc(1, sizeof *p);
+    p->h = dt == KILN_DT_QBLOCK ? kiln_tensor_make_q(NULL, qtype, n, k) : kiln_tensor_make(NULL, dt, 2, (int64_t[]){n, k});
+    if (dt == KILN_DT_F8_E4M3 || dt == KILN_DT_F8_E5M2) p->h.qscale = scale;
+    p->bytes = kiln_tensor_nbytes(&p->h);
+    uint8_t *b = p->hbuf = malloc(p->bytes);
+    for (size_t i = 0; i < p->bytes; i++) b[i] = (uint8_t)((frand() + 1.0f) * 128.0f);
+    float *v = malloc((size_t)(n * k) * sizeof *v);
+    kiln_err e = {0};
+    if (dt == KILN_DT_QBLOCK) {
+        const kiln_qtype_info *qi = kiln_qtype_get(qtype);
+        for (size_t blk = 0; blk < p->bytes / qi->bytes; blk++)
+            for (int f = 0; f < 2 && factors[f] >= 0; f++) {
+                float d = (frand() > 0 ? 1.0f : -1.0f) * (1.0f / 64 + (0.5f + 0.5f * frand()) * (1.0f / 8 - 1.0f / 64));
+                uint16_t h = kiln_f32_to_f16(d);
+                b[blk * qi->bytes + (size_t)factors[f]] = (uint8_t)h;
+                b[blk * qi->bytes + (size_t)factors[f] + 1] = (uint8_t)(h >> 8);
+            }
+        CHECK_EQ_INT(kiln_dequant(v, qtype, b, (size_t)(n * k), &e), KILN_OK);
+    } else if (dt == KILN_DT_F16) {
+        for (int64_t i = 0; i < n * k; i++) { /* random halves in +-[0, 2) */
+            uint16_t h = kiln_f32_to_f16(2.0f * frand());
+            memcpy(b + 2 * i, &h, 2);
+            v[i] = kiln_f16_to_f32(h);
+        }
+    } else {
+        for (int64_t i = 0; i < n * k; i++) {
+            if (dt == KILN_DT_F8_E4M3 && (b[i] & 0x7f) == 0x7f) b[i] = 0; /* the NaN codes */
+            if (dt == KILN_DT_F8_E5M2 && (b[i] & 0x7c) == 0x7c) b[i] = 0; /* inf and NaN */
+            v[i] = (dt == KILN_DT_F8_E4M3 ? kiln_e4m3_to_f32(b[i]) : kiln_e5m2_to_f32(b[i])) * scale;
+        }
+    }
+    p->h.data = p->hbuf;
+    p->d = p->h;
+    p->dbuf = dut->ops->alloc(dut, p->bytes);
+    p->d.data = p->dbuf;
+    p->d.backend = dut->kind;
+    p->d.device = dut->device;
+    CHECK(p->dbuf != NULL);
+    if (p->dbuf) CHECK_EQ_INT(dut->ops->upload(dut, p->dbuf, p->hbuf, p->bytes, NULL), KILN_OK);
+    if (n_pairs < MAX_PAIRS) pairs[n_pairs++] = p;
+    *deq = mk2(KILN_DT_F32, n, k, FILL_NAN);
+    float *dh = (*deq)->hbuf;
+    for (int64_t i = 0; i < n * k; i++) dh[i] = round ? f32_of_bf16(bf16_of(v[i])) : v[i];
+    free(v);
+    return p;
+}
+
+/* y = x . w^T for a quantised w against the float64 product on its dequantised values; and with x the identity,
+ * y = the device's dequantised weight itself, which must equal the CPU's bit for bit (tolerance 0). */
+static void quant_case(const char *what, kiln_dtype dt, uint32_t qtype, const int *factors, float scale,
+                       kiln_precision prec, bool bias, kiln_epilogue_kind kind) {
+    const int64_t m = 19, n = 40, k = 512;
+    const bool round = prec == KILN_PREC_FAST && dut->kind == KILN_BACKEND_CUDA;
+    pair *deq, *w = mkq(dt, qtype, factors, n, k, scale, round, &deq);
+    pair *x = mk2(KILN_DT_F32, m, k, FILL_RAND);
+    pair *y = mk2(KILN_DT_F32, m, n, kind == KILN_EPI_NONE ? FILL_NAN : FILL_RAND);
+    pair *b = bias ? mk1(KILN_DT_F32, n, FILL_RAND) : NULL, *g = mk1(KILN_DT_F32, n, FILL_RAND);
+    kiln_epilogue epd = {kind, &g->d};
+    dut->precision = prec;
+    DUT(dut->ops->matmul(dut, &y->d, &x->d, &w->d, b ? &b->d : NULL, &epd, &e_));
+    ref_matmul(y, x, deq, b, g, kind, round, n, 0, k, 0);
+    char name[96];
+    snprintf(name, sizeof name, "%s %s", what, prec == KILN_PREC_EXACT ? "EXACT" : "FAST");
+    compare(name, y, 1e-5);
+    /* the identity: y[i][j] = w[j][i] exactly (one non-zero product per output) */
+    pair *eye = mk2(KILN_DT_F32, k, k, FILL_NAN), *yt = mk2(KILN_DT_F32, k, n, FILL_NAN);
+    float *eh = eye->hbuf, *th = yt->hbuf, *dqh = deq->hbuf;
+    for (int64_t i = 0; i < k * k; i++) eh[i] = i / k == i % k ? 1.0f : 0.0f;
+    CHECK_EQ_INT(dut->ops->upload(dut, eye->dbuf, eye->hbuf, eye->bytes, NULL), KILN_OK);
+    DUT(dut->ops->matmul(dut, &yt->d, &eye->d, &w->d, NULL, NULL, &e_));
+    dut->precision = KILN_PREC_FAST;
+    for (int64_t i = 0; i < k; i++)
+        for (int64_t j = 0; j < n; j++) th[i * n + j] = dqh[j * k + i];
+    snprintf(name, sizeof name, "%s %s: dequantised values", what, prec == KILN_PREC_EXACT ? "EXACT" : "FAST");
+    compare(name, yt, 0.0);
+    free_pairs();
+}
+
+static void test_quant_matmul(void) {
+    const int none[2] = {-1, -1};
+    for (size_t i = 0; i < sizeof qcases / sizeof qcases[0]; i++) {
+        char what[64];
+        snprintf(what, sizeof what, "matmul GGUF %s", qcases[i].name);
+        quant_case(what, KILN_DT_QBLOCK, qcases[i].qtype, qcases[i].factors, 1.0f, KILN_PREC_FAST, i == 0,
+                   i == 1 ? KILN_EPI_GATED_RESIDUAL : KILN_EPI_NONE);
+    }
+    quant_case("matmul GGUF Q4_K", KILN_DT_QBLOCK, KILN_QT_Q4_K, qcases[5].factors, 1.0f, KILN_PREC_EXACT, true,
+               KILN_EPI_ADD);
+    quant_case("matmul fp8 e4m3 x 0.0173", KILN_DT_F8_E4M3, 0, none, 0.0173f, KILN_PREC_FAST, true, KILN_EPI_NONE);
+    quant_case("matmul fp8 e4m3 x 0.0173", KILN_DT_F8_E4M3, 0, none, 0.0173f, KILN_PREC_EXACT, false, KILN_EPI_NONE);
+    quant_case("matmul fp8 e5m2 x 3.5", KILN_DT_F8_E5M2, 0, none, 3.5f, KILN_PREC_FAST, false, KILN_EPI_ADD);
+    quant_case("matmul f16 weights", KILN_DT_F16, 0, none, 1.0f, KILN_PREC_FAST, false, KILN_EPI_NONE);
+    quant_case("matmul f16 weights", KILN_DT_F16, 0, none, 1.0f, KILN_PREC_EXACT, false, KILN_EPI_NONE);
+
+    /* a row view of a quantised weight placed from host memory (FLUX.1's fused qkv rows, sliced as views of the
+     * quantised rows): used through its placement at the same offset */
+    pair *deq, *w = mkq(KILN_DT_QBLOCK, KILN_QT_Q6_K, qcases[7].factors, 48, 256, 1.0f,
+                        dut->kind == KILN_BACKEND_CUDA, &deq);
+    pair *x = mk2(KILN_DT_F32, 7, 256, FILL_RAND), *y = mk2(KILN_DT_F32, 7, 16, FILL_NAN);
+    kiln_err e = {0};
+    CHECK_MSG(dut->ops->place(dut, w->hbuf, w->bytes, &e) == KILN_OK, "%s", e.msg);
+    kiln_tensor rows = kiln_tensor_rows(&w->h, 16, 16);
+    DUT(dut->ops->matmul(dut, &y->d, &x->d, &rows, NULL, NULL, &e_));
+    dut->ops->unplace(dut, w->hbuf);
+    float *yh = y->hbuf;
+    for (int64_t r = 0; r < 7; r++)
+        for (int64_t c = 0; c < 16; c++) {
+            double acc = 0;
+            for (int64_t i = 0; i < 256; i++)
+                acc += act(x, r * 256 + i, dut->kind == KILN_BACKEND_CUDA) * val(deq, (16 + c) * 256 + i);
+            yh[r * 16 + c] = (float)acc;
+        }
+    compare("matmul placed GGUF Q6_K weight (row view)", y, 1e-5);
+    /* a GGML type without a device dequantisation is refused by name */
+    if (dut->kind == KILN_BACKEND_CUDA) {
+        kiln_tensor q41 = kiln_tensor_make_q(w->dbuf, 3 /* GGML Q4_1 */, 4, 64);
+        q41.backend = dut->kind, q41.device = dut->device;
+        kiln_tensor x4 = kiln_tensor_rows(&x->d, 0, 4), y4 = kiln_tensor_rows(&y->d, 0, 4);
+        x4.shape[1] = 64, y4.shape[1] = 4;
+        CHECK_EQ_INT(dut->ops->matmul(dut, &y4, &x4, &q41, NULL, NULL, &e), KILN_E_UNSUPPORTED);
+        CHECK_ERR_CONTAINS(&e, "Q4_1");
+    }
+    free_pairs();
+}
+
 /* ---- attention ---- */
 
 static void attn_case(const char *what, int64_t sq, int64_t sk, int hq, int hkv, int dh, bool causal, bool mask) {
@@ -517,6 +663,7 @@ int main(void) {
         printf("device under test: %s\n", dut->ops->name);
     }
     RUN(test_matmul);
+    RUN(test_quant_matmul);
     RUN(test_attention);
     RUN(test_norms);
     RUN(test_elementwise);

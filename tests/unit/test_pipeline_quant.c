@@ -13,11 +13,17 @@
  * The text encoders from llama.cpp-named GGUFs likewise (tools/reference/make_te_gguf.py): klein with a Q8_0 Qwen3
  * GGUF (tests/data/gguf/te/qwen3-tiny-q8_0.gguf: the tiny Qwen3, o_proj Q8_0 and the rest F16/F32 as llama.cpp's
  * converter falls back) against Flux2KleinPipeline with that encoder's dequantised weights, and FLUX.1 [dev] with a
- * Q8_0 T5 GGUF (t5-tiny-q8_0.gguf, its token embedding quantised) against FluxPipeline; the DiTs unquantised. */
+ * Q8_0 T5 GGUF (t5-tiny-q8_0.gguf, its token embedding quantised) against FluxPipeline; the DiTs unquantised.
+ *
+ * KILN_TEST_DEVICE=cuda[:N] runs the engine on that device instead of the CPU (the emulated GPU's ctest
+ * emu_pipeline_quant: the CUDA backend's dequantisation in the whole pipeline, same bars), and
+ * KILN_TEST_FORMATS=a,b,... runs only those formats (the names below: q4_k, fp8_scaled, flux1_q8_0, te_qwen3...);
+ * a format not run is printed "not run", and a name that matches no format fails. */
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "compute/cuda/cuda_device.h"
 #include "golden.h"
 #include "kiln.h"
 #include "test.h"
@@ -54,6 +60,10 @@ static void run_golden(const char *gname, const char *fmt, bool flux1, bool te) 
     if (flux1) cfg.clip2_path = c2;
     cfg.exact = true;
     kiln_err err = {0};
+    const char *dev = getenv("KILN_TEST_DEVICE");
+    kiln_backend_kind kind = KILN_BACKEND_CPU;
+    CHECK_MSG(kiln_device_parse(dev, &kind, &cfg.device_index, &err) == KILN_OK, "KILN_TEST_DEVICE: %s", err.msg);
+    cfg.device = kind == KILN_BACKEND_CUDA ? KILN_DEVICE_CUDA : KILN_DEVICE_CPU;
     kiln_engine *eng = NULL;
     CHECK_MSG(kiln_engine_open(&cfg, &eng, &err) == KILN_OK, "%s: %s", fmt, err.msg);
     if (eng && noise && ref && ref_bf16 && prompts) {
@@ -81,8 +91,27 @@ static void run_golden(const char *gname, const char *fmt, bool flux1, bool te) 
     golden_close(&g);
 }
 
+/* KILN_TEST_FORMATS: whether name is to run (and a record that it exists, for the check of unknown names) */
+static const char *const known[] = {"q8_0", "q4_k", "q6_k", "fp8_bfl", "fp8_scaled", "flux1_q8_0", "flux1_q4_k",
+                                    "flux1_fp8_bfl", "te_qwen3", "te_t5"};
+static bool selected(const char *name) {
+    const char *list = getenv("KILN_TEST_FORMATS");
+    if (!list || !*list) return true;
+    size_t n = strlen(name);
+    for (const char *p = list; *p;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == n && !strncmp(p, name, n)) return true;
+        p += len + (e ? 1 : 0);
+    }
+    printf("  not run: %s (KILN_TEST_FORMATS=%s)\n", name, list);
+    return false;
+}
+
 static void run_format(const char *fmt, bool flux1) {
-    char gname[64];
+    char gname[64], sel[32];
+    snprintf(sel, sizeof sel, "%s%s", flux1 ? "flux1_" : "", fmt);
+    if (!selected(sel)) return;
     snprintf(gname, sizeof gname, "quant_%s%s_f32", flux1 ? "flux1_" : "", fmt);
     run_golden(gname, fmt, flux1, false);
 }
@@ -95,10 +124,29 @@ static void test_fp8_scaled(void) { run_format("fp8_scaled", false); }
 static void test_flux1_q8_0(void) { run_format("q8_0", true); }
 static void test_flux1_q4_k(void) { run_format("q4_k", true); }
 static void test_flux1_fp8_bfl(void) { run_format("fp8_bfl", true); }
-static void test_te_qwen3_q8_0_gguf(void) { run_golden("gguf_te_klein_q8_0", "Qwen3 Q8_0", false, true); }
-static void test_te_t5_q8_0_gguf(void) { run_golden("gguf_te_flux1_t5_q8_0", "T5 Q8_0", true, true); }
+static void test_te_qwen3_q8_0_gguf(void) {
+    if (selected("te_qwen3")) run_golden("gguf_te_klein_q8_0", "Qwen3 Q8_0", false, true);
+}
+static void test_te_t5_q8_0_gguf(void) {
+    if (selected("te_t5")) run_golden("gguf_te_flux1_t5_q8_0", "T5 Q8_0", true, true);
+}
+
+/* every name in KILN_TEST_FORMATS is a format: a misspelt one would silently run nothing */
+static void test_formats_known(void) {
+    const char *list = getenv("KILN_TEST_FORMATS");
+    for (const char *p = list ? list : ""; *p;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        bool found = false;
+        for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+            found |= strlen(known[i]) == len && !strncmp(known[i], p, len);
+        CHECK_MSG(found, "KILN_TEST_FORMATS names an unknown format '%.*s'", (int)len, p);
+        p += len + (e ? 1 : 0);
+    }
+}
 
 int main(void) {
+    RUN(test_formats_known);
     RUN(test_q8_0);
     RUN(test_q4_k);
     RUN(test_q6_k);

@@ -3,6 +3,7 @@
 #include "compute/cuda/cuda_check.h"
 
 #include "compute/check.h"
+#include "tensor/quant.h"
 
 kiln_status kcu_as_mat(const kiln_tensor *t, int dt, const char *op, const char *name, kcu_mat *m, kiln_err *err) {
     kiln_mat_view v;
@@ -51,5 +52,43 @@ kiln_status kcu_as_view4(const kiln_tensor *t, const char *op, const char *name,
     }
     v->data = t->data;
     v->dt = t->dtype;
+    return KILN_OK;
+}
+
+bool kcu_is_stored_quantised(const kiln_tensor *t) {
+    return t && (t->dtype == KILN_DT_QBLOCK || t->dtype == KILN_DT_F8_E4M3 || t->dtype == KILN_DT_F8_E5M2 ||
+                 t->dtype == KILN_DT_F16);
+}
+
+/* The GGML block types cuda_dequant.cu decodes: the CPU's (tensor/quant.h) less the plain floats, which a GGUF
+ * reader hands over as ordinary f32/f16/bf16 tensors. */
+static bool device_qtype(uint32_t id) {
+    return id == KILN_QT_Q8_0 || id == KILN_QT_Q4_0 || id == KILN_QT_Q5_0 || id == KILN_QT_Q2_K ||
+           id == KILN_QT_Q3_K || id == KILN_QT_Q4_K || id == KILN_QT_Q5_K || id == KILN_QT_Q6_K;
+}
+
+kiln_status kcu_as_qmat(const kiln_tensor *t, const char *op, const char *name, kcu_qmat *q, kiln_err *err) {
+    kiln_mat_view v;
+    KILN_TRY(kiln_check_mat(t, KILN_BACKEND_CUDA, KILN_CHECK_ANY_DTYPE, op, name, &v, err));
+    *q = (kcu_qmat){v.data, v.rows, v.cols, 0, v.dt, 0, 1.0f};
+    if (v.dt == KILN_DT_QBLOCK) {
+        const kiln_qtype_info *qi = kiln_qtype_get(t->qtype);
+        if (!qi || !device_qtype(t->qtype))
+            return KILN_FAIL(err, KILN_E_UNSUPPORTED, "%s: %s is GGML type %s, which the CUDA backend cannot "
+                             "dequantise (it takes Q8_0, Q4_0, Q5_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K)", op, name,
+                             qi ? qi->name : "(unknown)");
+        if (v.cols % qi->block || (v.rows > 1 && v.ld < v.cols / qi->block * qi->bytes))
+            return KILN_FAIL(err, KILN_E_INVALID, "%s: %s (%s) rows of %lld values are not whole blocks of %u", op,
+                             name, qi->name, (long long)v.cols, qi->block);
+        q->qtype = t->qtype;
+        q->row_bytes = v.rows > 1 ? v.ld : v.cols / qi->block * qi->bytes;
+        return KILN_OK;
+    }
+    if (v.dt != KILN_DT_F8_E4M3 && v.dt != KILN_DT_F8_E5M2 && v.dt != KILN_DT_F16)
+        return KILN_FAIL(err, KILN_E_UNSUPPORTED, "%s: %s is %s, not a quantised weight", op, name,
+                         kiln_dtype_name(v.dt));
+    const int64_t es = v.dt == KILN_DT_F16 ? 2 : 1;
+    q->row_bytes = (v.rows > 1 ? v.ld : v.cols) * es;
+    if (v.dt != KILN_DT_F16 && t->qscale != 0.0f) q->scale = t->qscale;
     return KILN_OK;
 }

@@ -38,6 +38,23 @@ kiln_status kcu_as_nchw(const kiln_tensor *t, const char *op, const char *name, 
 kiln_status kcu_same_shape(const kcu_mat *a, const kcu_mat *b, const char *op, const char *an, const char *bn,
                            kiln_err *err);
 
+/* A weight matrix as its checkpoint stores it, for the matmul to widen on the device (cuda_dequant.cu): GGUF
+ * blocks (dt KILN_DT_QBLOCK, qtype the GGML type id, row_bytes = the blocks of one row) or one byte per value
+ * (KILN_DT_F8_E4M3 / F8_E5M2, row_bytes = the row stride; real value = stored value x scale), or f16. */
+typedef struct kcu_qmat {
+    const void *data;
+    int64_t rows, cols, row_bytes;
+    kiln_dtype dt;
+    uint32_t qtype;
+    float scale;
+} kcu_qmat;
+/* true when the weight t is stored quantised or in a float format the GEMM does not take (f16): the matmul
+ * widens it first. */
+bool kcu_is_stored_quantised(const kiln_tensor *t);
+/* Views a quantised weight (see kcu_is_stored_quantised). KILN_E_UNSUPPORTED for a GGML type without a device
+ * dequantisation (the error names it), KILN_E_INVALID for a shape that is not whole blocks. */
+kiln_status kcu_as_qmat(const kiln_tensor *t, const char *op, const char *name, kcu_qmat *q, kiln_err *err);
+
 /* Up to 4-D strided view for copy: dims padded at the front with 1s. */
 typedef struct kcu_view4 {
     void *data;

@@ -109,6 +109,9 @@ kiln_status kcu_gemm_run(kiln_cuda_backend *cb, const kcu_gemm_key *key, const k
 /* ---- elementwise (cuda_elementwise.cu) ---- */
 /* dst[r, c] = bf16(src[r, c]) (f32 -> bf16 into a contiguous [rows, cols] buffer); also widens bf16 -> f32. */
 kiln_status kcu_convert(kiln_cuda_backend *cb, const kcu_mat *dst, const kcu_mat *src, kiln_err *err);
+/* dst (bf16 or f32 [rows, cols] at dst->ld) = the values of the quantised weight w (cuda_dequant.cu): bit-exact
+ * with tensor/quant.h's kiln_dequant (fp8: times w->scale, in f32), then rounded to dst's dtype. */
+kiln_status kcu_dequant(kiln_cuda_backend *cb, const kcu_mat *dst, const kcu_qmat *w, kiln_err *err);
 /* Matmul epilogue: y (op)= p + bias (bias, gate may be NULL). op: KILN_EPI_NONE stores, ADD adds, GATED adds
  * gate[col] * (p + bias). */
 kiln_status kcu_epilogue(kiln_cuda_backend *cb, const kcu_mat *y, const kcu_mat *p, const kcu_mat *bias,

@@ -27,6 +27,9 @@ static inline void kcu_emu_check_arg(const kcu_mat &m, const char *kernel, int a
     if (m.data && m.rows > 0 && m.cols > 0)
         kcu_emu::check_device_range(m.data, (size_t)((m.rows - 1) * m.ld + m.cols) * kiln_dtype_size(m.dt), kernel, arg);
 }
+static inline void kcu_emu_check_arg(const kcu_qmat &q, const char *kernel, int arg) {
+    if (q.data && q.rows > 0 && q.cols > 0) kcu_emu::check_device_range(q.data, (size_t)(q.rows * q.row_bytes), kernel, arg);
+}
 static inline void kcu_emu_check_arg(const kcu_view4 &v, const char *kernel, int arg) {
     int64_t last = 0;
     for (int d = 0; d < 4; d++) {

@@ -98,14 +98,19 @@ kiln_status cuda_matmul(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt
     kcu_mat y, x, w, bias, gate = {0};
     KILN_TRY(kcu_as_mat(yt, KILN_DT_F32, "matmul", "y", &y, err));
     KILN_TRY(kcu_as_mat(xt, -1, "matmul", "x", &x, err));
-    KILN_TRY(kcu_as_mat(wt, -1, "matmul", "w", &w, err));
+    /* a weight stored quantised (GGUF blocks, fp8 with its scale) or as f16 stays so in device memory; it is
+     * widened into scratch for each product (cuda_dequant.cu), as the CPU widens it per K slice */
+    const bool wq = kcu_is_stored_quantised(wt);
+    kcu_qmat q = {0};
+    if (wq) {
+        KILN_TRY(kcu_as_qmat(wt, "matmul", "w", &q, err));
+        w = (kcu_mat){(void *)q.data, q.rows, q.cols, q.cols, q.dt};
+    } else {
+        KILN_TRY(kcu_as_mat(wt, -1, "matmul", "w", &w, err));
+    }
     if (wt && wt->lora)
         return KILN_FAIL(err, KILN_E_UNSUPPORTED, "matmul: LoRA adapters applied at run time are not implemented on "
                          "the CUDA backend yet (merge them at load: --lora-merge)");
-    if (w.dt == KILN_DT_QBLOCK || w.dt == KILN_DT_F8_E4M3 || w.dt == KILN_DT_F8_E5M2)
-        return KILN_FAIL(err, KILN_E_UNSUPPORTED, "matmul: w is %s: the CUDA backend does not take quantised (GGUF / "
-                         "fp8) weights yet; run them on the CPU backend (--device cpu)", kiln_dtype_name(w.dt));
-    if (w.dt == KILN_DT_F16) return KILN_FAIL(err, KILN_E_UNSUPPORTED, "matmul: w is f16, expected bf16 or f32");
     if (x.cols != w.cols || y.rows != x.rows || y.cols != w.rows)
         return KILN_FAIL(err, KILN_E_INVALID, "matmul: y [%lld, %lld] = x [%lld, %lld] . w [%lld, %lld]^T does not fit",
                          (long long)y.rows, (long long)y.cols, (long long)x.rows, (long long)x.cols, (long long)w.rows,
@@ -123,8 +128,10 @@ kiln_status cuda_matmul(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt
         return KILN_OK;
     }
 
-    /* Operand precision: FAST = bf16 x bf16 (f32 accumulate); EXACT or f32 weights = f32 x f32. */
-    const bool bf16 = w.dt == KILN_DT_BF16 && be->precision == KILN_PREC_FAST;
+    /* Operand precision: FAST = bf16 x bf16 (f32 accumulate; a quantised weight's values rounded to bf16, as
+     * ComfyUI casts them to its bf16 compute dtype); EXACT or f32 weights = f32 x f32 (a quantised weight's
+     * values exactly, as on the CPU). */
+    const bool bf16 = (w.dt == KILN_DT_BF16 || wq) && be->precision == KILN_PREC_FAST;
     const kiln_dtype in = bf16 ? KILN_DT_BF16 : KILN_DT_F32;
     const size_t es = bf16 ? 2 : 4;
     const int64_t ldk = (k + 7) / 8 * 8; /* staged operands: 16-byte aligned rows for the tensor-core paths */
@@ -152,7 +159,7 @@ kiln_status cuda_matmul(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt
     }
     if (stage_w) {
         ws = (kcu_mat){scr + off_w, n, k, ldk, in};
-        KILN_TRY(kcu_convert(cb, &ws, &w, err));
+        KILN_TRY(wq ? kcu_dequant(cb, &ws, &q, err) : kcu_convert(cb, &ws, &w, err));
     }
     kcu_mat p = direct_out ? y : (kcu_mat){scr + off_p, m, n, n, KILN_DT_F32};
     if (k > 0) {
