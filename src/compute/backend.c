@@ -14,6 +14,11 @@ uint64_t kiln_graph_key(uint64_t key, int64_t value) {
 }
 
 #ifndef KILN_HAVE_CUDA
+int kiln_backend_cuda_cc(const kiln_backend *be) {
+    (void)be;
+    return 0;
+}
+
 kiln_status kiln_backend_open_cuda(int device, kiln_backend **out, kiln_err *err) {
     if (out) *out = NULL;
     return KILN_FAIL(err, KILN_E_DEVICE,

@@ -161,6 +161,9 @@ struct kiln_backend {
 kiln_status kiln_backend_open_cpu(int n_threads, kiln_backend **out, kiln_err *err);
 /* CUDA backend on GPU `device`; KILN_E_DEVICE when kiln was built without CUDA or no GPU is present. */
 kiln_status kiln_backend_open_cuda(int device, kiln_backend **out, kiln_err *err);
+/* A CUDA backend's GPU as major * 10 + minor (90: H100/H200); 0 for any other backend. What a device can take
+ * depends on it (e4m3 GEMMs from 89, the shared memory per block): tests and reports say which path ran. */
+int kiln_backend_cuda_cc(const kiln_backend *be);
 void kiln_backend_close(kiln_backend *be);
 
 /* Convenience wrappers: kiln_matmul(be, ...) == be->ops->matmul(be, ...). */

@@ -6,9 +6,15 @@
  * lies inside one device allocation, the pointers are as aligned as the algorithm was chosen for (the
  * preference's minimum alignments, 256 bytes when unset), the workspace is as large as the algorithm said, and
  * only the types, compute type and epilogue it implements are asked for (anything else is
- * CUBLAS_STATUS_NOT_SUPPORTED, with a line saying what). The sums are in f32, as on the tensor cores. */
+ * CUBLAS_STATUS_NOT_SUPPORTED, with a line saying what). The sums are in f32, as on the tensor cores.
+ *
+ * fp8 (A and B e4m3, C and D f32): the A and B scale pointers are device pointers read when the GEMM runs, as
+ * cuBLASLt reads them; it also requires what cuBLASLt requires of fp8 on sm_89/sm_90: the TN layout (A
+ * transposed, B not), k and the leading dimensions of A and B multiples of 16, and sm_89 or later. Scale
+ * pointers on a non-fp8 GEMM are refused. */
 #include <cublasLt.h>
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -29,6 +35,7 @@ struct op_desc {
     cudaDataType_t scale;
     cublasOperation_t ta, tb;
     uint32_t epilogue;
+    const float *a_scale, *b_scale; /* device pointers (fp8) */
     bool unsupported_attr;
     int bad_attr;
     uint64_t magic;
@@ -56,7 +63,9 @@ layout *L(cublasLtMatrixLayout_t p) { return (layout *)p; }
 op_desc *D(cublasLtMatmulDesc_t p) { return (op_desc *)p; }
 preference *P(cublasLtMatmulPreference_t p) { return (preference *)p; }
 
-size_t type_size(cudaDataType t) { return t == CUDA_R_32F ? 4 : t == CUDA_R_16BF || t == CUDA_R_16F ? 2 : 0; }
+size_t type_size(cudaDataType t) {
+    return t == CUDA_R_32F ? 4 : t == CUDA_R_16BF || t == CUDA_R_16F ? 2 : t == CUDA_R_8F_E4M3 ? 1 : 0;
+}
 
 /* "kiln cuBLASLt emulator: <fmt with one %lld>" and NOT_SUPPORTED: what is not emulated, by name */
 cublasStatus_t refuse(const char *fmt, long long v) {
@@ -76,8 +85,18 @@ cublasStatus_t check_problem(const op_desc *d, const layout *a, const layout *b,
         return refuse("compute type %lld is not emulated (CUBLAS_COMPUTE_32F with f32 scale is)", (long long)d->compute);
     if (d->epilogue != CUBLASLT_EPILOGUE_DEFAULT) return refuse("epilogue %lld is not emulated", d->epilogue);
     if (a->type != b->type || !type_size(a->type) || c->type != CUDA_R_32F || dd->type != CUDA_R_32F)
-        return refuse("types %lld are not emulated (A = B in f32 or bf16, C = D in f32)", (long long)a->type);
+        return refuse("types %lld are not emulated (A = B in f32, bf16 or e4m3, C = D in f32)", (long long)a->type);
     uint64_t m = d->ta == CUBLAS_OP_N ? a->rows : a->cols, k = d->ta == CUBLAS_OP_N ? a->cols : a->rows;
+    if (a->type == CUDA_R_8F_E4M3) {
+        if (kcu_emu::device_cc() < 89) return refuse("fp8 GEMMs need sm_89 or later (the device is sm_%lld)", kcu_emu::device_cc());
+        if (d->ta != CUBLAS_OP_T || d->tb != CUBLAS_OP_N)
+            return refuse("fp8 GEMMs take only the TN layout on sm_89/sm_90 (transa %lld)", (long long)d->ta);
+        if (k % 16 || a->ld % 16 || b->ld % 16)
+            return refuse("fp8 GEMMs need k and the leading dimensions of A and B to be multiples of 16 (k %lld)",
+                          (long long)k);
+    } else if (d->a_scale || d->b_scale) {
+        return refuse("scale pointers on a GEMM of type %lld: only fp8 GEMMs take them", (long long)a->type);
+    }
     uint64_t kb = d->tb == CUBLAS_OP_N ? b->rows : b->cols, n = d->tb == CUBLAS_OP_N ? b->cols : b->rows;
     if (k != kb || c->rows != m || c->cols != n || dd->rows != m || dd->cols != n) {
         fprintf(stderr, "kiln cuBLASLt emulator: shapes do not agree: op(A) %llux%llu, op(B) %llux%llu, C %llux%llu, D "
@@ -103,6 +122,10 @@ size_t span_bytes(const layout *l) {
 
 float load(const void *p, cudaDataType t, uint64_t i) {
     if (t == CUDA_R_32F) return ((const float *)p)[i];
+    if (t == CUDA_R_8F_E4M3) {
+        __half_raw h = __nv_cvt_fp8_to_halfraw(((const __nv_fp8_storage_t *)p)[i], __NV_E4M3);
+        return __half2float(__half(h));
+    }
     return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
 }
 
@@ -147,7 +170,7 @@ cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t p) {
 
 cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *p, cublasComputeType_t compute, cudaDataType_t scale) {
     auto *o = new cublasLtMatmulDescOpaque_t();
-    *D(o) = op_desc{compute, scale, CUBLAS_OP_N, CUBLAS_OP_N, CUBLASLT_EPILOGUE_DEFAULT, false, 0, DESC_MAGIC};
+    *D(o) = op_desc{compute, scale, CUBLAS_OP_N, CUBLAS_OP_N, CUBLASLT_EPILOGUE_DEFAULT, NULL, NULL, false, 0, DESC_MAGIC};
     *p = o;
     return CUBLAS_STATUS_SUCCESS;
 }
@@ -165,6 +188,9 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t p, cublasLtMa
         memcpy(&v, buf, n);
         if (v != CUBLAS_OP_N && v != CUBLAS_OP_T) return refuse("transpose mode %lld is not emulated", v);
         (attr == CUBLASLT_MATMUL_DESC_TRANSA ? d->ta : d->tb) = v;
+    } else if (attr == CUBLASLT_MATMUL_DESC_A_SCALE_POINTER || attr == CUBLASLT_MATMUL_DESC_B_SCALE_POINTER) {
+        if (n != sizeof(const float *)) return CUBLAS_STATUS_INVALID_VALUE;
+        memcpy(attr == CUBLASLT_MATMUL_DESC_A_SCALE_POINTER ? &d->a_scale : &d->b_scale, buf, n);
     } else if (attr == CUBLASLT_MATMUL_DESC_EPILOGUE) {
         if (n != sizeof(uint32_t)) return CUBLAS_STATUS_INVALID_VALUE;
         memcpy(&d->epilogue, buf, n);
@@ -270,11 +296,19 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op, const
     float al, be; /* CUBLASLT_POINTER_MODE_HOST: read now, as cuBLASLt does */
     memcpy(&al, alpha, 4);
     memcpy(&be, beta, 4);
+    const float *sa = D(op)->a_scale, *sb = D(op)->b_scale;
+    for (const float *sp : {sa, sb})
+        if (sp && !kcu_emu::device_range(sp, sizeof(float))) {
+            fprintf(stderr, "kiln cuBLASLt emulator: a scale pointer (%p) is not device memory\n", (const void *)sp);
+            return CUBLAS_STATUS_INVALID_VALUE;
+        }
     layout a = *L(ad), b = *L(bd), c = *L(cd), d = *L(dd);
     cublasOperation_t ta = D(op)->ta, tb = D(op)->tb;
     cudaError_t e = kcu_emu::enqueue(stream, "cublasLtMatmul", [=]() {
         kcu_emu::device_section ds;
         uint64_t m = d.rows, n = d.cols, k = ta == CUBLAS_OP_N ? a.cols : a.rows;
+        /* the scales as the device holds them when the GEMM runs (a kernel before it may have written them) */
+        const float scale = (sa ? *sa : 1.f) * (sb ? *sb : 1.f);
         /* op(A) as m rows of k floats, op(B)^T as n rows of k floats: the dot products then read memory in order */
         std::vector<float> af(m * k), bf(n * k);
         for (uint64_t i = 0; i < m; i++)
@@ -294,7 +328,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op, const
                 float sum = 0;
                 for (int u = 0; u < 8; u++) sum += acc[u];
                 for (; l < k; l++) sum += x[l] * y[l];
-                float v = al * sum;
+                float v = al * scale * sum;
                 if (be != 0.f) v += be * ((const float *)C)[i + j * (uint64_t)c.ld];
                 ((float *)Dp)[i + j * (uint64_t)d.ld] = v;
             }

@@ -27,6 +27,8 @@ struct device_section {
 
 /* Runs op on stream now, or appends it to the graph the stream is capturing. what names it in errors. */
 cudaError_t enqueue(cudaStream_t stream, const char *what, std::function<void()> op);
+/* The emulated devices' compute capability (KCU_EMU_CC, e.g. 90). */
+long long device_cc();
 /* The error of the last runtime call on this host thread (cudaGetLastError clears it). */
 cudaError_t set_error(cudaError_t e);
 

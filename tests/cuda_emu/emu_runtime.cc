@@ -65,6 +65,8 @@ static const device_config &cfg() {
     return c;
 }
 
+long long device_cc() { return cfg().cc; }
+
 __thread const uint3 *cur_tid, *cur_bid;
 __thread int cur_lane;
 __thread const launch_state *cur_launch;

@@ -5,6 +5,7 @@
 #include "kcu_emu.h"
 
 #include <cublasLt.h>
+#include <cuda_fp8.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -281,9 +282,81 @@ static void test_cublaslt() {
     printf("ok   cuBLASLt checks\n");
 }
 
+/* cuBLASLt fp8: e4m3 x e4m3 with device scale pointers against a loop; the fp8 layout rules refused when broken
+ * (not TN, k or a leading dimension not a multiple of 16), and scale pointers on an f32 GEMM */
+static void test_cublaslt_fp8() {
+    const int m = 8, n = 4, k = 32;
+    std::vector<uint8_t> a(k * m), b(k * n); /* e4m3 codes of small integers and halves: exact products */
+    for (size_t i = 0; i < a.size(); i++) a[i] = (uint8_t)(0x30 + i % 16); /* 0.5 .. 1.9375 */
+    for (size_t i = 0; i < b.size(); i++) b[i] = (uint8_t)((i % 3 ? 0x38 : 0xb8) + i % 8); /* +-1 .. 1.875 */
+    auto val = [](uint8_t c) { return (float)__half(__nv_cvt_fp8_to_halfraw(c, __NV_E4M3)); };
+    uint8_t *da, *db;
+    float *dd, *ds;
+    cudaMalloc((void **)&da, a.size());
+    cudaMalloc((void **)&db, b.size());
+    cudaMalloc((void **)&dd, m * n * 4);
+    cudaMalloc((void **)&ds, 8);
+    float scales[2] = {0.25f, 3.0f};
+    cudaMemcpy(da, a.data(), a.size(), cudaMemcpyHostToDevice);
+    cudaMemcpy(db, b.data(), b.size(), cudaMemcpyHostToDevice);
+    cudaMemcpy(ds, scales, 8, cudaMemcpyHostToDevice);
+    cublasLtHandle_t h;
+    cublasLtCreate(&h);
+    cublasLtMatmulDesc_t op;
+    cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+    cublasOperation_t t = CUBLAS_OP_T;
+    cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof t);
+    const float *sa = ds, *sb = ds + 1;
+    cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof sa);
+    cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb, sizeof sb);
+    cublasLtMatrixLayout_t la, lb, ld, la_nt, lb24;
+    cublasLtMatrixLayoutCreate(&la, CUDA_R_8F_E4M3, k, m, k);
+    cublasLtMatrixLayoutCreate(&lb, CUDA_R_8F_E4M3, k, n, k);
+    cublasLtMatrixLayoutCreate(&ld, CUDA_R_32F, m, n, m);
+    cublasLtMatrixLayoutCreate(&la_nt, CUDA_R_8F_E4M3, m, k, m); /* A not transposed */
+    cublasLtMatrixLayoutCreate(&lb24, CUDA_R_8F_E4M3, k, m, 40); /* A with ld 40: not a multiple of 16 */
+    cublasLtMatmulPreference_t pref;
+    cublasLtMatmulPreferenceCreate(&pref);
+    uint64_t ws = 0;
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    cublasLtMatmulHeuristicResult_t res;
+    int found = 0;
+    EXPECT(cublasLtMatmulAlgoGetHeuristic(h, op, la, lb, ld, ld, pref, 1, &res, &found) == CUBLAS_STATUS_SUCCESS &&
+               found == 1, "fp8 heuristic");
+    float al = 1.f, be = 0.f;
+    EXPECT(cublasLtMatmul(h, op, &al, da, la, db, lb, &be, dd, ld, dd, ld, &res.algo, nullptr, 0, 0) ==
+               CUBLAS_STATUS_SUCCESS, "fp8 matmul");
+    std::vector<float> d = download(dd, m * n);
+    double worst = 0;
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < m; i++) {
+            double s = 0;
+            for (int l = 0; l < k; l++) s += (double)val(a[l + i * k]) * val(b[l + j * k]);
+            worst = fmax(worst, fabs(0.75 * s - d[i + j * m]));
+        }
+    EXPECT(worst == 0, "fp8 TN product with scales off by %g", worst);
+    int found2 = 0;
+    EXPECT(cublasLtMatmulAlgoGetHeuristic(h, op, lb24, lb, ld, ld, pref, 1, &res, &found2) != CUBLAS_STATUS_SUCCESS,
+           "an fp8 leading dimension of 40 refused");
+    cublasLtMatmulDesc_t nt;
+    cublasLtMatmulDescCreate(&nt, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+    EXPECT(cublasLtMatmulAlgoGetHeuristic(h, nt, la_nt, lb, ld, ld, pref, 1, &res, &found2) != CUBLAS_STATUS_SUCCESS,
+           "an fp8 GEMM in the NN layout refused");
+    cublasLtMatmulDesc_t f32s;
+    cublasLtMatmulDescCreate(&f32s, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+    cublasLtMatmulDescSetAttribute(f32s, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof sa);
+    cublasLtMatrixLayout_t fa, fb;
+    cublasLtMatrixLayoutCreate(&fa, CUDA_R_32F, m, k, m);
+    cublasLtMatrixLayoutCreate(&fb, CUDA_R_32F, k, n, k);
+    EXPECT(cublasLtMatmulAlgoGetHeuristic(h, f32s, fa, fb, ld, ld, pref, 1, &res, &found2) != CUBLAS_STATUS_SUCCESS,
+           "a scale pointer on an f32 GEMM refused");
+    printf("ok   cuBLASLt fp8 checks\n");
+}
+
 int main() {
     test_results();
     test_cublaslt();
+    test_cublaslt_fp8();
     dies_with(host_pointer_to_kernel, "is host memory, not device memory", "host pointer handed to a kernel");
     dies_with(kernel_past_end, "past the end of a 1024-byte device allocation", "kernel writes past an allocation");
     dies_with(host_reads_device, "host code touched device memory", "host dereferences device memory");

@@ -404,6 +404,55 @@ static void quant_case(const char *what, kiln_dtype dt, uint32_t qtype, const in
     free_pairs();
 }
 
+/* KILN_CUDA_FP8=1 (sm_89+): an e4m3 weight as stored times the activation quantised per tensor - s = max|x| / 448,
+ * e4m3(x / s) rounded to nearest even - and the product times both scales. The reference quantises exactly so
+ * (tensor/convert.h's e4m3 conversions) and sums in double: 1e-5 measures the device's f32 sums only. k = 40 is
+ * not a multiple of 16, which cuBLASLt's fp8 GEMMs refuse: that weight must be widened as without the variable. */
+static void fp8_gemm_case(kiln_backend *be8, int64_t m, int64_t n, int64_t k, bool native, bool bias,
+                          kiln_epilogue_kind kind) {
+    const int none[2] = {-1, -1};
+    pair *deq, *w = mkq(KILN_DT_F8_E4M3, 0, none, n, k, 0.0173f, !native, &deq);
+    pair *x = mk2(KILN_DT_F32, m, k, FILL_RAND), *y = mk2(KILN_DT_F32, m, n, kind == KILN_EPI_NONE ? FILL_NAN : FILL_RAND);
+    pair *b = bias ? mk1(KILN_DT_F32, n, FILL_RAND) : NULL, *g = mk1(KILN_DT_F32, n, FILL_RAND);
+    float *xh = x->hbuf;
+    for (int64_t i = 0; i < m * k; i++) xh[i] *= 7.0f; /* a range away from 448: the scale matters */
+    CHECK_EQ_INT(dut->ops->upload(dut, x->dbuf, x->hbuf, x->bytes, NULL), KILN_OK);
+    kiln_epilogue epd = {kind, &g->d};
+    DUT(be8->ops->matmul(be8, &y->d, &x->d, &w->d, b ? &b->d : NULL, &epd, &e_));
+    if (native) { /* the reference's operands: x quantised as the device does, w's e4m3 values unscaled */
+        float amax = 0;
+        for (int64_t i = 0; i < m * k; i++) amax = fabsf(xh[i]) > amax ? fabsf(xh[i]) : amax;
+        float sx = amax > 0 ? amax / 448.0f : 1.0f;
+        for (int64_t i = 0; i < m * k; i++) xh[i] = kiln_e4m3_to_f32(kiln_f32_to_e4m3(xh[i] / sx));
+        float *dh = deq->hbuf;
+        for (int64_t i = 0; i < n * k; i++) dh[i] = kiln_e4m3_to_f32(((uint8_t *)w->hbuf)[i]) * (0.0173f * sx);
+    }
+    ref_matmul(y, x, deq, b, g, kind, !native, n, 0, k, 0);
+    char what[96];
+    snprintf(what, sizeof what, "matmul fp8 %s %lldx%lldx%lld%s", native ? "e4m3 x e4m3" : "widened",
+             (long long)m, (long long)n, (long long)k, kind == KILN_EPI_GATED_RESIDUAL ? " gated" : bias ? " +bias" : "");
+    compare(what, y, 1e-5);
+    free_pairs();
+}
+
+static void fp8_gemm_cases(void) {
+    setenv("KILN_CUDA_FP8", "1", 1);
+    kiln_backend *be8 = NULL;
+    kiln_err e = {0};
+    kiln_status s = kiln_backend_open_cuda(0, &be8, &e);
+    unsetenv("KILN_CUDA_FP8");
+    CHECK_MSG(s == KILN_OK, "KILN_CUDA_FP8=1: %s", e.msg);
+    if (s != KILN_OK) return;
+    /* before sm_89 there are no e4m3 GEMMs: the weight is widened, as without the variable */
+    const bool native = kiln_backend_cuda_cc(be8) >= 89;
+    printf("  KILN_CUDA_FP8=1 on sm_%d: %s\n", kiln_backend_cuda_cc(be8), native ? "e4m3 x e4m3 GEMMs" : "widened weights");
+    fp8_gemm_case(be8, 37, 48, 256, native, false, KILN_EPI_NONE);
+    fp8_gemm_case(be8, 5, 64, 512, native, true, KILN_EPI_NONE);
+    fp8_gemm_case(be8, 21, 32, 128, native, false, KILN_EPI_GATED_RESIDUAL);
+    fp8_gemm_case(be8, 9, 24, 40, false, false, KILN_EPI_NONE);
+    kiln_backend_close(be8);
+}
+
 static void test_quant_matmul(void) {
     const int none[2] = {-1, -1};
     for (size_t i = 0; i < sizeof qcases / sizeof qcases[0]; i++) {
@@ -449,6 +498,8 @@ static void test_quant_matmul(void) {
         CHECK_ERR_CONTAINS(&e, "Q4_1");
     }
     free_pairs();
+    if (dut->kind == KILN_BACKEND_CUDA) fp8_gemm_cases();
+    else printf("  not run: e4m3 x e4m3 GEMMs (KILN_CUDA_FP8; CUDA only)\n");
 }
 
 /* ---- attention ---- */
@@ -636,6 +687,40 @@ static void test_timing(void) {
                op == 0 ? "attention 4608 tokens x 24 heads x 128" : "matmul 4608 x 27648 x 3072 (single linear1)",
                best * 1e3, flops / best / 1e12);
     }
+    /* the same linear1 from an fp8 checkpoint: widened to bf16 per matmul (default), and e4m3 x e4m3 with the
+     * activation quantised per tensor (KILN_CUDA_FP8=1, sm_89+) - what the fp8 path gains, end to end per matmul */
+    pair *w8 = calloc(1, sizeof *w8);
+    w8->h = kiln_tensor_make(NULL, KILN_DT_F8_E4M3, 2, (int64_t[]){27648, d});
+    w8->h.qscale = 0.01f;
+    w8->bytes = kiln_tensor_nbytes(&w8->h);
+    uint8_t *wb = w8->hbuf = malloc(w8->bytes);
+    for (size_t i = 0; i < w8->bytes; i++) wb[i] = (uint8_t)((frand() + 1.0f) * 127.0f) & 0xf7; /* no NaN codes */
+    w8->h.data = w8->hbuf;
+    w8->d = w8->h;
+    w8->d.data = w8->dbuf = dut->ops->alloc(dut, w8->bytes);
+    w8->d.backend = dut->kind, w8->d.device = dut->device;
+    if (n_pairs < MAX_PAIRS) pairs[n_pairs++] = w8;
+    CHECK_EQ_INT(dut->ops->upload(dut, w8->dbuf, w8->hbuf, w8->bytes, NULL), KILN_OK);
+    setenv("KILN_CUDA_FP8", "1", 1);
+    kiln_backend *be8 = NULL;
+    CHECK_EQ_INT(kiln_backend_open_cuda(0, &be8, NULL), KILN_OK);
+    unsetenv("KILN_CUDA_FP8");
+    for (int v = 0; v < 2 && be8; v++) {
+        kiln_backend *b = v ? be8 : dut;
+        double best = 1e30;
+        for (int rep = 0; rep < 6; rep++) {
+            CHECK_EQ_INT(b->ops->sync(b, NULL), KILN_OK);
+            double t0 = now_s();
+            CHECK_EQ_INT(b->ops->matmul(b, &y->d, &q->d, &w8->d, NULL, NULL, NULL), KILN_OK);
+            CHECK_EQ_INT(b->ops->sync(b, NULL), KILN_OK);
+            double dt = now_s() - t0;
+            if (rep > 0 && dt < best) best = dt;
+        }
+        printf("  time %-46s %8.3f ms  %7.1f TFLOP/s\n",
+               v ? "e4m3 x e4m3 4608 x 27648 x 3072 (KILN_CUDA_FP8)" : "e4m3 weight widened 4608 x 27648 x 3072",
+               best * 1e3, 2.0 * t * 27648.0 * d / best / 1e12);
+    }
+    kiln_backend_close(be8);
     free_pairs();
 }
 

@@ -202,6 +202,12 @@ static const kiln_ops cuda_ops = {
     .close = cuda_close,
 };
 
+int kiln_backend_cuda_cc(const kiln_backend *be) {
+    if (!be || be->kind != KILN_BACKEND_CUDA) return 0;
+    const kiln_cuda_backend *cb = (const kiln_cuda_backend *)be;
+    return cb->cc_major * 10 + cb->cc_minor;
+}
+
 kiln_status kiln_backend_open_cuda(int device, kiln_backend **out, kiln_err *err) {
     if (!out) return KILN_FAIL(err, KILN_E_INVALID, "kiln_backend_open_cuda: out is NULL");
     *out = NULL;
@@ -225,6 +231,8 @@ kiln_status kiln_backend_open_cuda(int device, kiln_backend **out, kiln_err *err
     const char *det = getenv("KILN_DETERMINISTIC"), *att = getenv("KILN_CUDA_ATTENTION");
     cb->deterministic = det && *det && strcmp(det, "0") != 0;
     cb->attention = att && strcmp(att, "tc") == 0 ? 2 : 1;
+    const char *fp8 = getenv("KILN_CUDA_FP8");
+    cb->fp8_gemm = fp8 && *fp8 && strcmp(fp8, "0") != 0;
     if (att && *att && strcmp(att, "tc") != 0 && strcmp(att, "simple") != 0) {
         kiln_free(cb);
         return KILN_FAIL(err, KILN_E_INVALID, "KILN_CUDA_ATTENTION=%s: expected simple or tc", att);

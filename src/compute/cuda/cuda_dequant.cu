@@ -11,7 +11,12 @@
  *
  * One thread per output value: each decodes its value from the bytes of its block (a handful of byte loads,
  * mostly from the L1/L2 cache its neighbours filled). The matmul after it reads the operand once per tile, so
- * this pass costs what one bf16 copy of the weight costs. */
+ * this pass costs what one bf16 copy of the weight costs.
+ *
+ * With KILN_CUDA_FP8=1 on sm_89+ an e4m3 weight is not widened at all: the activation is quantised to e4m3 per
+ * tensor instead (kcu_quantize_fp8, below) and the GEMM multiplies e4m3 by e4m3 with both scales. */
+#include <cuda_fp8.h>
+
 #include "compute/cuda/cuda_kernels.cuh"
 extern "C" {
 #include "tensor/quant.h"
@@ -137,5 +142,59 @@ kiln_status kcu_dequant(kiln_cuda_backend *cb, const kcu_mat *dst, const kcu_qma
         KCU_LAUNCH(k_dequant_bytes, GRID(n), THREADS, 0, KCU_STREAM(cb))(*dst, *w);
     }
     KCU_LAUNCHED(err, "dequant");
+    return KILN_OK;
+}
+
+/* ---- per-tensor fp8 quantisation of an activation, for the e4m3 x e4m3 GEMM (KILN_CUDA_FP8) ----
+ * Three launches with no atomics (the result is the same on every run): the blocks' maxima of |x|, the maximum
+ * of those and the scale, then the quantised copy. */
+
+#define AMAX_BLOCKS 1024
+
+static __global__ void k_absmax_partial(kcu_mat x, float *partial) {
+    __shared__ float red[32];
+    float m = 0.f;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < x.rows * x.cols;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t r = i / x.cols, c = i - r * x.cols;
+        m = fmaxf(m, fabsf(kcu_ld(x.data, r * x.ld + c, x.dt)));
+    }
+    m = kcu_block_max(m, red);
+    if (threadIdx.x == 0) partial[blockIdx.x] = m;
+}
+
+static __global__ void k_fp8_scales(const float *partial, int n, float w_scale, float *scales) {
+    __shared__ float red[32];
+    float m = 0.f;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) m = fmaxf(m, partial[i]);
+    m = kcu_block_max(m, red);
+    if (threadIdx.x == 0) {
+        /* e4m3's largest finite value is 448: the largest |x| maps onto it */
+        scales[0] = w_scale;
+        scales[1] = m > 0.f && m < INFINITY ? __fdiv_rn(m, 448.f) : 1.f;
+    }
+}
+
+static __global__ void k_quantize_e4m3(kcu_mat d, kcu_mat x, const float *scales) {
+    const float s = scales[1];
+    FOR_EACH(i, d.rows * d.cols) {
+        int64_t r = i / d.cols, c = i - r * d.cols;
+        float v = __fdiv_rn(kcu_ld(x.data, r * x.ld + c, x.dt), s);
+        ((__nv_fp8_storage_t *)d.data)[r * d.ld + c] = __nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3);
+    }
+}
+
+kiln_status kcu_quantize_fp8(kiln_cuda_backend *cb, const kcu_mat *dst, const kcu_mat *x, float w_scale,
+                             float *scales, float *tmp, kiln_err *err) {
+    int64_t n = x->rows * x->cols;
+    if (dst->rows != x->rows || dst->cols != x->cols || dst->dt != KILN_DT_F8_E4M3)
+        return KILN_FAIL(err, KILN_E_INVALID, "quantize fp8: a [%lld, %lld] %s operand for a [%lld, %lld] activation",
+                         (long long)dst->rows, (long long)dst->cols, kiln_dtype_name(dst->dt), (long long)x->rows,
+                         (long long)x->cols);
+    unsigned blocks = kcu_blocks(n, THREADS) > AMAX_BLOCKS ? AMAX_BLOCKS : kcu_blocks(n, THREADS);
+    KCU_LAUNCH(k_absmax_partial, dim3(blocks), THREADS, 0, KCU_STREAM(cb))(*x, tmp);
+    KCU_LAUNCH(k_fp8_scales, dim3(1), THREADS, 0, KCU_STREAM(cb))(tmp, (int)blocks, w_scale, scales);
+    if (n > 0) KCU_LAUNCH(k_quantize_e4m3, GRID(n), THREADS, 0, KCU_STREAM(cb))(*dst, *x, scales);
+    KCU_LAUNCHED(err, "quantize fp8");
     return KILN_OK;
 }

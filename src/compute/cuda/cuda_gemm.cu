@@ -3,8 +3,10 @@
  * cuBLASLt is column-major. A row-major [r, c] matrix with row stride ld is the column-major [c, r] matrix with
  * leading dimension ld, so the product is computed as the column-major D[n, m] = op(A)[n, k] . B[k, m] with
  * A = w (column-major [k, n], ld = ldw, transposed), B = x (column-major [k, m], ld = ldx), D = y (ld = ldy):
- * the "TN" layout, the one tensor-core GEMMs prefer. Operands are bf16 (FAST) or f32 (EXACT, small f32
- * weights); accumulation and output are f32 (CUBLAS_COMPUTE_32F, no TF32).
+ * the "TN" layout, the one tensor-core GEMMs prefer (and the only one fp8 GEMMs take on sm_89/sm_90). Operands
+ * are bf16 (FAST), f32 (EXACT, small f32 weights) or e4m3 (KILN_CUDA_FP8: an fp8 weight as stored times an
+ * activation quantised per tensor, with their two scales as cuBLASLt's A and B scale pointers); accumulation and
+ * output are f32 (CUBLAS_COMPUTE_32F, no TF32).
  *
  * The algorithm for a shape is picked once (kcu_gemm_pick) and pinned by the caller's cache
  * (cuda_algo_cache.h); descriptors are rebuilt per call (a few microseconds of host time, hidden behind the
@@ -34,14 +36,25 @@ static void desc_free(gemm_desc *d) {
     if (d->c) cublasLtMatrixLayoutDestroy(d->c);
 }
 
-static kiln_status desc_make(const kcu_gemm_key *key, gemm_desc *d, kiln_err *err) {
+static const char *in_name(const kcu_gemm_key *key) {
+    return key->in_dtype == KILN_DT_BF16 ? "bf16" : key->in_dtype == KILN_DT_F8_E4M3 ? "e4m3" : "f32";
+}
+
+static kiln_status desc_make(const kcu_gemm_key *key, const float *scales, gemm_desc *d, kiln_err *err) {
     kiln_status st = KILN_OK;
-    cudaDataType_t in = key->in_dtype == KILN_DT_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+    cudaDataType_t in = key->in_dtype == KILN_DT_BF16      ? CUDA_R_16BF
+                        : key->in_dtype == KILN_DT_F8_E4M3 ? CUDA_R_8F_E4M3
+                                                           : CUDA_R_32F;
     cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
     memset(d, 0, sizeof *d);
     LT_CALL(err, cublasLtMatmulDescCreate(&d->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     LT_CALL(err, cublasLtMatmulDescSetAttribute(d->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
     LT_CALL(err, cublasLtMatmulDescSetAttribute(d->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+    if (in == CUDA_R_8F_E4M3) { /* A = the weight, B = the activation: D = scale_w * scale_x * (A . B) */
+        const float *sa = scales, *sb = scales + 1;
+        LT_CALL(err, cublasLtMatmulDescSetAttribute(d->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof sa));
+        LT_CALL(err, cublasLtMatmulDescSetAttribute(d->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb, sizeof sb));
+    }
     LT_CALL(err, cublasLtMatrixLayoutCreate(&d->a, in, (uint64_t)key->k, (uint64_t)key->n, key->ldw));
     LT_CALL(err, cublasLtMatrixLayoutCreate(&d->b, in, (uint64_t)key->k, (uint64_t)key->m, key->ldx));
     LT_CALL(err, cublasLtMatrixLayoutCreate(&d->c, CUDA_R_32F, (uint64_t)key->n, (uint64_t)key->m, key->ldy));
@@ -50,7 +63,8 @@ done:
     return st;
 }
 
-kiln_status kcu_gemm_pick(kiln_cuda_backend *cb, const kcu_gemm_key *key, kcu_algo *algo, kiln_err *err) {
+kiln_status kcu_gemm_pick(kiln_cuda_backend *cb, const kcu_gemm_key *key, const float *scales, kcu_algo *algo,
+                          kiln_err *err) {
     kiln_status st = KILN_OK;
     gemm_desc d;
     cublasLtMatmulPreference_t pref = NULL;
@@ -61,7 +75,7 @@ kiln_status kcu_gemm_pick(kiln_cuda_backend *cb, const kcu_gemm_key *key, kcu_al
     size_t ws = 32u << 20;
     uint32_t reductions = cb->deterministic ? CUBLASLT_REDUCTION_SCHEME_NONE : CUBLASLT_REDUCTION_SCHEME_MASK;
     uint32_t align = (uint32_t)key->align;
-    KILN_TRY(desc_make(key, &d, err));
+    KILN_TRY(desc_make(key, scales, &d, err));
     LT_CALL(err, cublasLtMatmulPreferenceCreate(&pref));
     LT_CALL(err, cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
     LT_CALL(err, cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reductions,
@@ -74,7 +88,7 @@ kiln_status kcu_gemm_pick(kiln_cuda_backend *cb, const kcu_gemm_key *key, kcu_al
                                                 &found));
     if (found < 1 || res.state != CUBLAS_STATUS_SUCCESS) {
         st = KILN_FAIL(err, KILN_E_UNSUPPORTED, "cuBLASLt has no algorithm for a %s GEMM m=%lld n=%lld k=%lld "
-                       "(ld %lld/%lld/%lld, alignment %d)", key->in_dtype == KILN_DT_BF16 ? "bf16" : "f32",
+                       "(ld %lld/%lld/%lld, alignment %d)", in_name(key),
                        (long long)key->m, (long long)key->n, (long long)key->k, (long long)key->ldx,
                        (long long)key->ldw, (long long)key->ldy, key->align);
         goto done;
@@ -89,7 +103,7 @@ done:
 }
 
 kiln_status kcu_gemm_run(kiln_cuda_backend *cb, const kcu_gemm_key *key, const kcu_algo *algo, void *y,
-                         const void *x, const void *w, kiln_err *err) {
+                         const void *x, const void *w, const float *scales, kiln_err *err) {
     static_assert(sizeof(cublasLtMatmulAlgo_t) <= sizeof(((kcu_algo *)0)->blob), "algo blob too small");
     kiln_status st = KILN_OK;
     gemm_desc d;
@@ -97,7 +111,7 @@ kiln_status kcu_gemm_run(kiln_cuda_backend *cb, const kcu_gemm_key *key, const k
     cublasLtMatmulAlgo_t a;
     memcpy(&a, algo->blob, sizeof a);
     KILN_TRY(kcu_workspace_reserve(cb, algo->workspace_bytes, err));
-    KILN_TRY(desc_make(key, &d, err));
+    KILN_TRY(desc_make(key, scales, &d, err));
     LT_CALL(err, cublasLtMatmul((cublasLtHandle_t)cb->lt, d.op, &alpha, w, d.a, x, d.b, &beta, y, d.c, y, d.c, &a,
                                 cb->workspace, algo->workspace_bytes, KCU_STREAM(cb)));
 done:

@@ -56,6 +56,7 @@ typedef struct kiln_cuda_backend {
     bool deterministic; /* KILN_DETERMINISTIC=1: no split-K GEMMs, fixed reduction orders everywhere */
     bool capturing;     /* inside a CUDA-graph capture: no allocation, no synchronisation allowed */
     int attention;      /* KILN_CUDA_ATTENTION: 1 = simple f32 kernel (default), 2 = tensor cores ("tc") */
+    bool fp8_gemm;      /* KILN_CUDA_FP8=1: fp8 weights as e4m3 x e4m3 GEMMs (activations quantised per tensor) */
     int sm_count, cc_major, cc_minor;
     size_t smem_optin; /* max dynamic shared memory per block after opt-in */
     size_t total_mem;
@@ -100,11 +101,14 @@ kiln_status kcu_capture_end(kiln_cuda_backend *cb, void **exec, kiln_err *err);
 kiln_status kcu_graph_launch(kiln_cuda_backend *cb, void *exec, kiln_err *err);
 void kcu_graph_destroy(void *ctx, void *exec);
 
-/* ---- GEMM (cuda_gemm.cu): row-major y[m,n] (beta? +=) x[m,k] . w[n,k]^T, x/w both bf16 or both f32 ---- */
+/* ---- GEMM (cuda_gemm.cu): row-major y[m,n] (beta? +=) x[m,k] . w[n,k]^T, x/w both bf16, both f32 or both
+ * e4m3; y f32. e4m3 operands take scales: a device pointer to two floats {w's scale, x's scale}, the product
+ * multiplied by both (NULL for the other types). ---- */
 /* Asks cuBLASLt's heuristic for the best algorithm for key (deterministic mode: no split-K reductions). */
-kiln_status kcu_gemm_pick(kiln_cuda_backend *cb, const kcu_gemm_key *key, kcu_algo *algo, kiln_err *err);
+kiln_status kcu_gemm_pick(kiln_cuda_backend *cb, const kcu_gemm_key *key, const float *scales, kcu_algo *algo,
+                          kiln_err *err);
 kiln_status kcu_gemm_run(kiln_cuda_backend *cb, const kcu_gemm_key *key, const kcu_algo *algo, void *y,
-                         const void *x, const void *w, kiln_err *err);
+                         const void *x, const void *w, const float *scales, kiln_err *err);
 
 /* ---- elementwise (cuda_elementwise.cu) ---- */
 /* dst[r, c] = bf16(src[r, c]) (f32 -> bf16 into a contiguous [rows, cols] buffer); also widens bf16 -> f32. */
@@ -112,6 +116,13 @@ kiln_status kcu_convert(kiln_cuda_backend *cb, const kcu_mat *dst, const kcu_mat
 /* dst (bf16 or f32 [rows, cols] at dst->ld) = the values of the quantised weight w (cuda_dequant.cu): bit-exact
  * with tensor/quant.h's kiln_dequant (fp8: times w->scale, in f32), then rounded to dst's dtype. */
 kiln_status kcu_dequant(kiln_cuda_backend *cb, const kcu_mat *dst, const kcu_qmat *w, kiln_err *err);
+/* Per-tensor fp8 quantisation of an activation for an e4m3 GEMM (cuda_dequant.cu): s = max|x| / 448 (1 when x
+ * is all zeros), dst (e4m3 [rows, cols] at dst->ld) = e4m3(x / s), rounded to nearest even and saturated;
+ * scales[0] = w_scale, scales[1] = s (device memory, for the GEMM's scale pointers). tmp: KCU_FP8_TMP_BYTES of
+ * device scratch for the partial maxima. */
+#define KCU_FP8_TMP_BYTES (1024 * sizeof(float))
+kiln_status kcu_quantize_fp8(kiln_cuda_backend *cb, const kcu_mat *dst, const kcu_mat *x, float w_scale,
+                             float *scales, float *tmp, kiln_err *err);
 /* Matmul epilogue: y (op)= p + bias (bias, gate may be NULL). op: KILN_EPI_NONE stores, ADD adds, GATED adds
  * gate[col] * (p + bias). */
 kiln_status kcu_epilogue(kiln_cuda_backend *cb, const kcu_mat *y, const kcu_mat *p, const kcu_mat *bias,

@@ -68,16 +68,16 @@ static kiln_status nchw_pair(kiln_backend *be, const kiln_tensor *yt, const kiln
 /* ---- GEMM with a pinned algorithm per shape ---- */
 
 static kiln_status gemm(kiln_cuda_backend *cb, kcu_gemm_key *key, void *y, const void *x, const void *w,
-                        kiln_err *err) {
+                        const float *scales, kiln_err *err) {
     key->align = kcu_ptr_align(x, w, y);
     kcu_algo *a = kcu_algo_cache_find(&cb->algos, key);
     if (!a) {
         kcu_algo fresh;
-        KILN_TRY(kcu_gemm_pick(cb, key, &fresh, err));
+        KILN_TRY(kcu_gemm_pick(cb, key, scales, &fresh, err));
         KILN_TRY(kcu_algo_cache_put(&cb->algos, key, &fresh, err));
         a = kcu_algo_cache_find(&cb->algos, key);
     }
-    return kcu_gemm_run(cb, key, a, y, x, w, err);
+    return kcu_gemm_run(cb, key, a, y, x, w, scales, err);
 }
 
 kiln_status cuda_matmul(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt, const kiln_tensor *wt,
@@ -132,10 +132,16 @@ kiln_status cuda_matmul(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt
      * ComfyUI casts them to its bf16 compute dtype); EXACT or f32 weights = f32 x f32 (a quantised weight's
      * values exactly, as on the CPU). */
     const bool bf16 = (w.dt == KILN_DT_BF16 || wq) && be->precision == KILN_PREC_FAST;
-    const kiln_dtype in = bf16 ? KILN_DT_BF16 : KILN_DT_F32;
-    const size_t es = bf16 ? 2 : 4;
-    const int64_t ldk = (k + 7) / 8 * 8; /* staged operands: 16-byte aligned rows for the tensor-core paths */
-    const bool stage_x = x.dt != in, stage_w = w.dt != in;
+    /* KILN_CUDA_FP8 on sm_89+ (FAST): an e4m3 weight as stored times the activation quantised to e4m3 per tensor,
+     * where cuBLASLt's fp8 GEMMs take the shape (rows of whole 16-byte units); elsewhere the weight is widened */
+    const bool fp8 = wq && q.dt == KILN_DT_F8_E4M3 && cb->fp8_gemm && be->precision == KILN_PREC_FAST &&
+                     cb->cc_major * 10 + cb->cc_minor >= 89 && k > 0 && k % 16 == 0 && q.row_bytes % 16 == 0 &&
+                     (uintptr_t)q.data % 16 == 0;
+    const kiln_dtype in = fp8 ? KILN_DT_F8_E4M3 : bf16 ? KILN_DT_BF16 : KILN_DT_F32;
+    const size_t es = fp8 ? 1 : bf16 ? 2 : 4;
+    const int64_t ldk = fp8 ? k : (k + 7) / 8 * 8; /* staged operands: 16-byte aligned rows for the tensor cores */
+    const bool stage_x = x.dt != in, stage_w = w.dt != in && !fp8;
+    if (fp8) w = (kcu_mat){(void *)q.data, n, k, q.row_bytes, KILN_DT_F8_E4M3};
     const bool direct_out = !bias.data && (kind == KILN_EPI_NONE || kind == KILN_EPI_ADD) && k > 0;
     size_t off_x = 0, off_w = 0, off_p = 0, total = 0;
     if (stage_x) {
@@ -150,12 +156,19 @@ kiln_status cuda_matmul(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt
         off_p = total;
         total += align_up((size_t)m * n * 4);
     }
+    size_t off_s = total; /* fp8: the two scales, then the partial maxima of |x| */
+    if (fp8) total += align_up(2 * sizeof(float)) + align_up(KCU_FP8_TMP_BYTES);
     if (total) KILN_TRY(kcu_scratch_reserve(cb, total, err));
     char *scr = cb->scratch;
     kcu_mat xs = x, ws = w;
+    float *scales = fp8 ? (float *)(scr + off_s) : NULL;
     if (stage_x) {
         xs = (kcu_mat){scr + off_x, m, k, ldk, in};
-        KILN_TRY(kcu_convert(cb, &xs, &x, err));
+        if (fp8)
+            KILN_TRY(kcu_quantize_fp8(cb, &xs, &x, q.scale, scales, (float *)(scr + off_s + align_up(2 * sizeof(float))),
+                                      err));
+        else
+            KILN_TRY(kcu_convert(cb, &xs, &x, err));
     }
     if (stage_w) {
         ws = (kcu_mat){scr + off_w, n, k, ldk, in};
@@ -169,7 +182,7 @@ kiln_status cuda_matmul(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt
         key.ldx = xs.ld, key.ldw = ws.ld, key.ldy = p.ld;
         key.in_dtype = in, key.out_dtype = KILN_DT_F32;
         key.accumulate = direct_out && kind == KILN_EPI_ADD;
-        KILN_TRY(gemm(cb, &key, p.data, xs.data, ws.data, err));
+        KILN_TRY(gemm(cb, &key, p.data, xs.data, ws.data, scales, err));
     } else {
         KILN_TRY(kcu_memset(cb, p.data, 0, (size_t)m * n * 4, err));
     }
@@ -432,7 +445,7 @@ kiln_status cuda_conv2d(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt
             key.m = co, key.n = np, key.k = k;
             key.ldx = w.ld, key.ldw = ldk, key.ldy = pix;
             key.in_dtype = in, key.out_dtype = KILN_DT_F32;
-            KILN_TRY(gemm(cb, &key, yn + p0, w.data, col.data, err));
+            KILN_TRY(gemm(cb, &key, yn + p0, w.data, col.data, NULL, err));
         }
     }
     if (bias.data) KILN_TRY(kcu_bias_nchw(cb, ydata, &bias, yd[0], co, pix, err));
