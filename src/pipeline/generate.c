@@ -76,10 +76,6 @@ static void trace(run *r, const char *name, const float *data, size_t n) {
     if (r->trace) r->trace(r->trace_ctx, name, data, n);
 }
 
-static bool report(run *r, int step, int n_steps, double eta) {
-    return kiln_stage_report(&r->clk, r->req, step, n_steps, eta);
-}
-
 /* latent_preview: the step's report with image 0's latent downloaded to the host. */
 static kiln_status report_latent(run *r, int step, double eta, bool *go_on, kiln_err *err) {
     size_t n = (size_t)r->N * 128;
@@ -93,12 +89,6 @@ static kiln_status report_latent(run *r, int step, double eta, bool *go_on, kiln
     kiln_free(host);
     return s;
 }
-
-static kiln_status stage_begin(run *r, kiln_stage s, kiln_err *err) {
-    return kiln_stage_begin(&r->clk, r->req, s, s == KILN_STAGE_DENOISING ? r->steps - r->k0 : 0, err);
-}
-
-static void stage_end(run *r) { kiln_stage_end(&r->clk, r->res); }
 
 /* The guidance scale the request runs with and whether CFG runs, by the request's rule (kiln.h kiln_cfg_rule). */
 static float cfg_guidance(const kiln_request *q) {
@@ -161,6 +151,11 @@ static kiln_status tokenize(run *r, const char *what, const char *p, kiln_tokens
                     "takes %zu; the end of the template is among those dropped, as in the official pipeline)",
                     what, out->n_full - out->n_real, out->n_full, out->n_real);
     return KILN_OK;
+}
+
+static kiln_status tokenize_prompt(void *ctx, const char *what, const char *p, int i, kiln_err *err) {
+    run *r = ctx;
+    return tokenize(r, what, p, &r->tok[i], err);
 }
 
 /* Reference and init images: checked and prepared as the official pipeline prepares them (ref_image.h); the
@@ -284,16 +279,8 @@ static kiln_status validate(run *r, kiln_err *err) {
                          "%d x %d = %zu", q->noise_count, r->B, r->W, r->H, r->B, r->h16, r->w16,
                          need_noise);
 
-    int n_prompts = q->prompts ? r->B : 1;
-    for (int i = 0; i < n_prompts; i++) {
-        const char *p = q->prompts ? q->prompts[i] : q->prompt;
-        if (!p) return KILN_FAIL(err, KILN_E_INVALID, "prompt %d of the batch is missing", i);
-        char what[32];
-        if (q->prompts) snprintf(what, sizeof what, "prompt %d", i);
-        else snprintf(what, sizeof what, "prompt");
-        KILN_TRY(tokenize(r, what, p, &r->tok[i], err));
-        r->n_seq = i + 1;
-    }
+    KILN_TRY(kiln_request_each_prompt(q, r->B, tokenize_prompt, r, &r->n_seq, err));
+    const int n_prompts = r->n_seq;
     if (r->cfg && !r->neg_zero) { /* the unconditional branch: the negative prompt, "" by default (the pipeline's) */
         const char *neg = q->negative_prompt ? q->negative_prompt : "";
         KILN_TRY(tokenize(r, "negative prompt", neg, &r->tok[n_prompts], err));
@@ -305,22 +292,8 @@ static kiln_status validate(run *r, kiln_err *err) {
     const size_t limit = lim.bytes;
     plan_vae(e, r, limit, &keep, &release);
     if (r->vae_tile) log_info("VAE decode in %dx%d-latent tiles", r->vae_tile, r->vae_tile);
-    bool rel = e->cfg.te_policy == KILN_TE_RELEASE;
-    if (limit && (rel ? release : keep) > limit) {
-        char where[64];
-        if (release > limit || e->cfg.te_policy == KILN_TE_KEEP)
-            return KILN_FAIL(err, KILN_E_LIMIT, "not enough memory: %dx%d x %d image(s) needs about %.2f GB (%.2f GB "
-                             "with the text encoder released before the DiT), %.2f GB is available%s; try a smaller "
-                             "size or batch", r->W, r->H, r->B, keep / 1e9, release / 1e9, limit / 1e9,
-                             kiln_mem_limit_where(&lim, where, sizeof where));
-        rel = true;
-        log_info("memory is tight (%.2f GB needed, %.2f GB usable): releasing the text encoder after encoding",
-                 keep / 1e9, limit / 1e9);
-    }
-    e->te_released = rel;
-    /* The backend sizes its activation memory from this plan (CUDA: the arena; compute/ops.h reserve). */
-    size_t weights = e->te_bytes + e->dit_bytes + e->vae_bytes, act = keep > weights ? keep - weights : 0;
-    return e->be->ops->reserve(e->be, act, err);
+    return kiln_request_plan_memory(e, &lim, keep, release, e->te_bytes + e->dit_bytes + e->vae_bytes,
+                                    "the text encoder", r->W, r->H, r->B, &e->te_released, err);
 }
 
 static kiln_status encode_text(run *r, kiln_err *err) {
@@ -512,7 +485,7 @@ static kiln_status denoise(run *r, kiln_err *err) {
         double eta = (now - loop_t0) / (ks + 1) * (n_run - ks - 1);
         bool go_on = true;
         if (r->req->latent_preview && r->req->progress) KILN_TRY(report_latent(r, ks + 1, eta, &go_on, err));
-        else go_on = report(r, ks + 1, n_run, eta);
+        else go_on = kiln_stage_report(&r->clk, r->req, ks + 1, n_run, eta);
         if (!go_on) return KILN_FAIL(err, KILN_E_CANCELLED, "cancelled after denoising step %d/%d", ks + 1, n_run);
     }
     return KILN_OK;
@@ -568,43 +541,23 @@ kiln_status kiln_generate_traced(kiln_engine *e, const kiln_request *req, kiln_t
     *out = NULL;
     if (!e || !req) return KILN_FAIL(err, KILN_E_INVALID, "kiln_generate: no engine or request");
     if (e->f1) return kiln_generate_flux1(e, req, trace_fn, trace_ctx, out, err); /* generate_flux1.c */
-    pthread_mutex_lock(&e->lock);
-    e->n_requests++;
-    kiln_mem_reset_peak();
     run r;
     memset(&r, 0, sizeof r);
     r.e = e;
     r.req = req;
     r.trace = trace_fn;
     r.trace_ctx = trace_ctx;
-    r.clk.t0 = kiln_clock_s();
-    kiln_status s = KILN_OK;
     struct kiln_lora_set *lora = NULL; /* the request's adapters, on the DiT for this request only */
-    r.res = kiln_calloc(1, sizeof *r.res);
-    if (!r.res) {
-        pthread_mutex_unlock(&e->lock);
-        return KILN_FAIL(err, KILN_E_NOMEM, "out of memory");
-    }
-    r.res->timestamp = kiln_clock_wall_s();
-
+    kiln_status s = kiln_request_begin(e, &r.clk, &r.res, err);
+    if (s != KILN_OK) return s;
+    /* img2img runs the schedule's tail: its denoising reports the steps that run */
 #define STAGE(st, call)                                                                                       \
-    do {                                                                                                      \
-        if ((s = stage_begin(&r, st, err)) != KILN_OK) goto done;                                             \
-        s = (call);                                                                                           \
-        stage_end(&r);                                                                                        \
-        if (s != KILN_OK) goto done;                                                                          \
-    } while (0)
+    KILN_RUN_STAGE(s, &r.clk, req, r.res, st, (st) == KILN_STAGE_DENOISING ? r.steps - r.k0 : 0, call, err)
 
     STAGE(KILN_STAGE_INPUT_VALIDATION, validate(&r, err));
     if ((s = kiln_engine_lora_attach(e, req, &lora, err)) != KILN_OK) goto done; /* adapters checked up front */
     fill_meta(&r);
-    r.res->images = kiln_calloc((size_t)r.B, sizeof *r.res->images);
-    r.res->step_ms = kiln_calloc((size_t)r.steps, sizeof *r.res->step_ms);
-    r.sigmas = kiln_malloc(((size_t)r.steps + 1) * sizeof *r.sigmas);
-    if (!r.res->images || !r.res->step_ms || !r.sigmas) {
-        s = KILN_FAIL(err, KILN_E_NOMEM, "out of memory");
-        goto done;
-    }
+    if ((s = kiln_result_alloc_arrays(r.res, r.B, r.steps, &r.sigmas, err)) != KILN_OK) goto done;
     r.res->n_steps = r.steps - r.k0;
     STAGE(KILN_STAGE_TEXT_ENCODING, encode_text(&r, err));
     STAGE(KILN_STAGE_LATENT_PREPARATION, prepare_latents(&r, err));
@@ -615,18 +568,11 @@ kiln_status kiln_generate_traced(kiln_engine *e, const kiln_request *req, kiln_t
     STAGE(KILN_STAGE_DENOISING, denoise(&r, err));
     STAGE(KILN_STAGE_DECODING, decode(&r, err));
 #undef STAGE
-    r.res->total_ms = (kiln_clock_s() - r.clk.t0) * 1e3;
-    r.res->peak_memory_bytes = kiln_mem_peak_rss();
+    kiln_result_finish(r.res, &r.clk);
 done:
     kiln_lora_detach(lora);
     run_free(&r);
-    pthread_mutex_unlock(&e->lock);
-    if (s != KILN_OK) {
-        kiln_result_free(r.res);
-        return s;
-    }
-    *out = r.res;
-    return KILN_OK;
+    return kiln_request_end(e, s, r.res, out);
 }
 
 kiln_status kiln_estimate_memory(kiln_engine *e, const kiln_request *req, size_t *bytes, kiln_err *err) {

@@ -10,7 +10,8 @@
  *   Denoising           n x (DiT over the whole batch with timestep t/1000 and, for dev, the guidance; Euler)
  *   Decoding            unpack 2x2 -> latents / scaling_factor + shift_factor -> VAE decode -> RGB8, per image
  *
- * The stage clock, warnings, result ids and image storing are generate.c's too (run_common.h).
+ * The request's frame (lock, result, timed stages), the prompt loop, the text encoder's release, warnings, result
+ * ids and image storing are generate.c's too (run_common.h).
  */
 #include <math.h>
 #include <stdio.h>
@@ -62,16 +63,6 @@ typedef struct run {
 static void trace(run *r, const char *name, const float *data, size_t n) {
     if (r->trace) r->trace(r->trace_ctx, name, data, n);
 }
-
-static bool report(run *r, int step, int n_steps, double eta) {
-    return kiln_stage_report(&r->clk, r->req, step, n_steps, eta);
-}
-
-static kiln_status stage_begin(run *r, kiln_stage s, kiln_err *err) {
-    return kiln_stage_begin(&r->clk, r->req, s, s == KILN_STAGE_DENOISING ? r->steps : 0, err);
-}
-
-static void stage_end(run *r) { kiln_stage_end(&r->clk, r->res); }
 
 /* T5's token budget: what FLUX.1's model cards run (dev 512, schnell 256; FluxPipeline's own default is 512). */
 static int t5_length(const kiln_flux1_models *f) { return f->dev ? 512 : 256; }
@@ -150,7 +141,9 @@ static kiln_status tokenize_comfy(run *r, const char *what, const char *p, int i
     return KILN_OK;
 }
 
-static kiln_status tokenize(run *r, const char *what, const char *p, int i, kiln_err *err) {
+/* Prompt i of the batch (kiln_request_each_prompt) into clip[i] and t5[i]. */
+static kiln_status tokenize(void *ctx, const char *what, const char *p, int i, kiln_err *err) {
+    run *r = ctx;
     if (r->req->text_rule == KILN_TEXT_COMFY) return tokenize_comfy(r, what, p, i, err);
     kiln_tok_options oc = kiln_tok_options_flux1_clip(), ot = kiln_tok_options_flux1_t5((size_t)r->L);
     KILN_TRY(kiln_tokenizer_encode_prompt(r->f->tok_clip, p, strlen(p), &oc, &r->clip[i], err));
@@ -236,35 +229,13 @@ static kiln_status validate(run *r, kiln_err *err) {
     if (q->noise && q->noise_count != need)
         return KILN_FAIL(err, KILN_E_INVALID, "injected noise has %zu values; %d image(s) of %dx%d need %d x %d x %d "
                          "x %d = %zu", q->noise_count, r->B, q->width, q->height, r->B, r->C, r->h16, r->w16, need);
-    int n_prompts = q->prompts ? r->B : 1;
-    for (int i = 0; i < n_prompts; i++) {
-        const char *p = q->prompts ? q->prompts[i] : q->prompt;
-        if (!p) return KILN_FAIL(err, KILN_E_INVALID, "prompt %d of the batch is missing", i);
-        char what[32];
-        if (q->prompts) snprintf(what, sizeof what, "prompt %d", i);
-        else snprintf(what, sizeof what, "prompt");
-        KILN_TRY(tokenize(r, what, p, i, err));
-        r->n_seq = i + 1;
-    }
+    KILN_TRY(kiln_request_each_prompt(q, r->B, tokenize, r, &r->n_seq, err));
     size_t keep, release;
     const size_t limit = lim.bytes;
     plan(r, limit, &keep, &release);
     if (r->vae_tile) log_info("VAE decode in %dx%d-latent tiles", r->vae_tile, r->vae_tile);
-    bool rel = e->cfg.te_policy == KILN_TE_RELEASE;
-    if (limit && (rel ? release : keep) > limit) {
-        char where[64];
-        if (release > limit || e->cfg.te_policy == KILN_TE_KEEP)
-            return KILN_FAIL(err, KILN_E_LIMIT, "not enough memory: %dx%d x %d image(s) needs about %.2f GB (%.2f GB "
-                             "with T5 released before the DiT), %.2f GB is available%s; try a smaller size or batch",
-                             q->width, q->height, r->B, keep / 1e9, release / 1e9, limit / 1e9,
-                             kiln_mem_limit_where(&lim, where, sizeof where));
-        rel = true;
-        log_info("memory is tight (%.2f GB needed, %.2f GB usable): releasing T5 after encoding", keep / 1e9,
-                 limit / 1e9);
-    }
-    f->t5_released = rel;
-    size_t weights = f->clip_bytes + f->t5_bytes + f->dit_bytes + f->vae_bytes;
-    return e->be->ops->reserve(e->be, keep > weights ? keep - weights : 0, err);
+    return kiln_request_plan_memory(e, &lim, keep, release, f->clip_bytes + f->t5_bytes + f->dit_bytes + f->vae_bytes,
+                                    "T5", q->width, q->height, r->B, &f->t5_released, err);
 }
 
 /* ComfyUI's encode_token_weights for the prompts with weights: the empty prompt's T5 features z_empty at the same
@@ -436,7 +407,7 @@ static kiln_status denoise(run *r, kiln_err *err) {
         double now = kiln_clock_s();
         r->res->step_ms[k] = (now - st0) * 1e3;
         double eta = (now - loop_t0) / (k + 1) * (r->steps - k - 1);
-        if (!report(r, k + 1, r->steps, eta))
+        if (!kiln_stage_report(&r->clk, r->req, k + 1, r->steps, eta))
             return KILN_FAIL(err, KILN_E_CANCELLED, "cancelled after denoising step %d/%d", k + 1, r->steps);
     }
     return KILN_OK;
@@ -489,9 +460,6 @@ static void fill_meta(run *r) {
 kiln_status kiln_generate_flux1(kiln_engine *e, const kiln_request *req, kiln_trace_fn trace_fn, void *trace_ctx,
                                 kiln_result **out, kiln_err *err) {
     *out = NULL;
-    pthread_mutex_lock(&e->lock);
-    e->n_requests++;
-    kiln_mem_reset_peak();
     run r;
     memset(&r, 0, sizeof r);
     r.e = e;
@@ -499,32 +467,14 @@ kiln_status kiln_generate_flux1(kiln_engine *e, const kiln_request *req, kiln_tr
     r.req = req;
     r.trace = trace_fn;
     r.trace_ctx = trace_ctx;
-    r.clk.t0 = kiln_clock_s();
-    kiln_status s = KILN_OK;
-    r.res = kiln_calloc(1, sizeof *r.res);
-    if (!r.res) {
-        pthread_mutex_unlock(&e->lock);
-        return KILN_FAIL(err, KILN_E_NOMEM, "out of memory");
-    }
-    r.res->timestamp = kiln_clock_wall_s();
-
+    kiln_status s = kiln_request_begin(e, &r.clk, &r.res, err);
+    if (s != KILN_OK) return s;
 #define STAGE(st, call)                                                                                       \
-    do {                                                                                                      \
-        if ((s = stage_begin(&r, st, err)) != KILN_OK) goto done;                                             \
-        s = (call);                                                                                           \
-        stage_end(&r);                                                                                        \
-        if (s != KILN_OK) goto done;                                                                          \
-    } while (0)
+    KILN_RUN_STAGE(s, &r.clk, req, r.res, st, (st) == KILN_STAGE_DENOISING ? r.steps : 0, call, err)
 
     STAGE(KILN_STAGE_INPUT_VALIDATION, validate(&r, err));
     fill_meta(&r);
-    r.res->images = kiln_calloc((size_t)r.B, sizeof *r.res->images);
-    r.res->step_ms = kiln_calloc((size_t)r.steps, sizeof *r.res->step_ms);
-    r.sigmas = kiln_malloc(((size_t)r.steps + 1) * sizeof *r.sigmas);
-    if (!r.res->images || !r.res->step_ms || !r.sigmas) {
-        s = KILN_FAIL(err, KILN_E_NOMEM, "out of memory");
-        goto done;
-    }
+    if ((s = kiln_result_alloc_arrays(r.res, r.B, r.steps, &r.sigmas, err)) != KILN_OK) goto done;
     r.res->n_steps = r.steps;
     STAGE(KILN_STAGE_TEXT_ENCODING, encode_text(&r, err));
     STAGE(KILN_STAGE_LATENT_PREPARATION, prepare_latents(&r, err));
@@ -540,17 +490,10 @@ kiln_status kiln_generate_flux1(kiln_engine *e, const kiln_request *req, kiln_tr
     STAGE(KILN_STAGE_DENOISING, denoise(&r, err));
     STAGE(KILN_STAGE_DECODING, decode(&r, err));
 #undef STAGE
-    r.res->total_ms = (kiln_clock_s() - r.clk.t0) * 1e3;
-    r.res->peak_memory_bytes = kiln_mem_peak_rss();
+    kiln_result_finish(r.res, &r.clk);
 done:
     run_free(&r);
-    pthread_mutex_unlock(&e->lock);
-    if (s != KILN_OK) {
-        kiln_result_free(r.res);
-        return s;
-    }
-    *out = r.res;
-    return KILN_OK;
+    return kiln_request_end(e, s, r.res, out);
 }
 
 kiln_status kiln_estimate_memory_flux1(kiln_engine *e, const kiln_request *req, size_t *bytes, kiln_err *err) {

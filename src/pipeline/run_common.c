@@ -10,6 +10,8 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "models/latent.h"
+#include "pipeline/engine_internal.h"
+#include "pipeline/memory.h"
 
 static double cpu_s(void) {
     struct timespec ts;
@@ -35,6 +37,79 @@ kiln_status kiln_stage_begin(kiln_stage_clock *c, const kiln_request *q, kiln_st
 void kiln_stage_end(const kiln_stage_clock *c, kiln_result *res) {
     res->stage_ms[c->stage] += (kiln_clock_s() - c->stage_t0) * 1e3;
     res->stage_cpu_ms[c->stage] += (cpu_s() - c->stage_cpu0) * 1e3;
+}
+
+kiln_status kiln_request_begin(kiln_engine *e, kiln_stage_clock *clk, kiln_result **res, kiln_err *err) {
+    pthread_mutex_lock(&e->lock);
+    e->n_requests++;
+    kiln_mem_reset_peak();
+    clk->t0 = kiln_clock_s();
+    *res = kiln_calloc(1, sizeof **res);
+    if (!*res) {
+        pthread_mutex_unlock(&e->lock);
+        return KILN_FAIL(err, KILN_E_NOMEM, "out of memory");
+    }
+    (*res)->timestamp = kiln_clock_wall_s();
+    return KILN_OK;
+}
+
+kiln_status kiln_result_alloc_arrays(kiln_result *res, int n_images, int steps, float **sigmas, kiln_err *err) {
+    res->images = kiln_calloc((size_t)n_images, sizeof *res->images);
+    res->step_ms = kiln_calloc((size_t)steps, sizeof *res->step_ms);
+    *sigmas = kiln_malloc(((size_t)steps + 1) * sizeof **sigmas);
+    if (!res->images || !res->step_ms || !*sigmas) return KILN_FAIL(err, KILN_E_NOMEM, "out of memory");
+    return KILN_OK;
+}
+
+void kiln_result_finish(kiln_result *res, const kiln_stage_clock *clk) {
+    res->total_ms = (kiln_clock_s() - clk->t0) * 1e3;
+    res->peak_memory_bytes = kiln_mem_peak_rss();
+}
+
+kiln_status kiln_request_end(kiln_engine *e, kiln_status s, kiln_result *res, kiln_result **out) {
+    pthread_mutex_unlock(&e->lock);
+    if (s != KILN_OK) {
+        kiln_result_free(res);
+        return s;
+    }
+    *out = res;
+    return KILN_OK;
+}
+
+kiln_status kiln_request_each_prompt(const kiln_request *q, int B, kiln_prompt_fn fn, void *ctx, int *n_seq,
+                                     kiln_err *err) {
+    int n_prompts = q->prompts ? B : 1;
+    for (int i = 0; i < n_prompts; i++) {
+        const char *p = q->prompts ? q->prompts[i] : q->prompt;
+        if (!p) return KILN_FAIL(err, KILN_E_INVALID, "prompt %d of the batch is missing", i);
+        char what[32];
+        if (q->prompts) snprintf(what, sizeof what, "prompt %d", i);
+        else snprintf(what, sizeof what, "prompt");
+        KILN_TRY(fn(ctx, what, p, i, err));
+        *n_seq = i + 1;
+    }
+    return KILN_OK;
+}
+
+kiln_status kiln_request_plan_memory(kiln_engine *e, const kiln_mem_limit *lim, size_t keep, size_t release,
+                                     size_t weights, const char *encoder, int W, int H, int B, bool *release_te,
+                                     kiln_err *err) {
+    const size_t limit = lim->bytes;
+    bool rel = e->cfg.te_policy == KILN_TE_RELEASE;
+    if (limit && (rel ? release : keep) > limit) {
+        char where[64];
+        if (release > limit || e->cfg.te_policy == KILN_TE_KEEP)
+            return KILN_FAIL(err, KILN_E_LIMIT, "not enough memory: %dx%d x %d image(s) needs about %.2f GB (%.2f GB "
+                             "with %s released before the DiT), %.2f GB is available%s; try a smaller size or batch",
+                             W, H, B, keep / 1e9, release / 1e9, encoder, limit / 1e9,
+                             kiln_mem_limit_where(lim, where, sizeof where));
+        rel = true;
+        log_info("memory is tight (%.2f GB needed, %.2f GB usable): releasing %s after encoding", keep / 1e9,
+                 limit / 1e9, encoder);
+    }
+    *release_te = rel;
+    /* The backend sizes its activation memory from this plan (CUDA: the arena; compute/ops.h reserve). */
+    return e->be->ops->reserve(e->be, keep > weights ? keep - weights : 0, err);
 }
 
 void kiln_result_add_warning(kiln_result *res, const char *fmt, ...) {
