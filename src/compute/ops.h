@@ -3,7 +3,10 @@
  *
  * Conventions (hold for every op unless its comment says otherwise):
  * - Activations are f32 [rows, cols] in "token-major" layout: a sequence of S tokens with H heads of Dh dims is
- *   [S, H*Dh]. Tensors may be strided views (e.g. the Q, K and V column blocks of one fused QKV output
+ *   [S, H*Dh]. A backend may keep them in bf16 instead (kiln_backend_act_dtype: CUDA in FAST mode): its ops then
+ *   read bf16, compute in f32 and round what they store to bf16, as PyTorch runs a bf16 model; a model that
+ *   allocates its activations in that dtype keeps f32 only where the official code does (the latents, the
+ *   scheduler's and CFG's arithmetic, the timestep and modulation vectors, RoPE tables). Tensors may be strided views (e.g. the Q, K and V column blocks of one fused QKV output
  *   [S, 3*D] with row stride 3*D): ops honour the row stride (stride[0]) of 2-D inputs and outputs; the last
  *   dimension must be contiguous (stride 1).
  * - Weights are used as stored (bf16, or f32 for small ones) - never converted to an f32 copy.
@@ -50,10 +53,11 @@ typedef struct kiln_epilogue {
 typedef struct kiln_ops {
     const char *name; /* "cpu-avx512bf16", "cpu-avx2", "cpu-generic", "cuda" */
 
-    /* y[M,N] (op)= x[M,K] . w[N,K]^T + bias[N]. x f32; w bf16 or f32; bias f32 or NULL; y f32.
-     * w may also be quantised (tensor/tensor.h: GGML blocks as KILN_DT_QBLOCK, fp8 with qscale): it stays
-     * quantised in memory and is widened per K slice inside the weight packing, never copied whole; such
-     * products run EXACT. CPU: implemented; CUDA: refused by name (KILN_E_UNSUPPORTED) until it has kernels. */
+    /* y[M,N] (op)= x[M,K] . w[N,K]^T + bias[N]. x f32 (or the backend's activation dtype); w bf16 or f32; bias f32
+     * or NULL; y f32 (or the activation dtype). w may also be quantised (tensor/tensor.h: GGML blocks as
+     * KILN_DT_QBLOCK, fp8 with qscale): it stays quantised in memory and is widened per K slice inside the weight
+     * packing (CPU; such products run EXACT) or per matmul into scratch (CUDA: cuda_dequant.cu), never copied whole
+     * for good. */
     kiln_status (*matmul)(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, const kiln_tensor *w,
                           const kiln_tensor *bias, const kiln_epilogue *epi, kiln_err *err);
 
@@ -148,7 +152,14 @@ struct kiln_backend {
     kiln_backend_kind kind;
     int device;
     kiln_precision precision;
+    bool bf16_activations; /* its ops take bf16 activations, and FAST models keep theirs in bf16 (CUDA) */
 };
+
+/* The dtype a model allocates its activations in on be: bf16 where the backend takes them and the precision is
+ * FAST (CUDA; KILN_CUDA_ACT=f32 keeps f32), else f32 (the CPU; EXACT everywhere). */
+static inline kiln_dtype kiln_backend_act_dtype(const kiln_backend *be) {
+    return be->bf16_activations && be->precision == KILN_PREC_FAST ? KILN_DT_BF16 : KILN_DT_F32;
+}
 
 /* CPU backend: n_threads 0 = KILN_THREADS or all cores. Picks the best kernels for this CPU at run time
  * (AMX-BF16, AVX-512 BF16, AVX2+FMA, portable C); KILN_CPU=generic|avx2|avx512|amx forces a lower tier
@@ -175,6 +186,12 @@ void kiln_backend_close(kiln_backend *be);
  * checked once at its end. Free with be->ops->free. */
 static inline float *kiln_backend_alloc_floats(kiln_backend *be, size_t n, bool *ok) {
     float *p = (float *)be->ops->alloc(be, n * sizeof(float) + 64); /* the cast: CUDA sources include this as C++ */
+    if (!p) *ok = false;
+    return p;
+}
+/* n elements of dtype dt (an activation buffer in kiln_backend_act_dtype), as kiln_backend_alloc_floats. */
+static inline void *kiln_backend_alloc_elems(kiln_backend *be, size_t n, kiln_dtype dt, bool *ok) {
+    void *p = be->ops->alloc(be, n * kiln_dtype_size(dt) + 64);
     if (!p) *ok = false;
     return p;
 }

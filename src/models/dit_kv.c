@@ -14,7 +14,7 @@ kiln_status kiln_dit_kv_attend(kiln_backend *be, const kiln_dit_attn *a, int64_t
     const kiln_dit_kv *kv = a->attend_ctx;
     const int64_t D = a->D, T = q->shape[0], R = kv->R;
     const float scale = 1.0f / sqrtf((float)a->head_dim);
-    kiln_tensor C = kiln_f32_2d(kv->cache, a->B * R, 2 * D);
+    kiln_tensor C = kiln_tensor_make(kv->cache, kv->dt, 2, (int64_t[]){a->B * R, 2 * D});
     if (kv->mode == KILN_DIT_KV_EXTRACT) {
         const int64_t n0 = T - R; /* text + image rows */
         kiln_tensor ck = kiln_block(&C, b * R, R, 0, D), cv = kiln_block(&C, b * R, R, D, D);
@@ -26,7 +26,7 @@ kiln_status kiln_dit_kv_attend(kiln_backend *be, const kiln_dit_attn *a, int64_t
         kiln_tensor qr = kiln_tensor_rows(q, n0, R), orr = kiln_tensor_rows(out, n0, R);
         return op->attention(be, &orr, &qr, &kr, &vr, a->heads, a->heads, scale, false, NULL, err);
     }
-    kiln_tensor KV = kiln_f32_2d(kv->kv, T + R, 2 * D);
+    kiln_tensor KV = kiln_tensor_make(kv->kv, kv->dt, 2, (int64_t[]){T + R, 2 * D});
     kiln_tensor dk = kiln_block(&KV, 0, T, 0, D), dv = kiln_block(&KV, 0, T, D, D);
     kiln_tensor dc = kiln_tensor_rows(&KV, T, R), sc = kiln_tensor_rows(&C, b * R, R);
     KILN_TRY(op->copy(be, &dk, k, err));

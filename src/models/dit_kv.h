@@ -35,8 +35,9 @@ typedef enum kiln_dit_kv_mode {
 typedef struct kiln_dit_kv {
     kiln_dit_kv_mode mode;
     int64_t R;          /* reference tokens per sample */
-    float *cache;       /* this block's [B*R, 2D] k | v of the reference tokens, after RoPE */
-    float *kv;          /* scratch [L + Ni + R, 2D]: one sample's keys | values with the cache appended */
+    void *cache;        /* this block's [B*R, 2D] k | v of the reference tokens, after RoPE */
+    void *kv;           /* scratch [L + Ni + R, 2D]: one sample's keys | values with the cache appended */
+    kiln_dtype dt;      /* of both: the DiT's activation dtype */
 } kiln_dit_kv;
 
 /* kiln_dit_attn's per-sample hook (dit_attention.h) for the cache kiln_dit_kv *a->attend_ctx: set attend =

@@ -27,16 +27,19 @@
 struct kiln_flux2_dit_ws {
     int B, L, N;
     bool have_txt;        /* txt0 holds this request's text projection */
-    float *img, *txt;     /* stream states            [B*N, D], [B*L, D] */
-    float *txt0;          /* txt_in(features), cached [B*L, D] */
-    float *nrm;           /* modulated LN output      [max(B*N, B*L), D] (double), [B*(L+N), D] (single) */
-    float *qkv_i, *qkv_t; /* [B*N, 3D], [B*L, 3D] */
-    float *cat, *catout;  /* one sample's [L+N, 3D] q|k|v and [L+N, D] attention output */
-    float *att_i, *att_t; /* [B*N, D], [B*L, D] */
-    float *mlp, *act;     /* [max rows, 2F], [max rows, F] */
-    float *S;             /* [B*(L+N), D] */
-    float *P;             /* [B*(L+N), 3D + 2F]  single block linear1 output */
-    float *OM;            /* [B*(L+N), D + F]    attention out | mlp activation */
+    /* The activations below are in dt (compute/ops.h kiln_backend_act_dtype: bf16 on CUDA in FAST, as diffusers
+     * runs a bf16 transformer; f32 elsewhere), the vectors after them in f32 as the official code keeps them. */
+    kiln_dtype dt;
+    void *img, *txt;      /* stream states            [B*N, D], [B*L, D] */
+    void *txt0;           /* txt_in(features), cached [B*L, D] */
+    void *nrm;            /* modulated LN output      [max(B*N, B*L), D] (double), [B*(L+N), D] (single) */
+    void *qkv_i, *qkv_t;  /* [B*N, 3D], [B*L, 3D] */
+    void *cat, *catout;   /* one sample's [L+N, 3D] q|k|v and [L+N, D] attention output */
+    void *att_i, *att_t;  /* [B*N, D], [B*L, D] */
+    void *mlp, *act;      /* [max rows, 2F], [max rows, F] */
+    void *S;              /* [B*(L+N), D] */
+    void *P;              /* [B*(L+N), 3D + 2F]  single block linear1 output */
+    void *OM;             /* [B*(L+N), D + F]    attention out | mlp activation */
     float *vec;           /* [D] timestep vector, then SiLU(vec) */
     float *temb;          /* [t_ch] sinusoidal (the per-step input: set_timestep uploads it) + [D] hidden */
     float *mods;          /* m_img [6D] | m_txt [6D] | m_sgl [3D] | final shift [D] | final scale [D] */
@@ -50,13 +53,18 @@ struct kiln_flux2_dit_ws {
     float *red;           /* [B*(L+N), D] the row-parallel partial products, all-reduced in place */
     /* 9B-KV (dit_kv.h; kv.mode OFF: none): N above is the current mode's image stream (Ni + R in EXTRACT, Ni
      * in CACHED; the buffers are sized for Nfull = Ni + R); the references' fixed-timestep sinusoid and
-     * modulation; every block's cache, block i at kv_cache + i * B*R*2D (double blocks, then single). */
+     * modulation; every block's cache, block i at kv_cache + i * B*R*2D elements (double blocks, then single). */
     kiln_dit_kv kv;
     int Nfull;
     float *temb_ref;      /* [t_ch] sinusoidal(KILN_FLUX2_KV_REF_TIMESTEP * 1000), uploaded once */
     float *mods_ref;      /* m_img [6D] | m_sgl [3D] at the fixed timestep */
-    float *kv_cache;      /* [(n_double + n_single) * B*R, 2D] */
+    void *kv_cache;       /* [(n_double + n_single) * B*R, 2D] in dt */
 };
+
+/* A [rows, cols] view of one of w's activation buffers, in its dtype. */
+static kiln_tensor act2d(const kiln_flux2_dit_ws *w, void *p, int64_t rows, int64_t cols) {
+    return kiln_tensor_make(p, w->dt, 2, (int64_t[]){rows, cols});
+}
 
 float kiln_flux2_timestep_value(float sigma) {
     float t = sigma * 1000.0f; /* scheduler timesteps */
@@ -173,22 +181,26 @@ static kiln_status ws_make(const kiln_flux2_dit *m, kiln_backend *be, kiln_comm 
     w->B = batch;
     w->L = n_txt;
     w->N = w->Nfull = (int)N;
+    /* the communicators' collectives move f32 (comm.h): with sequence or tensor parallelism the DiT stays f32 */
+    const kiln_dtype dt = P > 1 || Tp > 1 ? KILN_DT_F32 : kiln_backend_act_dtype(be);
+    w->dt = w->kv.dt = dt;
     bool ok = true;
-    w->img = kiln_backend_alloc_floats(be, B * N * D, &ok);
-    w->txt = kiln_backend_alloc_floats(be, B * L * D, &ok);
-    w->txt0 = kiln_backend_alloc_floats(be, B * L * D, &ok);
-    w->nrm = kiln_backend_alloc_floats(be, B * T * D, &ok);
-    w->qkv_i = kiln_backend_alloc_floats(be, B * N * 3 * Dq, &ok);
-    w->qkv_t = kiln_backend_alloc_floats(be, B * L * 3 * Dq, &ok);
-    w->cat = kiln_backend_alloc_floats(be, T * 3 * Dq, &ok);
-    w->catout = kiln_backend_alloc_floats(be, T * Dq, &ok);
-    w->att_i = kiln_backend_alloc_floats(be, B * N * Dq, &ok);
-    w->att_t = kiln_backend_alloc_floats(be, B * L * Dq, &ok);
-    w->mlp = kiln_backend_alloc_floats(be, rmax * 2 * Fl, &ok);
-    w->act = kiln_backend_alloc_floats(be, rmax * Fl, &ok);
-    w->S = kiln_backend_alloc_floats(be, B * T * D, &ok);
-    w->P = kiln_backend_alloc_floats(be, B * T * (3 * Dq + 2 * Fl), &ok);
-    w->OM = kiln_backend_alloc_floats(be, B * T * (Dq + Fl), &ok);
+#define ACT(n) kiln_backend_alloc_elems(be, (n), dt, &ok)
+    w->img = ACT(B * N * D);
+    w->txt = ACT(B * L * D);
+    w->txt0 = ACT(B * L * D);
+    w->nrm = ACT(B * T * D);
+    w->qkv_i = ACT(B * N * 3 * Dq);
+    w->qkv_t = ACT(B * L * 3 * Dq);
+    w->cat = ACT(T * 3 * Dq);
+    w->catout = ACT(T * Dq);
+    w->att_i = ACT(B * N * Dq);
+    w->att_t = ACT(B * L * Dq);
+    w->mlp = ACT(rmax * 2 * Fl);
+    w->act = ACT(rmax * Fl);
+    w->S = ACT(B * T * D);
+    w->P = ACT(B * T * (3 * Dq + 2 * Fl));
+    w->OM = ACT(B * T * (Dq + Fl));
     if (Tp > 1) {
         w->tp = tp;
         w->red = kiln_backend_alloc_floats(be, B * T * D, &ok);
@@ -206,11 +218,12 @@ static kiln_status ws_make(const kiln_flux2_dit *m, kiln_backend *be, kiln_comm 
         }
         w->kv.mode = KILN_DIT_KV_EXTRACT;
         w->kv.R = (int64_t)n_ref_tok;
-        w->kv_cache = kiln_backend_alloc_floats(be, (size_t)(m->n_double + m->n_single) * B * n_ref_tok * 2 * D, &ok);
-        w->kv.kv = kiln_backend_alloc_floats(be, T * 2 * D, &ok);
+        w->kv_cache = ACT((size_t)(m->n_double + m->n_single) * B * n_ref_tok * 2 * D);
+        w->kv.kv = ACT(T * 2 * D);
         w->temb_ref = kiln_backend_alloc_floats(be, (size_t)m->t_ch, &ok);
         w->mods_ref = kiln_backend_alloc_floats(be, 9 * D, &ok);
     }
+#undef ACT
     if (P > 1) /* Ulysses over the attention columns this rank holds (all of them without TP) */
         ok = kiln_dit_sp_alloc(&w->sp, be, comm, (int64_t)B, (int64_t)L, (int64_t)Nf, (int64_t)Dq, m->in_ch,
                                m->out_ch) && ok;
@@ -245,8 +258,8 @@ static kiln_status ws_make(const kiln_flux2_dit *m, kiln_backend *be, kiln_comm 
 
 /* Every backend buffer of a workspace: for freeing, and for the graph key (a CUDA graph bakes in all of them). */
 #define WS_NBUF 24
-static void ws_bufs(const kiln_flux2_dit_ws *w, float *b[WS_NBUF]) {
-    float *all[WS_NBUF] = {w->img, w->txt, w->txt0, w->nrm,  w->qkv_i, w->qkv_t, w->cat,  w->catout, w->att_i, w->att_t,
+static void ws_bufs(const kiln_flux2_dit_ws *w, void *b[WS_NBUF]) {
+    void *all[WS_NBUF] = {w->img, w->txt, w->txt0, w->nrm,  w->qkv_i, w->qkv_t, w->cat,  w->catout, w->att_i, w->att_t,
                            w->mlp, w->act, w->S,    w->P,    w->OM,    w->vec,   w->temb, w->mods,   w->rcos,  w->rsin,
                            w->temb_ref, w->mods_ref, w->kv_cache, w->kv.kv};
     memcpy(b, all, sizeof all);
@@ -254,7 +267,7 @@ static void ws_bufs(const kiln_flux2_dit_ws *w, float *b[WS_NBUF]) {
 
 void kiln_flux2_dit_ws_free(kiln_backend *be, kiln_flux2_dit_ws *w) {
     if (!w) return;
-    float *bufs[WS_NBUF];
+    void *bufs[WS_NBUF];
     ws_bufs(w, bufs);
     for (int i = 0; i < WS_NBUF; i++)
         if (bufs[i]) be->ops->free(be, bufs[i]);
@@ -264,9 +277,10 @@ void kiln_flux2_dit_ws_free(kiln_backend *be, kiln_flux2_dit_ws *w) {
 }
 
 uint64_t kiln_flux2_dit_ws_key(const kiln_flux2_dit_ws *w, uint64_t key) {
-    float *bufs[WS_NBUF];
+    void *bufs[WS_NBUF];
     ws_bufs(w, bufs);
-    key = kiln_graph_key(kiln_graph_key(kiln_graph_key(kiln_graph_key(key, w->B), w->L), w->N), w->kv.mode);
+    key = kiln_graph_key(kiln_graph_key(kiln_graph_key(kiln_graph_key(kiln_graph_key(key, w->B), w->L), w->N),
+                                         w->kv.mode), w->dt);
     for (int i = 0; i < WS_NBUF; i++) key = kiln_graph_key(key, (int64_t)(uintptr_t)bufs[i]);
     return key;
 }
@@ -361,7 +375,7 @@ static kiln_status stream_mlp(const kiln_flux2_dit *m, kiln_backend *be, kiln_fl
     const kiln_ops *op = be->ops;
     int64_t D = m->hidden, F = m->mlp_hidden, Fl = w->Fl, R = X->shape[0];
     int r = w->tp ? w->tp->rank : 0;
-    kiln_tensor nrm = kiln_f32_2d(w->nrm, R, D), mlp = kiln_f32_2d(w->mlp, R, 2 * Fl), act = kiln_f32_2d(w->act, R, Fl);
+    kiln_tensor nrm = act2d(w, w->nrm, R, D), mlp = act2d(w, w->mlp, R, 2 * Fl), act = act2d(w, w->act, R, Fl);
     CK(ln_mod_rows(be, &nrm, X, mod, rm, D, 3, 4, m->eps, err));
     if (!part) {
         CK(kiln_matmul(be, &mlp, &nrm, &st->mlp_in, NULL, err));
@@ -390,7 +404,8 @@ static kiln_status tp_reduce_gate(kiln_backend *be, kiln_flux2_dit_ws *w, kiln_t
 /* This block's view of the reference cache (9B-KV; mode OFF: none). bi: double blocks 0.., single blocks after. */
 static kiln_dit_kv block_kv(const kiln_flux2_dit *m, const kiln_flux2_dit_ws *w, int bi) {
     kiln_dit_kv kv = w->kv;
-    if (kv.mode != KILN_DIT_KV_OFF) kv.cache = w->kv_cache + (size_t)bi * w->B * kv.R * 2 * m->hidden;
+    if (kv.mode != KILN_DIT_KV_OFF)
+        kv.cache = (char *)w->kv_cache + (size_t)bi * w->B * kv.R * 2 * m->hidden * kiln_dtype_size(w->dt);
     return kv;
 }
 
@@ -400,10 +415,10 @@ static kiln_status double_block(const kiln_flux2_dit *m, kiln_backend *be, kiln_
     const int64_t D = m->hidden, Dq = w->Dq, B = w->B, L = w->L, N = w->N, T = L + N;
     const int r = w->tp ? w->tp->rank : 0, heads = m->heads / (int)(D / Dq);
     const float *mi = w->mods, *mt = w->mods + 6 * D;
-    kiln_tensor IMG = kiln_f32_2d(w->img, B * N, D), TXT = kiln_f32_2d(w->txt, B * L, D);
-    kiln_tensor QKVI = kiln_f32_2d(w->qkv_i, B * N, 3 * Dq), QKVT = kiln_f32_2d(w->qkv_t, B * L, 3 * Dq);
-    kiln_tensor CAT = kiln_f32_2d(w->cat, T, 3 * Dq), CATO = kiln_f32_2d(w->catout, T, Dq);
-    kiln_tensor ATI = kiln_f32_2d(w->att_i, B * N, Dq), ATT = kiln_f32_2d(w->att_t, B * L, Dq);
+    kiln_tensor IMG = act2d(w, w->img, B * N, D), TXT = act2d(w, w->txt, B * L, D);
+    kiln_tensor QKVI = act2d(w, w->qkv_i, B * N, 3 * Dq), QKVT = act2d(w, w->qkv_t, B * L, 3 * Dq);
+    kiln_tensor CAT = act2d(w, w->cat, T, 3 * Dq), CATO = act2d(w, w->catout, T, Dq);
+    kiln_tensor ATI = act2d(w, w->att_i, B * N, Dq), ATT = act2d(w, w->att_t, B * L, Dq);
     /* TP: partial products of the img rows then the txt rows */
     kiln_tensor PI = kiln_f32_2d(w->red, B * N, D), PT = kiln_f32_2d(w->red ? w->red + B * N * D : NULL, B * L, D);
     /* 9B-KV extract: each sample's image stream is [Ni noisy ; R reference] rows, the latter modulated apart */
@@ -415,7 +430,7 @@ static kiln_status double_block(const kiln_flux2_dit *m, kiln_backend *be, kiln_
         const kiln_flux2_stream *st = s ? &blk->txt : &blk->img;
         kiln_tensor *X = s ? &TXT : &IMG, *QKV = s ? &QKVT : &QKVI;
         const float *mod = s ? mt : mi;
-        kiln_tensor nrm = kiln_f32_2d(w->nrm, X->shape[0], D);
+        kiln_tensor nrm = act2d(w, w->nrm, X->shape[0], D);
         CK(ln_mod_rows(be, &nrm, X, mod, s ? NULL : &rmi, D, 0, 1, m->eps, err));
         CK(stream_qkv(be, st, QKV, &nrm, D, Dq, r, err));
         kiln_tensor q = kiln_cols(QKV, 0, Dq), k = kiln_cols(QKV, Dq, Dq);
@@ -460,8 +475,8 @@ static kiln_status single_block(const kiln_flux2_dit *m, kiln_backend *be, kiln_
     const int r = w->tp ? w->tp->rank : 0, heads = m->heads / (int)(D / Dq);
     const float *ms = w->mods + 12 * D;
     kiln_tensor g = kiln_f32_1d((float *)ms + 2 * D, D); /* (tensor parallelism's gate) */
-    kiln_tensor S = kiln_f32_2d(w->S, R, D), nrm = kiln_f32_2d(w->nrm, R, D);
-    kiln_tensor P = kiln_f32_2d(w->P, R, 3 * Dq + 2 * Fl), OM = kiln_f32_2d(w->OM, R, Dq + Fl);
+    kiln_tensor S = act2d(w, w->S, R, D), nrm = act2d(w, w->nrm, R, D);
+    kiln_tensor P = act2d(w, w->P, R, 3 * Dq + 2 * Fl), OM = act2d(w, w->OM, R, Dq + Fl);
     kiln_tensor COS = kiln_f32_2d(w->rcos, T, m->head_dim / 2), SIN = kiln_f32_2d(w->rsin, T, m->head_dim / 2);
     /* 9B-KV extract: each sample is [L text ; Ni noisy ; R reference] rows, the last modulated apart */
     const kiln_dit_kv kv = block_kv(m, w, bi);
@@ -519,7 +534,7 @@ static kiln_status set_ref_timestep(const kiln_flux2_dit *m, kiln_backend *be, k
 kiln_status kiln_flux2_dit_set_text(const kiln_flux2_dit *m, kiln_backend *be, kiln_flux2_dit_ws *w, const float *txt,
                                     kiln_err *err) {
     kiln_tensor C = kiln_tensor_make((void *)txt, KILN_DT_F32, 2, (int64_t[]){(int64_t)w->B * w->L, m->ctx_dim});
-    kiln_tensor TXT0 = kiln_f32_2d(w->txt0, (int64_t)w->B * w->L, m->hidden);
+    kiln_tensor TXT0 = act2d(w, w->txt0, (int64_t)w->B * w->L, m->hidden);
     CK(kiln_matmul(be, &TXT0, &C, &m->txt_in, NULL, err));
     w->have_txt = true;
     return KILN_OK;
@@ -567,8 +582,8 @@ kiln_status kiln_flux2_dit_run(const kiln_flux2_dit *m, kiln_backend *be, kiln_f
 
     /* 3. input projections (the text one, txt0, is the same every step: made once by set_text) */
     kiln_tensor X = kiln_tensor_make((void *)x, KILN_DT_F32, 2, (int64_t[]){B * N, m->in_ch});
-    kiln_tensor IMG = kiln_f32_2d(w->img, B * N, D), TXT = kiln_f32_2d(w->txt, B * L, D);
-    kiln_tensor TXT0 = kiln_f32_2d(w->txt0, B * L, D);
+    kiln_tensor IMG = act2d(w, w->img, B * N, D), TXT = act2d(w, w->txt, B * L, D);
+    kiln_tensor TXT0 = act2d(w, w->txt0, B * L, D);
     CK(kiln_matmul(be, &IMG, &X, &m->img_in, NULL, err));
     CK(op->copy(be, &TXT, &TXT0, err));
 
@@ -576,13 +591,13 @@ kiln_status kiln_flux2_dit_run(const kiln_flux2_dit *m, kiln_backend *be, kiln_f
     for (int i = 0; i < m->n_double; i++) CK(double_block(m, be, w, &m->dbl[i], i, err));
 
     /* 6. S = [txt ; img] per sample, then the single-stream blocks */
-    kiln_tensor S = kiln_f32_2d(w->S, B * T, D);
+    kiln_tensor S = act2d(w, w->S, B * T, D);
     CK(kiln_dit_join_streams(be, &S, &TXT, &IMG, B, L, N, err));
     for (int i = 0; i < m->n_single; i++) CK(single_block(m, be, w, &m->sgl[i], m->n_double + i, err));
 
     /* 7-8. drop the text rows; final adaLN (shift, scale) and the output projection */
     CK(kiln_dit_split_image(be, &IMG, &S, B, L, N, err));
-    kiln_tensor nrm = kiln_f32_2d(w->nrm, B * N, D);
+    kiln_tensor nrm = act2d(w, w->nrm, B * N, D);
     kiln_tensor sh = kiln_f32_1d(w->mods + 15 * D, D), sc = kiln_f32_1d(w->mods + 16 * D, D);
     CK(op->layer_norm_modulate(be, &nrm, &IMG, &sh, &sc, 1e-6f, err));
     kiln_tensor V = kiln_f32_2d(v, B * N, m->out_ch);

@@ -84,8 +84,12 @@ cublasStatus_t check_problem(const op_desc *d, const layout *a, const layout *b,
     if (d->compute != CUBLAS_COMPUTE_32F || d->scale != CUDA_R_32F)
         return refuse("compute type %lld is not emulated (CUBLAS_COMPUTE_32F with f32 scale is)", (long long)d->compute);
     if (d->epilogue != CUBLASLT_EPILOGUE_DEFAULT) return refuse("epilogue %lld is not emulated", d->epilogue);
-    if (a->type != b->type || !type_size(a->type) || c->type != CUDA_R_32F || dd->type != CUDA_R_32F)
-        return refuse("types %lld are not emulated (A = B in f32, bf16 or e4m3, C = D in f32)", (long long)a->type);
+    /* cuBLASLt's table for CUBLAS_COMPUTE_32F: f32 operands write f32; bf16 and e4m3 operands f32 or bf16 */
+    const bool out_ok = c->type == dd->type &&
+                        (c->type == CUDA_R_32F || (c->type == CUDA_R_16BF && a->type != CUDA_R_32F));
+    if (a->type != b->type || !type_size(a->type) || !out_ok)
+        return refuse("the operand and output types (D type %lld) are not emulated (A = B in f32, bf16 or e4m3; C = D in "
+                      "f32, or in bf16 for bf16 and e4m3 operands)", (long long)dd->type);
     uint64_t m = d->ta == CUBLAS_OP_N ? a->rows : a->cols, k = d->ta == CUBLAS_OP_N ? a->cols : a->rows;
     if (a->type == CUDA_R_8F_E4M3) {
         if (kcu_emu::device_cc() < 89) return refuse("fp8 GEMMs need sm_89 or later (the device is sm_%lld)", kcu_emu::device_cc());
@@ -126,6 +130,7 @@ float load(const void *p, cudaDataType t, uint64_t i) {
         __half_raw h = __nv_cvt_fp8_to_halfraw(((const __nv_fp8_storage_t *)p)[i], __NV_E4M3);
         return __half2float(__half(h));
     }
+    if (t == CUDA_R_16F) return __half2float(((const __half *)p)[i]);
     return __bfloat162float(((const __nv_bfloat16 *)p)[i]);
 }
 
@@ -329,8 +334,9 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op, const
                 for (int u = 0; u < 8; u++) sum += acc[u];
                 for (; l < k; l++) sum += x[l] * y[l];
                 float v = al * scale * sum;
-                if (be != 0.f) v += be * ((const float *)C)[i + j * (uint64_t)c.ld];
-                ((float *)Dp)[i + j * (uint64_t)d.ld] = v;
+                if (be != 0.f) v += be * load(C, c.type, i + j * (uint64_t)c.ld);
+                if (d.type == CUDA_R_16BF) ((__nv_bfloat16 *)Dp)[i + j * (uint64_t)d.ld] = __float2bfloat16_rn(v);
+                else ((float *)Dp)[i + j * (uint64_t)d.ld] = v;
             }
     });
     return e == cudaSuccess ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;

@@ -600,6 +600,116 @@ static void test_elementwise(void) {
     free_pairs();
 }
 
+/* ---- bf16 activations (compute/ops.h kiln_backend_act_dtype: the DiT's activations on CUDA in FAST) ---- */
+
+/* Rounds f32 pair p's values to bf16 (host and device) and returns a bf16 pair holding the same numbers: the CPU
+ * reference then runs in f32 on exactly what the device reads in bf16. */
+static pair *bf16_twin(pair *p) {
+    pair *t = mk(KILN_DT_BF16, p->h.ndim, p->h.shape, FILL_NAN);
+    int64_t n = kiln_tensor_numel(&p->h);
+    for (int64_t i = 0; i < n; i++) {
+        uint16_t h = bf16_of(((float *)p->hbuf)[i]);
+        ((uint16_t *)t->hbuf)[i] = h;
+        ((float *)p->hbuf)[i] = f32_of_bf16(h);
+    }
+    CHECK_EQ_INT(dut->ops->upload(dut, p->dbuf, p->hbuf, p->bytes, NULL), KILN_OK);
+    CHECK_EQ_INT(dut->ops->upload(dut, t->dbuf, t->hbuf, t->bytes, NULL), KILN_OK);
+    return t;
+}
+/* Compares bf16 output t of the device with f32 reference r rounded to bf16 (r's host values, as computed). The
+ * device rounds its f32 result once, so the two differ only where a value lies within the f32 error of a bf16
+ * rounding boundary: rel. L2 1e-3 is far below one bf16 step (3.9e-3) everywhere. */
+static void compare_bf16(const char *what, pair *t, const pair *r) {
+    int64_t n = kiln_tensor_numel(&r->h);
+    for (int64_t i = 0; i < n; i++) ((uint16_t *)t->hbuf)[i] = bf16_of(((const float *)r->hbuf)[i]);
+    compare(what, t, 1e-3);
+}
+
+/* matmul with x, y or both in bf16: y in bf16 is written by the GEMM itself (kind NONE / ADD without a bias) or by
+ * the epilogue kernel (bias, gate; an EXACT f32 GEMM); ADD and the gated residual read the bf16 y they add to. */
+static void matmul_bf16_case(const char *what, int64_t m, int64_t n, int64_t k, bool x16, bool y16, bool bias,
+                             kiln_epilogue_kind kind, kiln_precision prec) {
+    pair *x = mk2(KILN_DT_F32, m, k, FILL_RAND), *w = mk2(KILN_DT_BF16, n, k, FILL_RAND);
+    pair *y = mk2(KILN_DT_F32, m, n, kind == KILN_EPI_NONE ? FILL_NAN : FILL_RAND); /* NONE writes every element */
+    pair *b = bias ? mk1(KILN_DT_F32, n, FILL_RAND) : NULL, *g = mk1(KILN_DT_F32, n, FILL_RAND);
+    pair *xb = x16 ? bf16_twin(x) : x, *yb = y16 ? bf16_twin(y) : y;
+    kiln_epilogue epd = {kind, &g->d};
+    dut->precision = prec;
+    DUT(dut->ops->matmul(dut, &yb->d, &xb->d, &w->d, b ? &b->d : NULL, &epd, &e_));
+    dut->precision = KILN_PREC_FAST;
+    ref_matmul(y, x, w, b, g, kind, prec == KILN_PREC_FAST, n, 0, k, 0);
+    if (y16) compare_bf16(what, yb, y);
+    else compare(what, y, 1e-5);
+    free_pairs();
+}
+
+static void test_bf16_activations(void) {
+    if (!dut->bf16_activations) {
+        printf("  not run: bf16 activations (%s keeps f32 activations)\n", dut_name);
+        return;
+    }
+    matmul_bf16_case("matmul bf16 x -> bf16 y (GEMM writes bf16)", 77, 300, 256, true, true, false, KILN_EPI_NONE,
+                     KILN_PREC_FAST);
+    matmul_bf16_case("matmul bf16 y += P (GEMM beta = 1 on bf16)", 65, 72, 200, true, true, false, KILN_EPI_ADD,
+                     KILN_PREC_FAST);
+    matmul_bf16_case("matmul bf16 gated residual", 129, 96, 320, true, true, false, KILN_EPI_GATED_RESIDUAL,
+                     KILN_PREC_FAST);
+    matmul_bf16_case("matmul bf16 +bias (epilogue)", 33, 130, 96, true, true, true, KILN_EPI_NONE, KILN_PREC_FAST);
+    matmul_bf16_case("matmul f32 x -> bf16 y (img_in)", 50, 96, 64, false, true, false, KILN_EPI_NONE, KILN_PREC_FAST);
+    matmul_bf16_case("matmul bf16 x -> f32 y (final_out)", 50, 64, 96, true, false, false, KILN_EPI_NONE,
+                     KILN_PREC_FAST);
+    matmul_bf16_case("matmul bf16 y, EXACT (f32 GEMM, epilogue)", 40, 48, 300, true, true, false, KILN_EPI_ADD,
+                     KILN_PREC_EXACT);
+
+    /* the DiT's layout: q | k | v column views of one bf16 [S, 3D] buffer; RMSNorm and RoPE in place on q and k,
+     * attention over the views into a bf16 output; the f32 twins run the same ops on the CPU */
+    const int H = 3, dh = 64;
+    const int64_t S = 70, D = H * dh;
+    pair *qkv = mk2(KILN_DT_F32, S, 3 * D, FILL_RAND), *qkv16 = bf16_twin(qkv);
+    pair *gain = mk1(KILN_DT_F32, dh, FILL_POS);
+    pair *cs = mk2(KILN_DT_F32, S, dh / 2, FILL_RAND), *sn = mk2(KILN_DT_F32, S, dh / 2, FILL_RAND);
+    vpair q = view(qkv, 0, S, 0, D), q16 = view(qkv16, 0, S, 0, D), k = view(qkv, 0, S, D, D);
+    vpair k16 = view(qkv16, 0, S, D, D), v = view(qkv, 0, S, 2 * D, D), v16 = view(qkv16, 0, S, 2 * D, D);
+    BOTH(ref->ops->rms_norm(ref, &q.h, &q.h, &gain->h, 1e-6f, &e_),
+         dut->ops->rms_norm(dut, &q16.d, &q16.d, &gain->d, 1e-6f, &e_));
+    BOTH(ref->ops->rope(ref, &k.h, &cs->h, &sn->h, H, true, &e_),
+         dut->ops->rope(dut, &k16.d, &cs->d, &sn->d, H, true, &e_));
+    compare_bf16("rms_norm (q view) and rope (k view) in place, bf16", qkv16, qkv);
+    pair *o = mk2(KILN_DT_F32, S, D, FILL_NAN), *o16 = mk2(KILN_DT_BF16, S, D, FILL_NAN);
+    /* the reference from the bf16 values the device holds after the two in-place ops */
+    int64_t nq = kiln_tensor_numel(&qkv->h);
+    for (int64_t i = 0; i < nq; i++) ((float *)qkv->hbuf)[i] = f32_of_bf16(((uint16_t *)qkv16->hbuf)[i]);
+    const char *att = getenv("KILN_CUDA_ATTENTION");
+    bool tc = att && strcmp(att, "tc") == 0;
+    float scale = 1.0f / sqrtf((float)dh);
+    BOTH(ref->ops->attention(ref, &o->h, &q.h, &k.h, &v.h, H, H, scale, false, NULL, &e_),
+         dut->ops->attention(dut, &o16->d, &q16.d, &k16.d, &v16.d, H, H, scale, false, NULL, &e_));
+    if (tc) { /* P rounded to bf16 too: the f32 tolerance of the tensor-core variant, on the widened output */
+        pair *of = mk2(KILN_DT_F32, S, D, FILL_NAN);
+        BOTH(ref->ops->copy(ref, &of->h, &o->h, &e_), dut->ops->copy(dut, &of->d, &o16->d, &e_));
+        compare("attention bf16 views -> bf16 (tensor cores)", of, 2e-2);
+    } else {
+        compare_bf16("attention bf16 q/k/v views -> bf16", o16, o);
+    }
+
+    pair *x = mk2(KILN_DT_F32, 29, 293, FILL_RAND), *x16 = bf16_twin(x);
+    pair *y = mk2(KILN_DT_F32, 29, 293, FILL_NAN), *y16 = mk2(KILN_DT_BF16, 29, 293, FILL_NAN);
+    pair *sh = mk1(KILN_DT_F32, 293, FILL_RAND), *sc = mk1(KILN_DT_F32, 293, FILL_RAND);
+    BOTH(ref->ops->layer_norm_modulate(ref, &y->h, &x->h, &sh->h, &sc->h, 1e-6f, &e_),
+         dut->ops->layer_norm_modulate(dut, &y16->d, &x16->d, &sh->d, &sc->d, 1e-6f, &e_));
+    compare_bf16("layer_norm_modulate bf16 -> bf16", y16, y);
+
+    pair *ab = mk2(KILN_DT_F32, 23, 2 * 150, FILL_RAND), *ab16 = bf16_twin(ab);
+    pair *sw = mk2(KILN_DT_F32, 23, 150, FILL_NAN), *sw16 = mk2(KILN_DT_BF16, 23, 150, FILL_NAN);
+    BOTH(ref->ops->swiglu(ref, &sw->h, &ab->h, &e_), dut->ops->swiglu(dut, &sw16->d, &ab16->d, &e_));
+    compare_bf16("swiglu bf16 -> bf16", sw16, sw);
+    pair *r = mk2(KILN_DT_F32, 23, 150, FILL_RAND), *r16 = bf16_twin(r), *gt = mk1(KILN_DT_F32, 150, FILL_RAND);
+    pair *p = mk2(KILN_DT_F32, 23, 150, FILL_RAND);
+    BOTH(ref->ops->gated_add(ref, &r->h, &gt->h, &p->h, &e_), dut->ops->gated_add(dut, &r16->d, &gt->d, &p->d, &e_));
+    compare_bf16("gated_add into a bf16 residual, f32 update", r16, r);
+    free_pairs();
+}
+
 /* ---- images ---- */
 
 static void conv_case(const char *what, int64_t n, int64_t ci, int64_t h, int64_t w, int64_t co, int ksz, int stride,
@@ -752,6 +862,7 @@ int main(void) {
     RUN(test_attention);
     RUN(test_norms);
     RUN(test_elementwise);
+    RUN(test_bf16_activations);
     RUN(test_images);
     RUN(test_determinism);
     RUN(test_timing);

@@ -237,6 +237,14 @@ kiln_status kiln_backend_open_cuda(int device, kiln_backend **out, kiln_err *err
         kiln_free(cb);
         return KILN_FAIL(err, KILN_E_INVALID, "KILN_CUDA_ATTENTION=%s: expected simple or tc", att);
     }
+    /* FAST models keep their activations in bf16 here (compute/ops.h kiln_backend_act_dtype), as PyTorch runs
+     * a bf16 model: half the memory traffic of every elementwise op, and no conversion pass before a GEMM */
+    const char *act = getenv("KILN_CUDA_ACT");
+    if (act && *act && strcmp(act, "bf16") != 0 && strcmp(act, "f32") != 0) {
+        kiln_free(cb);
+        return KILN_FAIL(err, KILN_E_INVALID, "KILN_CUDA_ACT=%s: expected bf16 or f32", act);
+    }
+    cb->base.bf16_activations = !(act && strcmp(act, "f32") == 0);
     s = kcu_open(cb, device, err);
     if (s == KILN_OK) s = kcu_arena_init(&cb->arena, 0, err);
     if (s == KILN_OK) {
@@ -252,8 +260,9 @@ kiln_status kiln_backend_open_cuda(int device, kiln_backend **out, kiln_err *err
         cuda_close(&cb->base);
         return s;
     }
-    log_info("cuda: %s, arena %llu MiB, attention %s%s", cb->name, (unsigned long long)(cb->arena.capacity >> 20),
-             cb->attention == 2 ? "tensor cores" : "simple", cb->deterministic ? ", deterministic" : "");
+    log_info("cuda: %s, arena %llu MiB, attention %s, %s activations in FAST%s", cb->name,
+             (unsigned long long)(cb->arena.capacity >> 20), cb->attention == 2 ? "tensor cores" : "simple",
+             cb->base.bf16_activations ? "bf16" : "f32", cb->deterministic ? ", deterministic" : "");
     *out = &cb->base;
     return KILN_OK;
 }

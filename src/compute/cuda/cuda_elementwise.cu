@@ -32,10 +32,10 @@ static __global__ void k_epilogue(kcu_mat y, kcu_mat p, kcu_mat bias, kcu_mat ga
         int64_t r = i / y.cols, c = i - r * y.cols;
         float v = kcu_ld(p.data, r * p.ld + c, p.dt);
         if (bias.data) v += kcu_ld(bias.data, c, bias.dt);
-        float *yp = (float *)y.data + r * y.ld + c;
-        if (kind == KILN_EPI_GATED_RESIDUAL) *yp += kcu_ld(gate.data, c, gate.dt) * v;
-        else if (kind == KILN_EPI_ADD) *yp += v;
-        else *yp = v;
+        const int64_t yi = r * y.ld + c; /* y f32 or bf16: the sum in f32, rounded once */
+        if (kind == KILN_EPI_GATED_RESIDUAL) v = kcu_ld(y.data, yi, y.dt) + kcu_ld(gate.data, c, gate.dt) * v;
+        else if (kind == KILN_EPI_ADD) v = kcu_ld(y.data, yi, y.dt) + v;
+        kcu_st(y.data, yi, y.dt, v);
     }
 }
 

@@ -5,8 +5,8 @@
  * A = w (column-major [k, n], ld = ldw, transposed), B = x (column-major [k, m], ld = ldx), D = y (ld = ldy):
  * the "TN" layout, the one tensor-core GEMMs prefer (and the only one fp8 GEMMs take on sm_89/sm_90). Operands
  * are bf16 (FAST), f32 (EXACT, small f32 weights) or e4m3 (KILN_CUDA_FP8: an fp8 weight as stored times an
- * activation quantised per tensor, with their two scales as cuBLASLt's A and B scale pointers); accumulation and
- * output are f32 (CUBLAS_COMPUTE_32F, no TF32).
+ * activation quantised per tensor, with their two scales as cuBLASLt's A and B scale pointers); accumulation is
+ * f32 (CUBLAS_COMPUTE_32F, no TF32), the output f32 or, for bf16 and e4m3 operands, bf16 (bf16 activations).
  *
  * The algorithm for a shape is picked once (kcu_gemm_pick) and pinned by the caller's cache
  * (cuda_algo_cache.h); descriptors are rebuilt per call (a few microseconds of host time, hidden behind the
@@ -45,6 +45,8 @@ static kiln_status desc_make(const kcu_gemm_key *key, const float *scales, gemm_
     cudaDataType_t in = key->in_dtype == KILN_DT_BF16      ? CUDA_R_16BF
                         : key->in_dtype == KILN_DT_F8_E4M3 ? CUDA_R_8F_E4M3
                                                            : CUDA_R_32F;
+    /* C = D: f32, or bf16 (bf16 and e4m3 operands only: the f32 result rounded once, as PyTorch's bf16 GEMMs) */
+    cudaDataType_t out = key->out_dtype == KILN_DT_BF16 ? CUDA_R_16BF : CUDA_R_32F;
     cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
     memset(d, 0, sizeof *d);
     LT_CALL(err, cublasLtMatmulDescCreate(&d->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -57,7 +59,7 @@ static kiln_status desc_make(const kcu_gemm_key *key, const float *scales, gemm_
     }
     LT_CALL(err, cublasLtMatrixLayoutCreate(&d->a, in, (uint64_t)key->k, (uint64_t)key->n, key->ldw));
     LT_CALL(err, cublasLtMatrixLayoutCreate(&d->b, in, (uint64_t)key->k, (uint64_t)key->m, key->ldx));
-    LT_CALL(err, cublasLtMatrixLayoutCreate(&d->c, CUDA_R_32F, (uint64_t)key->n, (uint64_t)key->m, key->ldy));
+    LT_CALL(err, cublasLtMatrixLayoutCreate(&d->c, out, (uint64_t)key->n, (uint64_t)key->m, key->ldy));
 done:
     if (st != KILN_OK) desc_free(d);
     return st;

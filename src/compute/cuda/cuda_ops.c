@@ -96,7 +96,9 @@ kiln_status cuda_matmul(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt
     }
     kiln_cuda_backend *cb = cuda_be(be);
     kcu_mat y, x, w, bias, gate = {0};
-    KILN_TRY(kcu_as_mat(yt, KILN_DT_F32, "matmul", "y", &y, err));
+    KILN_TRY(kcu_as_mat(yt, -1, "matmul", "y", &y, err));
+    if (y.dt == KILN_DT_F16) /* the GEMMs write f32 or bf16, the epilogue kernel any; no model asks for f16 */
+        return KILN_FAIL(err, KILN_E_UNSUPPORTED, "matmul: y in f16 (f32 or bf16 activations on CUDA)");
     KILN_TRY(kcu_as_mat(xt, -1, "matmul", "x", &x, err));
     /* a weight stored quantised (GGUF blocks, fp8 with its scale) or as f16 stays so in device memory; it is
      * widened into scratch for each product (cuda_dequant.cu), as the CPU widens it per K slice */
@@ -123,8 +125,9 @@ kiln_status cuda_matmul(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt
     if (m == 0 || n == 0) return KILN_OK;
     if (k == 0 && !bias.data) { /* an empty sum: P = 0 */
         if (kind != KILN_EPI_NONE) return KILN_OK; /* y += 0 */
+        const size_t ye = kiln_dtype_size(y.dt); /* 0.0 is all-zero bytes in f32 and bf16 */
         for (int64_t r = 0; r < m; r++) /* rows may be strided: clear row by row (a rare path) */
-            KILN_TRY(kcu_memset(cb, (float *)y.data + r * y.ld, 0, (size_t)n * 4, err));
+            KILN_TRY(kcu_memset(cb, (char *)y.data + (size_t)r * y.ld * ye, 0, (size_t)n * ye, err));
         return KILN_OK;
     }
 
@@ -142,7 +145,10 @@ kiln_status cuda_matmul(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt
     const int64_t ldk = fp8 ? k : (k + 7) / 8 * 8; /* staged operands: 16-byte aligned rows for the tensor cores */
     const bool stage_x = x.dt != in, stage_w = w.dt != in && !fp8;
     if (fp8) w = (kcu_mat){(void *)q.data, n, k, q.row_bytes, KILN_DT_F8_E4M3};
-    const bool direct_out = !bias.data && (kind == KILN_EPI_NONE || kind == KILN_EPI_ADD) && k > 0;
+    /* the GEMM writes y itself (beta = 1 for ADD) unless a bias or gate needs the epilogue kernel; cuBLASLt's
+     * f32 GEMMs write only f32, its bf16 and e4m3 ones f32 or bf16 (the f32 result rounded once) */
+    const bool direct_out = !bias.data && (kind == KILN_EPI_NONE || kind == KILN_EPI_ADD) && k > 0 &&
+                            (y.dt == KILN_DT_F32 || in != KILN_DT_F32);
     size_t off_x = 0, off_w = 0, off_p = 0, total = 0;
     if (stage_x) {
         off_x = total;
@@ -180,7 +186,7 @@ kiln_status cuda_matmul(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt
         memset(&key, 0, sizeof key);
         key.m = m, key.n = n, key.k = k;
         key.ldx = xs.ld, key.ldw = ws.ld, key.ldy = p.ld;
-        key.in_dtype = in, key.out_dtype = KILN_DT_F32;
+        key.in_dtype = in, key.out_dtype = p.dt;
         key.accumulate = direct_out && kind == KILN_EPI_ADD;
         KILN_TRY(gemm(cb, &key, p.data, xs.data, ws.data, scales, err));
     } else {
