@@ -19,17 +19,20 @@
 struct kiln_flux1_dit_ws {
     int B, L, N;
     bool have_txt;        /* txt0 holds this request's context projection */
-    float *img, *txt;     /* stream states [B*N, D], [B*L, D] */
-    float *txt0;          /* context_embedder(T5 features), cached [B*L, D] */
-    float *nrm;           /* modulated LN output [B*(L+N), D] */
-    float *qkv_i, *qkv_t; /* [B*N, 3D], [B*L, 3D] */
-    float *cat, *catout;  /* one sample's [L+N, 3D] q|k|v and [L+N, D] attention output */
-    float *att_i, *att_t; /* [B*N, D], [B*L, D] */
-    float *ff;            /* [B*max(N, L), F] */
-    float *proj;          /* [B*(L+N), D] a projection's output before its gated residual */
-    float *S;             /* [B*(L+N), D] single-stream state */
-    float *qkv_s;         /* [B*(L+N), 3D] */
-    float *om;            /* [B*(L+N), D + F] attention out | GELU(mlp) */
+    /* The activations below are in dt (compute/ops.h kiln_backend_act_dtype: bf16 on CUDA in FAST, as diffusers
+     * runs a bf16 transformer; f32 elsewhere), the vectors after them in f32 as the official code keeps them. */
+    kiln_dtype dt;
+    void *img, *txt;      /* stream states [B*N, D], [B*L, D] */
+    void *txt0;           /* context_embedder(T5 features), cached [B*L, D] */
+    void *nrm;            /* modulated LN output [B*(L+N), D] */
+    void *qkv_i, *qkv_t;  /* [B*N, 3D], [B*L, 3D] */
+    void *cat, *catout;   /* one sample's [L+N, 3D] q|k|v and [L+N, D] attention output */
+    void *att_i, *att_t;  /* [B*N, D], [B*L, D] */
+    void *ff;             /* [B*max(N, L), F] */
+    void *proj;           /* [B*(L+N), D] a projection's output before its gated residual */
+    void *S;              /* [B*(L+N), D] single-stream state */
+    void *qkv_s;          /* [B*(L+N), 3D] */
+    void *om;             /* [B*(L+N), D + F] attention out | GELU(mlp) */
     float *sinus;         /* [2 t_ch] timestep | guidance sinusoids (host-made, uploaded) */
     float *emb;           /* [4D] timestep hidden, timestep emb, guidance hidden, guidance emb */
     float *ph, *vec;      /* [B, D] pooled hidden; conditioning, then SiLU(conditioning) */
@@ -44,8 +47,13 @@ struct kiln_flux1_dit_ws {
 
 #define WS_NBUF 25
 
-static void ws_bufs(const kiln_flux1_dit_ws *w, float *b[WS_NBUF]) {
-    float *all[WS_NBUF] = {w->img,   w->txt,  w->txt0, w->nrm,   w->qkv_i, w->qkv_t, w->cat,   w->catout,
+/* A [rows, cols] view of one of w's activation buffers, in its dtype. */
+static kiln_tensor act2d(const kiln_flux1_dit_ws *w, void *p, int64_t rows, int64_t cols) {
+    return kiln_tensor_make(p, w->dt, 2, (int64_t[]){rows, cols});
+}
+
+static void ws_bufs(const kiln_flux1_dit_ws *w, void *b[WS_NBUF]) {
+    void *all[WS_NBUF] = {w->img,   w->txt,  w->txt0, w->nrm,   w->qkv_i, w->qkv_t, w->cat,   w->catout,
                            w->att_i, w->att_t, w->ff,  w->proj,  w->S,     w->qkv_s, w->om,    w->sinus,
                            w->emb,   w->ph,   w->vec,  w->mod_i, w->mod_t, w->mod_s, w->mod_o, w->rcos,
                            w->rsin};
@@ -66,7 +74,7 @@ void kiln_flux1_image_ids(int h, int w, int32_t *ids) {
 
 void kiln_flux1_dit_ws_free(kiln_backend *be, kiln_flux1_dit_ws *w) {
     if (!w) return;
-    float *bufs[WS_NBUF];
+    void *bufs[WS_NBUF];
     ws_bufs(w, bufs);
     for (int i = 0; i < WS_NBUF; i++)
         if (bufs[i]) be->ops->free(be, bufs[i]);
@@ -95,22 +103,24 @@ kiln_status kiln_flux1_dit_ws_create_sp(const kiln_flux1_dit *m, kiln_backend *b
     ws->B = batch;
     ws->L = n_txt;
     ws->N = (int)N;
+    /* the communicator's collectives move f32 (comm.h): with sequence parallelism the DiT stays f32 */
+    const kiln_dtype dt = ws->dt = P > 1 ? KILN_DT_F32 : kiln_backend_act_dtype(be);
     bool ok = true;
-    ws->img = kiln_backend_alloc_floats(be, B * N * D, &ok);
-    ws->txt = kiln_backend_alloc_floats(be, B * L * D, &ok);
-    ws->txt0 = kiln_backend_alloc_floats(be, B * L * D, &ok);
-    ws->nrm = kiln_backend_alloc_floats(be, B * T * D, &ok);
-    ws->qkv_i = kiln_backend_alloc_floats(be, B * N * 3 * D, &ok);
-    ws->qkv_t = kiln_backend_alloc_floats(be, B * L * 3 * D, &ok);
-    ws->cat = kiln_backend_alloc_floats(be, T * 3 * D, &ok);
-    ws->catout = kiln_backend_alloc_floats(be, T * D, &ok);
-    ws->att_i = kiln_backend_alloc_floats(be, B * N * D, &ok);
-    ws->att_t = kiln_backend_alloc_floats(be, B * L * D, &ok);
-    ws->ff = kiln_backend_alloc_floats(be, rmax * F, &ok);
-    ws->proj = kiln_backend_alloc_floats(be, B * T * D, &ok);
-    ws->S = kiln_backend_alloc_floats(be, B * T * D, &ok);
-    ws->qkv_s = kiln_backend_alloc_floats(be, B * T * 3 * D, &ok);
-    ws->om = kiln_backend_alloc_floats(be, B * T * (D + F), &ok);
+    ws->img = kiln_backend_alloc_elems(be, B * N * D, dt, &ok);
+    ws->txt = kiln_backend_alloc_elems(be, B * L * D, dt, &ok);
+    ws->txt0 = kiln_backend_alloc_elems(be, B * L * D, dt, &ok);
+    ws->nrm = kiln_backend_alloc_elems(be, B * T * D, dt, &ok);
+    ws->qkv_i = kiln_backend_alloc_elems(be, B * N * 3 * D, dt, &ok);
+    ws->qkv_t = kiln_backend_alloc_elems(be, B * L * 3 * D, dt, &ok);
+    ws->cat = kiln_backend_alloc_elems(be, T * 3 * D, dt, &ok);
+    ws->catout = kiln_backend_alloc_elems(be, T * D, dt, &ok);
+    ws->att_i = kiln_backend_alloc_elems(be, B * N * D, dt, &ok);
+    ws->att_t = kiln_backend_alloc_elems(be, B * L * D, dt, &ok);
+    ws->ff = kiln_backend_alloc_elems(be, rmax * F, dt, &ok);
+    ws->proj = kiln_backend_alloc_elems(be, B * T * D, dt, &ok);
+    ws->S = kiln_backend_alloc_elems(be, B * T * D, dt, &ok);
+    ws->qkv_s = kiln_backend_alloc_elems(be, B * T * 3 * D, dt, &ok);
+    ws->om = kiln_backend_alloc_elems(be, B * T * (D + F), dt, &ok);
     ws->sinus = kiln_backend_alloc_floats(be, 2 * (size_t)m->t_ch, &ok);
     ws->emb = kiln_backend_alloc_floats(be, 4 * D, &ok);
     ws->ph = kiln_backend_alloc_floats(be, B * D, &ok);
@@ -205,9 +215,9 @@ static kiln_status qkv_proj(kiln_backend *be, kiln_tensor *qkv, const kiln_tenso
 static kiln_status double_block(const kiln_flux1_dit *m, kiln_backend *be, kiln_flux1_dit_ws *w,
                                 const kiln_flux1_double *blk, kiln_err *err) {
     const int64_t D = m->hidden, F = m->mlp_hidden, B = w->B, L = w->L, N = w->N, T = L + N;
-    kiln_tensor IMG = kiln_f32_2d(w->img, B * N, D), TXT = kiln_f32_2d(w->txt, B * L, D);
-    kiln_tensor QKVI = kiln_f32_2d(w->qkv_i, B * N, 3 * D), QKVT = kiln_f32_2d(w->qkv_t, B * L, 3 * D);
-    kiln_tensor ATI = kiln_f32_2d(w->att_i, B * N, D), ATT = kiln_f32_2d(w->att_t, B * L, D);
+    kiln_tensor IMG = act2d(w, w->img, B * N, D), TXT = act2d(w, w->txt, B * L, D);
+    kiln_tensor QKVI = act2d(w, w->qkv_i, B * N, 3 * D), QKVT = act2d(w, w->qkv_t, B * L, 3 * D);
+    kiln_tensor ATI = act2d(w, w->att_i, B * N, D), ATT = act2d(w, w->att_t, B * L, D);
     kiln_tensor VEC = kiln_f32_2d(w->vec, B, D);
     kiln_tensor MOD[2] = {kiln_f32_2d(w->mod_i, B, 6 * D), kiln_f32_2d(w->mod_t, B, 6 * D)};
 
@@ -216,12 +226,12 @@ static kiln_status double_block(const kiln_flux1_dit *m, kiln_backend *be, kiln_
         const kiln_flux1_stream *st = s ? &blk->txt : &blk->img;
         kiln_tensor *X = s ? &TXT : &IMG, *QKV = s ? &QKVT : &QKVI;
         int64_t rps = s ? L : N;
-        kiln_tensor nrm = kiln_f32_2d(w->nrm, B * rps, D);
+        kiln_tensor nrm = act2d(w, w->nrm, B * rps, D);
         CK(lin_each(be, &MOD[s], &VEC, &st->mod, err));
         CK(ln_mod(be, &nrm, X, &MOD[s], rps, D, 0, D, err));
         CK(qkv_proj(be, QKV, &nrm, &st->q, &st->k, &st->v, &st->q_norm, &st->k_norm, D, err));
     }
-    kiln_tensor CAT = kiln_f32_2d(w->cat, T, 3 * D), CATO = kiln_f32_2d(w->catout, T, D);
+    kiln_tensor CAT = act2d(w, w->cat, T, 3 * D), CATO = act2d(w, w->catout, T, D);
     kiln_tensor COS = kiln_f32_2d(w->rcos, T, m->head_dim / 2), SIN = kiln_f32_2d(w->rsin, T, m->head_dim / 2);
     kiln_dit_attn at = {B, L, N, D, m->heads, m->head_dim, &COS, &SIN};
     if (w->sp.comm) CK(kiln_dit_ulysses_batch(be, &w->sp, &at, &QKVT, &QKVI, &ATT, &ATI, err)); /* this rank's tokens */
@@ -231,8 +241,8 @@ static kiln_status double_block(const kiln_flux1_dit *m, kiln_backend *be, kiln_
         const kiln_flux1_stream *st = s ? &blk->txt : &blk->img;
         kiln_tensor *X = s ? &TXT : &IMG, *A = s ? &ATT : &ATI;
         int64_t rps = s ? L : N;
-        kiln_tensor P = kiln_f32_2d(w->proj, B * rps, D), nrm = kiln_f32_2d(w->nrm, B * rps, D);
-        kiln_tensor FF = kiln_f32_2d(w->ff, B * rps, F);
+        kiln_tensor P = act2d(w, w->proj, B * rps, D), nrm = act2d(w, w->nrm, B * rps, D);
+        kiln_tensor FF = act2d(w, w->ff, B * rps, F);
         CK(lin(be, &P, A, &st->out, err));
         CK(gated(be, X, &P, &MOD[s], rps, D, 2 * D, err));
         CK(ln_mod(be, &nrm, X, &MOD[s], rps, D, 3 * D, 4 * D, err));
@@ -247,9 +257,9 @@ static kiln_status double_block(const kiln_flux1_dit *m, kiln_backend *be, kiln_
 static kiln_status single_block(const kiln_flux1_dit *m, kiln_backend *be, kiln_flux1_dit_ws *w,
                                 const kiln_flux1_single *blk, kiln_err *err) {
     const int64_t D = m->hidden, F = m->mlp_hidden, B = w->B, T = (int64_t)w->L + w->N, R = B * T;
-    kiln_tensor S = kiln_f32_2d(w->S, R, D), nrm = kiln_f32_2d(w->nrm, R, D);
-    kiln_tensor QKV = kiln_f32_2d(w->qkv_s, R, 3 * D), OM = kiln_f32_2d(w->om, R, D + F);
-    kiln_tensor P = kiln_f32_2d(w->proj, R, D), VEC = kiln_f32_2d(w->vec, B, D);
+    kiln_tensor S = act2d(w, w->S, R, D), nrm = act2d(w, w->nrm, R, D);
+    kiln_tensor QKV = act2d(w, w->qkv_s, R, 3 * D), OM = act2d(w, w->om, R, D + F);
+    kiln_tensor P = act2d(w, w->proj, R, D), VEC = kiln_f32_2d(w->vec, B, D);
     kiln_tensor MOD = kiln_f32_2d(w->mod_s, B, 3 * D);
     kiln_tensor COS = kiln_f32_2d(w->rcos, T, m->head_dim / 2), SIN = kiln_f32_2d(w->rsin, T, m->head_dim / 2);
 
@@ -313,8 +323,8 @@ kiln_status kiln_flux1_dit_forward(const kiln_flux1_dit *m, kiln_backend *be, ki
     }
     CK(conditioning(m, be, w, pooled, sigma, guidance, err));
 
-    kiln_tensor IMG = kiln_f32_2d(w->img, B * N, D), TXT = kiln_f32_2d(w->txt, B * L, D);
-    kiln_tensor TXT0 = kiln_f32_2d(w->txt0, B * L, D);
+    kiln_tensor IMG = act2d(w, w->img, B * N, D), TXT = act2d(w, w->txt, B * L, D);
+    kiln_tensor TXT0 = act2d(w, w->txt0, B * L, D);
     if (!w->have_txt) {
         kiln_tensor C = kiln_tensor_make((void *)txt, KILN_DT_F32, 2, (int64_t[]){B * L, m->ctx_dim});
         CK(lin(be, &TXT0, &C, &m->ctx_in, err));
@@ -326,14 +336,14 @@ kiln_status kiln_flux1_dit_forward(const kiln_flux1_dit *m, kiln_backend *be, ki
 
     for (int i = 0; i < m->n_double; i++) CK(double_block(m, be, w, &m->dbl[i], err));
 
-    kiln_tensor S = kiln_f32_2d(w->S, B * T, D);
+    kiln_tensor S = act2d(w, w->S, B * T, D);
     CK(kiln_dit_join_streams(be, &S, &TXT, &IMG, B, L, N, err));
     for (int i = 0; i < m->n_single; i++) CK(single_block(m, be, w, &m->sgl[i], err));
     CK(kiln_dit_split_image(be, &IMG, &S, B, L, N, err));
 
     /* AdaLayerNormContinuous: rows [scale; shift] of norm_out.linear(SiLU(conditioning)), then proj_out */
     kiln_tensor VEC = kiln_f32_2d(w->vec, B, D), MOD = kiln_f32_2d(w->mod_o, B, 2 * D);
-    kiln_tensor nrm = kiln_f32_2d(w->nrm, B * N, D);
+    kiln_tensor nrm = act2d(w, w->nrm, B * N, D);
     CK(lin_each(be, &MOD, &VEC, &m->norm_out, err));
     CK(ln_mod(be, &nrm, &IMG, &MOD, N, D, m->bfl ? 0 : D, m->bfl ? D : 0, err));
     kiln_tensor V = kiln_f32_2d(v, B * N, m->out_ch);

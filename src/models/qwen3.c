@@ -231,10 +231,14 @@ kiln_status kiln_qwen3_encode_tp(const kiln_qwen3 *m, kiln_backend *be, kiln_com
             return KILN_FAIL(err, KILN_E_INVALID, "Qwen3: token id %d outside the embedding (%lld rows)", ids[i],
                              (long long)m->vocab);
     kiln_status s = KILN_OK;
-    float *x = op->alloc(be, (size_t)(R * D) * 4), *h = op->alloc(be, (size_t)(R * D) * 4);
-    float *q = op->alloc(be, (size_t)(R * Q) * 4), *att = op->alloc(be, (size_t)(R * Q) * 4);
-    float *k = op->alloc(be, (size_t)(R * KV) * 4), *v = op->alloc(be, (size_t)(R * KV) * 4);
-    float *gt = op->alloc(be, (size_t)(R * F) * 4), *u = op->alloc(be, (size_t)(R * F) * 4);
+    /* the activations in the backend's dtype (bf16 on CUDA in FAST, as transformers runs a bf16 Qwen3; f32 under
+     * tensor parallelism, whose all-reduce sums f32), the RoPE tables and the features out in f32 */
+    const kiln_dtype dt = tp ? KILN_DT_F32 : kiln_backend_act_dtype(be);
+    const size_t es = kiln_dtype_size(dt);
+    void *x = op->alloc(be, (size_t)(R * D) * es), *h = op->alloc(be, (size_t)(R * D) * es);
+    void *q = op->alloc(be, (size_t)(R * Q) * es), *att = op->alloc(be, (size_t)(R * Q) * es);
+    void *k = op->alloc(be, (size_t)(R * KV) * es), *v = op->alloc(be, (size_t)(R * KV) * es);
+    void *gt = op->alloc(be, (size_t)(R * F) * es), *u = op->alloc(be, (size_t)(R * F) * es);
     float *cs = op->alloc(be, (size_t)(seq * Dh / 2) * 4), *sn = op->alloc(be, (size_t)(seq * Dh / 2) * 4);
     uint8_t *msk = op->alloc(be, (size_t)R);
     float *part = tp ? op->alloc(be, (size_t)(R * D) * 4) : NULL;
@@ -259,10 +263,12 @@ kiln_status kiln_qwen3_encode_tp(const kiln_qwen3 *m, kiln_backend *be, kiln_com
         CK(s);
         CK(op->upload(be, msk, mask, (size_t)R, err));
     }
-    kiln_tensor X = kiln_f32_2d(x, R, D), H = kiln_f32_2d(h, R, D);
-    kiln_tensor Qt = kiln_f32_2d(q, R, Q), A = kiln_f32_2d(att, R, Q);
-    kiln_tensor Kt = kiln_f32_2d(k, R, KV), Vt = kiln_f32_2d(v, R, KV);
-    kiln_tensor G = kiln_f32_2d(gt, R, F), U = kiln_f32_2d(u, R, F);
+#define ACT2D(p, r, c) kiln_tensor_make((p), dt, 2, (int64_t[]){(r), (c)})
+    kiln_tensor X = ACT2D(x, R, D), H = ACT2D(h, R, D);
+    kiln_tensor Qt = ACT2D(q, R, Q), A = ACT2D(att, R, Q);
+    kiln_tensor Kt = ACT2D(k, R, KV), Vt = ACT2D(v, R, KV);
+    kiln_tensor G = ACT2D(gt, R, F), U = ACT2D(u, R, F);
+#undef ACT2D
     kiln_tensor COS = kiln_f32_2d(cs, seq, Dh / 2), SIN = kiln_f32_2d(sn, seq, Dh / 2);
     kiln_tensor OUT = kiln_f32_2d(out, R, 3 * D);
     kiln_epilogue add = {KILN_EPI_ADD, NULL};

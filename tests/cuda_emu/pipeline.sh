@@ -8,7 +8,7 @@
 #   FAST      against the official bf16 pipeline's image: >= 30 dB (the CPU gives 41.6), the DiT's activations
 #             in bf16 (kiln_backend_act_dtype) - and with KILN_CUDA_ACT=f32 too; the two images differ (the bf16
 #             activations ran), the bf16 one at least as close to the bf16 golden (42.0 vs 41.8 dB)
-# ~4 min on 2 cores: the emulator runs every GPU thread.
+# and FLUX.1 [dev] (below). ~5 min on 2 cores: the emulator runs every GPU thread.
 set -uo pipefail
 : "${KILN_BIN:?KILN_BIN must point at the kiln of the emulator build}"
 : "${KILN_SOURCE_DIR:?}"
@@ -58,5 +58,31 @@ if KILN_CUDA_ACT=f32 gen fast32.png && r32=$(report golden "$GOLD/pipeline_b1_bf
   fi
 else
   fail "FAST, f32 activations: ${r32:-kiln generate failed}"
+fi
+
+# FLUX.1 [dev] (its tiny model, the official fp32 golden flux1_dev_b1_f32): --exact >= 40 dB (inf on the CPU);
+# FAST with bf16 activations >= 35 dB (the CPU's FAST gives 45.1) and not the f32 activations' pixels
+F1=(--model "$ROOT/tests/data/tiny/flux1/dev" --steps 3 --guidance 3.5 --noise "$GOLD/flux1_dev_b1_f32.safetensors"
+    -p "a red fox in fresh snow, golden hour")
+gen1() { # gen1 PNG [args]: the FLUX.1 golden's request on cuda:0
+  local png=$1
+  shift
+  KILN_LOG=info timeout 900 "$KILN_BIN" generate -q --device cuda:0 -W 80 -H 48 "${F1[@]}" -o "$D/$png" "$@" \
+    >"$D/$png.log" 2>&1 || { tail -20 "$D/$png.log"; return 1; }
+}
+G1=$GOLD/flux1_dev_b1_f32.safetensors
+if gen1 f1exact.png --exact && r=$(report golden "$G1" "$D/f1exact.png" 40); then
+  ok "FLUX.1 --exact: $r"
+else
+  fail "FLUX.1 --exact: ${r:-kiln generate failed}"
+fi
+if gen1 f1fast.png && r=$(report golden "$G1" "$D/f1fast.png" 35) && KILN_CUDA_ACT=f32 gen1 f1fast32.png; then
+  if report png "$D/f1fast.png" "$D/f1fast32.png" inf >/dev/null 2>&1; then
+    fail "FLUX.1: bf16 and f32 activations gave the same pixels: the bf16 activations did not run"
+  else
+    ok "FLUX.1 FAST, bf16 activations (not the f32 activations' pixels): $r"
+  fi
+else
+  fail "FLUX.1 FAST: ${r:-kiln generate failed}"
 fi
 [ $fails = 0 ] && echo "pipeline (emulated GPU): all passed" || exit 1
