@@ -1,5 +1,6 @@
-/* flux2_vae.c - FLUX.2 VAE decode, top to bottom (see flux2_vae.h; spec 3.2). Activations are NCHW f32 with
- * N = 1; every op is one line. */
+/* flux2_vae.c - FLUX.2 VAE decode, top to bottom (see flux2_vae.h; spec 3.2). Activations are NCHW with N = 1,
+ * in the backend's activation dtype (compute/ops.h kiln_backend_act_dtype: bf16 on CUDA in FAST, as diffusers runs
+ * a bf16 VAE; f32 elsewhere); the latents in and the image out stay f32. Every op is one line. */
 #include <math.h>
 
 #include "models/flux1_vae.h"
@@ -7,6 +8,15 @@
 #include "models/views.h"
 
 #define CK(x) KILN_TRY(x)
+
+/* An [1, c, h, w] image and an [r, c] matrix over work buffer p, in dtype dt; p advanced by n elements. */
+static kiln_tensor img4(kiln_dtype dt, void *p, int64_t c, int64_t h, int64_t w) {
+    return kiln_tensor_make(p, dt, 4, (int64_t[]){1, c, h, w});
+}
+static kiln_tensor mat2(kiln_dtype dt, void *p, int64_t r, int64_t c) {
+    return kiln_tensor_make(p, dt, 2, (int64_t[]){r, c});
+}
+static void *elems_at(void *p, kiln_dtype dt, int64_t n) { return (char *)p + (size_t)n * kiln_dtype_size(dt); }
 
 /* Raises *best to the largest C*h*w the ResNets of level L reach at h x w (each holds max(cin, cout) channels)
  * and returns the channels the level's ResNets end with (c when it has none). Decoder and encoder alike. */
@@ -42,18 +52,18 @@ size_t kiln_flux2_vae_workspace(const kiln_flux2_vae *m, int h, int w) {
 }
 
 /* x [cin, h, w] in place -> [cout, h, w]:  x = shortcut(x) + conv2(SiLU(GN2(conv1(SiLU(GN1(x)))))). */
-static kiln_status resnet(const kiln_flux2_vae *m, kiln_backend *be, const kiln_vae_resnet *r, float *x, float *t1,
-                          float *t2, int h, int w, kiln_err *err) {
+static kiln_status resnet(const kiln_flux2_vae *m, kiln_backend *be, const kiln_vae_resnet *r, kiln_dtype dt, void *x,
+                          void *t1, void *t2, int h, int w, kiln_err *err) {
     const kiln_ops *op = be->ops;
-    kiln_tensor X = kiln_f32_4d(x, 1, r->cin, h, w);
-    kiln_tensor A = kiln_f32_4d(t1, 1, r->cin, h, w);
-    kiln_tensor B = kiln_f32_4d(t2, 1, r->cout, h, w);
-    kiln_tensor C = kiln_f32_4d(t1, 1, r->cout, h, w);
+    kiln_tensor X = img4(dt, x, r->cin, h, w);
+    kiln_tensor A = img4(dt, t1, r->cin, h, w);
+    kiln_tensor B = img4(dt, t2, r->cout, h, w);
+    kiln_tensor C = img4(dt, t1, r->cout, h, w);
     CK(op->group_norm(be, &A, &X, m->groups, &r->n1_g, &r->n1_b, m->gn_eps, true, err));
     CK(op->conv2d(be, &B, &A, &r->conv1_w, &r->conv1_b, 1, 1, 1, err));
     CK(op->group_norm(be, &B, &B, m->groups, &r->n2_g, &r->n2_b, m->gn_eps, true, err));
     CK(op->conv2d(be, &C, &B, &r->conv2_w, &r->conv2_b, 1, 1, 1, err));
-    kiln_tensor Y = kiln_f32_4d(x, 1, r->cout, h, w);
+    kiln_tensor Y = img4(dt, x, r->cout, h, w);
     if (r->sc_w.data) {
         CK(op->conv2d(be, &B, &X, &r->sc_w, &r->sc_b, 1, 0, 0, err));
         return op->add(be, &Y, &B, &C, err);
@@ -62,28 +72,28 @@ static kiln_status resnet(const kiln_flux2_vae *m, kiln_backend *be, const kiln_
 }
 
 /* The ResNets of one level, in place on x; *c becomes the channels they end with. */
-static kiln_status level_resnets(const kiln_flux2_vae *m, kiln_backend *be, const kiln_vae_up_level *L, float *x,
-                                 float *t1, float *t2, int h, int w, int *c, kiln_err *err) {
+static kiln_status level_resnets(const kiln_flux2_vae *m, kiln_backend *be, const kiln_vae_up_level *L, kiln_dtype dt,
+                                 void *x, void *t1, void *t2, int h, int w, int *c, kiln_err *err) {
     for (int j = 0; j < L->n_res; j++) {
-        CK(resnet(m, be, &L->res[j], x, t1, t2, h, w, err));
+        CK(resnet(m, be, &L->res[j], dt, x, t1, t2, h, w, err));
         *c = L->res[j].cout;
     }
     return KILN_OK;
 }
 
 /* Single-head self-attention over the h*w pixels: x += proj(softmax(q k^T / sqrt(C)) v), q,k,v = lin(GN(x)). */
-static kiln_status attn(const kiln_flux2_vae *m, kiln_backend *be, const kiln_vae_attn *a, float *x, float *t1,
-                        float *abuf, int h, int w, kiln_err *err) {
+static kiln_status attn(const kiln_flux2_vae *m, kiln_backend *be, const kiln_vae_attn *a, kiln_dtype dt, void *x,
+                        void *t1, void *abuf, int h, int w, kiln_err *err) {
     const kiln_ops *op = be->ops;
     int64_t C = a->c, S = (int64_t)h * w;
-    kiln_tensor X = kiln_f32_4d(x, 1, C, h, w), N4 = kiln_f32_4d(t1, 1, C, h, w);
+    kiln_tensor X = img4(dt, x, C, h, w), N4 = img4(dt, t1, C, h, w);
     CK(op->group_norm(be, &N4, &X, m->groups, &a->n_g, &a->n_b, m->gn_eps, false, err));
     /* [C, S] -> tokens [S, C] through a transposed view */
-    kiln_tensor nT = kiln_f32_2d(t1, S, C);
+    kiln_tensor nT = mat2(dt, t1, S, C);
     nT.stride[0] = 1;
     nT.stride[1] = S;
-    kiln_tensor tok = kiln_f32_2d(abuf, S, C), q = kiln_f32_2d(abuf + S * C, S, C);
-    kiln_tensor k = kiln_f32_2d(abuf + 2 * S * C, S, C), v = kiln_f32_2d(abuf + 3 * S * C, S, C);
+    kiln_tensor tok = mat2(dt, abuf, S, C), q = mat2(dt, elems_at(abuf, dt, S * C), S, C);
+    kiln_tensor k = mat2(dt, elems_at(abuf, dt, 2 * S * C), S, C), v = mat2(dt, elems_at(abuf, dt, 3 * S * C), S, C);
     CK(op->copy(be, &tok, &nT, err));
     CK(kiln_matmul(be, &q, &tok, &a->q_w, &a->q_b, err));
     CK(kiln_matmul(be, &k, &tok, &a->k_w, &a->k_b, err));
@@ -91,16 +101,16 @@ static kiln_status attn(const kiln_flux2_vae *m, kiln_backend *be, const kiln_va
     CK(op->attention(be, &tok, &q, &k, &v, 1, 1, 1.0f / sqrtf((float)C), false, NULL, err));
     CK(kiln_matmul(be, &q, &tok, &a->o_w, &a->o_b, err));
     /* back to [C, S] and add the residual */
-    kiln_tensor back = kiln_f32_2d(t1, S, C);
+    kiln_tensor back = mat2(dt, t1, S, C);
     back.stride[0] = 1;
     back.stride[1] = S;
     CK(op->copy(be, &back, &q, err));
-    kiln_tensor X2 = kiln_f32_2d(x, C, S), T2 = kiln_f32_2d(t1, C, S);
+    kiln_tensor X2 = mat2(dt, x, C, S), T2 = mat2(dt, t1, C, S);
     return op->add(be, &X2, &X2, &T2, err);
 }
 
 /* Frees what decode and encode allocated of their work buffers (NULL: never allocated). */
-static void free_work(kiln_backend *be, float *x, float *t1, float *t2, float *abuf) {
+static void free_work(kiln_backend *be, void *x, void *t1, void *t2, void *abuf) {
     const kiln_ops *op = be->ops;
     if (x) op->free(be, x);
     if (t1) op->free(be, t1);
@@ -112,8 +122,10 @@ kiln_status kiln_flux2_vae_decode(const kiln_flux2_vae *m, kiln_backend *be, con
                                   float *img, kiln_err *err) {
     const kiln_ops *op = be->ops;
     size_t big = max_act(m, h, w), cmid = (size_t)m->conv_in_w.shape[0];
-    float *x = op->alloc(be, big * 4), *t1 = op->alloc(be, big * 4), *t2 = op->alloc(be, big * 4);
-    float *abuf = op->alloc(be, 4 * cmid * h * w * 4);
+    const kiln_dtype dt = kiln_backend_act_dtype(be);
+    const size_t es = kiln_dtype_size(dt);
+    void *x = op->alloc(be, big * es), *t1 = op->alloc(be, big * es), *t2 = op->alloc(be, big * es);
+    void *abuf = op->alloc(be, 4 * cmid * h * w * es);
     kiln_status s = KILN_OK;
     if (!x || !t1 || !t2 || !abuf) {
         s = KILN_FAIL(err, KILN_E_NOMEM, "VAE: out of memory for a %dx%d latent (%.1f MB)", h, w,
@@ -122,9 +134,9 @@ kiln_status kiln_flux2_vae_decode(const kiln_flux2_vae *m, kiln_backend *be, con
     }
     {
         /* post_quant_conv (1x1) and conv_in */
-        kiln_tensor Z = kiln_f32_4d((float *)z, 1, m->z_ch, h, w), PQ = kiln_f32_4d(t1, 1, m->z_ch, h, w);
+        kiln_tensor Z = kiln_f32_4d((float *)z, 1, m->z_ch, h, w), PQ = img4(dt, t1, m->z_ch, h, w);
         kiln_tensor pqw = kiln_tensor_make(m->pq_w.data, m->pq_w.dtype, 4, (int64_t[]){m->z_ch, m->z_ch, 1, 1});
-        kiln_tensor X = kiln_f32_4d(x, 1, (int64_t)cmid, h, w);
+        kiln_tensor X = img4(dt, x, (int64_t)cmid, h, w);
         if (m->pq_w.data) { /* FLUX.1's AutoencoderKL has none (use_post_quant_conv false) */
             if ((s = op->conv2d(be, &PQ, &Z, &pqw, &m->pq_b, 1, 0, 0, err))) goto done;
             if ((s = op->conv2d(be, &X, &PQ, &m->conv_in_w, &m->conv_in_b, 1, 1, 1, err))) goto done;
@@ -132,17 +144,17 @@ kiln_status kiln_flux2_vae_decode(const kiln_flux2_vae *m, kiln_backend *be, con
             goto done;
         }
         /* mid: ResNet, attention, ResNet */
-        if ((s = resnet(m, be, &m->mid_res[0], x, t1, t2, h, w, err))) goto done;
-        if ((s = attn(m, be, &m->mid_attn, x, t1, abuf, h, w, err))) goto done;
-        if ((s = resnet(m, be, &m->mid_res[1], x, t1, t2, h, w, err))) goto done;
+        if ((s = resnet(m, be, &m->mid_res[0], dt, x, t1, t2, h, w, err))) goto done;
+        if ((s = attn(m, be, &m->mid_attn, dt, x, t1, abuf, h, w, err))) goto done;
+        if ((s = resnet(m, be, &m->mid_res[1], dt, x, t1, t2, h, w, err))) goto done;
         /* up levels, coarsest first */
         int c = (int)cmid;
         for (int i = 0; i < m->n_levels; i++) {
             const kiln_vae_up_level *L = &m->up[i];
-            if ((s = level_resnets(m, be, L, x, t1, t2, h, w, &c, err))) goto done;
+            if ((s = level_resnets(m, be, L, dt, x, t1, t2, h, w, &c, err))) goto done;
             if (L->upsample) {
-                kiln_tensor Xs = kiln_f32_4d(x, 1, c, h, w), U = kiln_f32_4d(t1, 1, c, 2 * h, 2 * w);
-                kiln_tensor Xu = kiln_f32_4d(x, 1, c, 2 * h, 2 * w);
+                kiln_tensor Xs = img4(dt, x, c, h, w), U = img4(dt, t1, c, 2 * h, 2 * w);
+                kiln_tensor Xu = img4(dt, x, c, 2 * h, 2 * w);
                 if ((s = op->upsample2x(be, &U, &Xs, err))) goto done;
                 if ((s = op->conv2d(be, &Xu, &U, &L->up_w, &L->up_b, 1, 1, 1, err))) goto done;
                 h *= 2;
@@ -150,7 +162,7 @@ kiln_status kiln_flux2_vae_decode(const kiln_flux2_vae *m, kiln_backend *be, con
             }
         }
         /* GroupNorm, SiLU, conv_out to RGB */
-        kiln_tensor Xf = kiln_f32_4d(x, 1, c, h, w), Nf = kiln_f32_4d(t1, 1, c, h, w);
+        kiln_tensor Xf = img4(dt, x, c, h, w), Nf = img4(dt, t1, c, h, w);
         kiln_tensor OUT = kiln_f32_4d(img, 1, 3, h, w);
         if ((s = op->group_norm(be, &Nf, &Xf, m->groups, &m->norm_out_g, &m->norm_out_b, m->gn_eps, true, err)))
             goto done;
@@ -186,36 +198,38 @@ kiln_status kiln_flux2_vae_encode(const kiln_flux2_vae *m, kiln_backend *be, con
     const kiln_ops *op = be->ops;
     int h = H, w = W, c = (int)m->enc_in_w.shape[0];
     size_t big = enc_max_act(m, H, W), cmid = (size_t)m->enc_mid_res[0].cin;
-    float *x = op->alloc(be, big * 4), *t1 = op->alloc(be, big * 4), *t2 = op->alloc(be, big * 4);
-    float *abuf = op->alloc(be, 4 * cmid * (size_t)(H / 8) * (size_t)(W / 8) * 4 + 64);
+    const kiln_dtype dt = kiln_backend_act_dtype(be);
+    const size_t es = kiln_dtype_size(dt);
+    void *x = op->alloc(be, big * es), *t1 = op->alloc(be, big * es), *t2 = op->alloc(be, big * es);
+    void *abuf = op->alloc(be, 4 * cmid * (size_t)(H / 8) * (size_t)(W / 8) * es + 64);
     kiln_status s = KILN_OK;
     if (!x || !t1 || !t2 || !abuf) {
         s = KILN_FAIL(err, KILN_E_NOMEM, "VAE encode: out of memory for a %dx%d image", W, H);
         goto done;
     }
     {
-        kiln_tensor IN = kiln_f32_4d((float *)img, 1, 3, h, w), X = kiln_f32_4d(x, 1, c, h, w);
+        kiln_tensor IN = kiln_f32_4d((float *)img, 1, 3, h, w), X = img4(dt, x, c, h, w);
         if ((s = op->conv2d(be, &X, &IN, &m->enc_in_w, &m->enc_in_b, 1, 1, 1, err))) goto done;
         /* down levels, finest first: ResNets, then a stride-2 conv padded only right/bottom */
         for (int i = 0; i < m->n_down; i++) {
             const kiln_vae_up_level *L = &m->down[i];
-            if ((s = level_resnets(m, be, L, x, t1, t2, h, w, &c, err))) goto done;
+            if ((s = level_resnets(m, be, L, dt, x, t1, t2, h, w, &c, err))) goto done;
             if (L->upsample) {
-                kiln_tensor Xs = kiln_f32_4d(x, 1, c, h, w), D = kiln_f32_4d(t1, 1, c, h / 2, w / 2);
+                kiln_tensor Xs = img4(dt, x, c, h, w), D = img4(dt, t1, c, h / 2, w / 2);
                 if ((s = op->conv2d(be, &D, &Xs, &L->up_w, &L->up_b, 2, 0, 1, err))) goto done;
                 h /= 2;
                 w /= 2;
-                kiln_tensor Xd = kiln_f32_4d(x, 1, c, h, w);
+                kiln_tensor Xd = img4(dt, x, c, h, w);
                 if ((s = op->copy(be, &Xd, &D, err))) goto done;
             }
         }
         /* mid: ResNet, attention, ResNet; then GroupNorm, SiLU, conv_out, quant_conv */
-        if ((s = resnet(m, be, &m->enc_mid_res[0], x, t1, t2, h, w, err))) goto done;
-        if ((s = attn(m, be, &m->enc_mid_attn, x, t1, abuf, h, w, err))) goto done;
-        if ((s = resnet(m, be, &m->enc_mid_res[1], x, t1, t2, h, w, err))) goto done;
+        if ((s = resnet(m, be, &m->enc_mid_res[0], dt, x, t1, t2, h, w, err))) goto done;
+        if ((s = attn(m, be, &m->enc_mid_attn, dt, x, t1, abuf, h, w, err))) goto done;
+        if ((s = resnet(m, be, &m->enc_mid_res[1], dt, x, t1, t2, h, w, err))) goto done;
         int z2 = 2 * m->z_ch;
-        kiln_tensor Xf = kiln_f32_4d(x, 1, c, h, w), Nf = kiln_f32_4d(t1, 1, c, h, w);
-        kiln_tensor O = kiln_f32_4d(t2, 1, z2, h, w), Q = kiln_f32_4d(x, 1, z2, h, w);
+        kiln_tensor Xf = img4(dt, x, c, h, w), Nf = img4(dt, t1, c, h, w);
+        kiln_tensor O = img4(dt, t2, z2, h, w), Q = img4(dt, x, z2, h, w);
         kiln_tensor qcw = kiln_tensor_make(m->qc_w.data, m->qc_w.dtype, 4, (int64_t[]){z2, z2, 1, 1});
         if ((s = op->group_norm(be, &Nf, &Xf, m->groups, &m->enc_norm_g, &m->enc_norm_b, m->gn_eps, true, err)))
             goto done;
@@ -226,7 +240,7 @@ kiln_status kiln_flux2_vae_encode(const kiln_flux2_vae *m, kiln_backend *be, con
             goto done;
         }
         /* the posterior mean is the first z channels (NCHW: a contiguous prefix) */
-        kiln_tensor MEAN = kiln_f32_2d(mean, 1, (int64_t)m->z_ch * h * w), QM = kiln_f32_2d(x, 1, (int64_t)m->z_ch * h * w);
+        kiln_tensor MEAN = kiln_f32_2d(mean, 1, (int64_t)m->z_ch * h * w), QM = mat2(dt, x, 1, (int64_t)m->z_ch * h * w);
         if ((s = op->copy(be, &MEAN, &QM, err))) goto done;
         s = op->sync(be, err);
     }

@@ -5,9 +5,11 @@
 #   --exact   against the official fp32 pipeline's image: >= 40 dB (the CPU gives inf)
 #   graphs    the same run with KILN_CUDA_GRAPHS=0 gives the same pixels, and the graphed run captured the
 #             denoising step and replayed it (the backend's close line)
-#   FAST      against the official bf16 pipeline's image: >= 30 dB (the CPU gives 41.6), the DiT's activations
-#             in bf16 (kiln_backend_act_dtype) - and with KILN_CUDA_ACT=f32 too; the two images differ (the bf16
-#             activations ran), the bf16 one at least as close to the bf16 golden (42.0 vs 41.8 dB)
+#   FAST      against the official bf16 pipeline's image: >= 30 dB (the CPU gives 41.6), the activations of
+#             Qwen3, the DiT and the VAE in bf16 (kiln_backend_act_dtype) - and with KILN_CUDA_ACT=f32 too; the
+#             two images differ (the bf16 activations ran), and the bf16 one is within 1 dB of the f32 one's
+#             distance to the bf16 golden (41.5 vs 41.8 dB: kiln's bf16 roundings are not PyTorch's, so two bf16
+#             runs differ by both; the DiT alone in bf16 gave 42.0)
 # and FLUX.1 [dev] (below). ~5 min on 2 cores: the emulator runs every GPU thread.
 set -uo pipefail
 : "${KILN_BIN:?KILN_BIN must point at the kiln of the emulator build}"
@@ -51,17 +53,17 @@ if KILN_CUDA_ACT=f32 gen fast32.png && r32=$(report golden "$GOLD/pipeline_b1_bf
   db() { sed -E 's/.*PSNR ([0-9.]+|inf) dB.*/\1/' <<<"$1"; }
   if report png "$D/fast.png" "$D/fast32.png" inf >/dev/null 2>&1; then
     fail "bf16 and f32 activations gave the same pixels: the bf16 activations did not run"
-  elif python3 -c "import sys; sys.exit(not float('$(db "$r")') >= float('$(db "$r32")') - 0.5)"; then
+  elif python3 -c "import sys; sys.exit(not float('$(db "$r")') >= float('$(db "$r32")') - 1.0)"; then
     ok "bf16 activations changed the image, $(db "$r") dB vs $(db "$r32") dB from the bf16 golden"
   else
-    fail "bf16 activations moved the image away from the bf16 golden: $(db "$r") dB vs $(db "$r32") dB"
+    fail "bf16 activations moved the image over 1 dB away from the bf16 golden: $(db "$r") dB vs $(db "$r32") dB"
   fi
 else
   fail "FAST, f32 activations: ${r32:-kiln generate failed}"
 fi
 
 # FLUX.1 [dev] (its tiny model, the official fp32 golden flux1_dev_b1_f32): --exact >= 40 dB (inf on the CPU);
-# FAST with bf16 activations >= 35 dB (the CPU's FAST gives 45.1) and not the f32 activations' pixels
+# FAST with bf16 activations >= 35 dB (44.1; the CPU's FAST gives 45.1) and not the f32 activations' pixels
 F1=(--model "$ROOT/tests/data/tiny/flux1/dev" --steps 3 --guidance 3.5 --noise "$GOLD/flux1_dev_b1_f32.safetensors"
     -p "a red fox in fresh snow, golden hour")
 gen1() { # gen1 PNG [args]: the FLUX.1 golden's request on cuda:0

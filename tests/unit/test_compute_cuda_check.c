@@ -87,12 +87,21 @@ static void test_nchw_view4_shape(void) {
     kiln_err err = {0};
     kiln_tensor x = kiln_tensor_make((void *)(uintptr_t)0x3000, KILN_DT_F32, 4, (int64_t[]){1, 3, 8, 8});
     x.backend = KILN_BACKEND_CUDA;
-    CHECK_EQ_INT(kcu_as_nchw(&x, "conv2d", "x", d, &err), KILN_OK);
+    kiln_dtype dt = KILN_DT_COUNT;
+    CHECK_EQ_INT(kcu_as_nchw(&x, "conv2d", "x", d, &dt, &err), KILN_OK);
     CHECK_EQ_INT(d[1], 3);
+    CHECK_EQ_INT(dt, KILN_DT_F32);
+    kiln_tensor xb = kiln_tensor_make((void *)(uintptr_t)0x3000, KILN_DT_BF16, 4, (int64_t[]){1, 3, 8, 8});
+    xb.backend = KILN_BACKEND_CUDA;
+    CHECK_EQ_INT(kcu_as_nchw(&xb, "conv2d", "x", d, &dt, &err), KILN_OK); /* bf16 activations */
+    CHECK_EQ_INT(dt, KILN_DT_BF16);
+    xb.dtype = KILN_DT_F16;
+    CHECK_EQ_INT(kcu_as_nchw(&xb, "conv2d", "x", d, &dt, &err), KILN_E_UNSUPPORTED);
+    CHECK_ERR_CONTAINS(&err, "f16");
     x.stride[3] = 2;
-    CHECK_EQ_INT(kcu_as_nchw(&x, "conv2d", "x", d, &err), KILN_E_UNSUPPORTED);
+    CHECK_EQ_INT(kcu_as_nchw(&x, "conv2d", "x", d, &dt, &err), KILN_E_UNSUPPORTED);
     kiln_tensor t = dev2(KILN_DT_F32, 3, 4);
-    CHECK_EQ_INT(kcu_as_nchw(&t, "conv2d", "x", d, &err), KILN_E_INVALID);
+    CHECK_EQ_INT(kcu_as_nchw(&t, "conv2d", "x", d, &dt, &err), KILN_E_INVALID);
     kcu_view4 v;
     CHECK_EQ_INT(kcu_as_view4(&t, "copy", "x", &v, &err), KILN_OK);
     CHECK_EQ_INT(v.shape[0], 1);

@@ -708,6 +708,32 @@ static void test_bf16_activations(void) {
     BOTH(ref->ops->gated_add(ref, &r->h, &gt->h, &p->h, &e_), dut->ops->gated_add(dut, &r16->d, &gt->d, &p->d, &e_));
     compare_bf16("gated_add into a bf16 residual, f32 update", r16, r);
     free_pairs();
+
+    /* the VAE's image ops on bf16 NCHW: conv (bf16 in, bf16 out through f32 scratch with its bias; f32 latents in;
+     * bf16 in, f32 image out), GroupNorm + SiLU, upsample; float64 / f32-CPU references on the same values */
+    for (int cv = 0; cv < 3; cv++) {
+        const bool in16 = cv != 1, out16 = cv != 2;
+        pair *cx = mk4(1, 24, 13, 17, FILL_RAND), *cw = mk(KILN_DT_BF16, 4, (int64_t[]){40, 24, 3, 3}, FILL_RAND);
+        pair *cb = mk1(KILN_DT_F32, 40, FILL_RAND), *cy = mk4(1, 40, 13, 17, FILL_NAN);
+        pair *cx16 = in16 ? bf16_twin(cx) : cx, *cy16 = out16 ? mk(KILN_DT_BF16, 4, cy->h.shape, FILL_NAN) : cy;
+        DUT(dut->ops->conv2d(dut, &cy16->d, &cx16->d, &cw->d, &cb->d, 1, 1, 1, &e_));
+        ref_conv(cy, cx, cw, cb, 1, 1, true);
+        const char *name[3] = {"conv2d 3x3 +bias bf16 -> bf16", "conv2d 3x3 +bias f32 -> bf16 (conv_in)",
+                               "conv2d 3x3 +bias bf16 -> f32 (conv_out)"};
+        if (out16) compare_bf16(name[cv], cy16, cy);
+        else compare(name[cv], cy, 1e-5);
+        free_pairs();
+    }
+    pair *gx = mk4(1, 32, 9, 11, FILL_RAND), *gx16 = bf16_twin(gx), *gy = mk4(1, 32, 9, 11, FILL_NAN);
+    pair *gy16 = mk(KILN_DT_BF16, 4, gy->h.shape, FILL_NAN);
+    pair *gg = mk1(KILN_DT_F32, 32, FILL_RAND), *gbeta = mk1(KILN_DT_F32, 32, FILL_RAND);
+    BOTH(ref->ops->group_norm(ref, &gy->h, &gx->h, 8, &gg->h, &gbeta->h, 1e-6f, true, &e_),
+         dut->ops->group_norm(dut, &gy16->d, &gx16->d, 8, &gg->d, &gbeta->d, 1e-6f, true, &e_));
+    compare_bf16("group_norm + SiLU bf16 -> bf16", gy16, gy);
+    pair *uy = mk4(1, 32, 18, 22, FILL_NAN), *uy16 = mk(KILN_DT_BF16, 4, uy->h.shape, FILL_NAN);
+    BOTH(ref->ops->upsample2x(ref, &uy->h, &gx->h, &e_), dut->ops->upsample2x(dut, &uy16->d, &gx16->d, &e_));
+    compare_bf16("upsample2x bf16 -> bf16", uy16, uy);
+    free_pairs();
 }
 
 /* ---- images ---- */

@@ -30,8 +30,17 @@ kiln_status kcu_as_vec(const kiln_tensor *t, int64_t n, bool optional, const cha
     return KILN_OK;
 }
 
-kiln_status kcu_as_nchw(const kiln_tensor *t, const char *op, const char *name, int64_t dims[4], kiln_err *err) {
-    return kiln_check_nchw(t, KILN_BACKEND_CUDA, op, name, dims, err);
+kiln_status kcu_as_nchw(const kiln_tensor *t, const char *op, const char *name, int64_t dims[4], kiln_dtype *dt,
+                        kiln_err *err) {
+    if (t && t->dtype == KILN_DT_BF16) { /* the CPU's check takes f32 only: the same checks with bf16 let through */
+        kiln_tensor f = *t;
+        f.dtype = KILN_DT_F32;
+        KILN_TRY(kiln_check_nchw(&f, KILN_BACKEND_CUDA, op, name, dims, err));
+    } else {
+        KILN_TRY(kiln_check_nchw(t, KILN_BACKEND_CUDA, op, name, dims, err));
+    }
+    *dt = t->dtype;
+    return KILN_OK;
 }
 
 kiln_status kcu_same_shape(const kcu_mat *a, const kcu_mat *b, const char *op, const char *an, const char *bn,

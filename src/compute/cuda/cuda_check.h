@@ -32,8 +32,9 @@ kiln_status kcu_as_mat(const kiln_tensor *t, int dt, const char *op, const char 
  * when optional, else KILN_E_INVALID. */
 kiln_status kcu_as_vec(const kiln_tensor *t, int64_t n, bool optional, const char *op, const char *name,
                        kcu_mat *out, kiln_err *err);
-/* A contiguous 4-D f32 NCHW image on the device. */
-kiln_status kcu_as_nchw(const kiln_tensor *t, const char *op, const char *name, int64_t dims[4], kiln_err *err);
+/* A contiguous 4-D NCHW image on the device, f32 or bf16 (bf16 activations); its element type into *dt. */
+kiln_status kcu_as_nchw(const kiln_tensor *t, const char *op, const char *name, int64_t dims[4], kiln_dtype *dt,
+                        kiln_err *err);
 /* Two views have the same rows and cols. */
 kiln_status kcu_same_shape(const kcu_mat *a, const kcu_mat *b, const char *op, const char *an, const char *bn,
                            kiln_err *err);

@@ -1,5 +1,5 @@
-/* cuda_image.cu - the VAE's image kernels over NCHW f32: im2col for convolution-as-GEMM, per-channel bias,
- * GroupNorm (+ SiLU fused into its last pass), nearest 2x upsample. */
+/* cuda_image.cu - the VAE's image kernels over NCHW f32 or bf16 (computed in f32): im2col for
+ * convolution-as-GEMM, per-channel bias, GroupNorm (+ SiLU fused into its last pass), nearest 2x upsample. */
 #include "compute/cuda/cuda_kernels.cuh"
 
 #define THREADS 256
@@ -12,8 +12,8 @@ static unsigned grid_for(int64_t n) {
 
 /* col[pp, kidx] = x[n, ci, oy*stride - pad + i, ox*stride - pad + j] (0 outside), kidx = (ci*kh + i)*kw + j,
  * for output pixels p = p0 + pp. Consecutive threads walk kidx, so the writes are coalesced. */
-static __global__ void k_im2col(kcu_mat col, const float *x, int64_t ci_n, int64_t h, int64_t w, int kh, int kw,
-                                int stride, int pad, int64_t wo, int64_t p0) {
+static __global__ void k_im2col(kcu_mat col, const void *x, int xdt, int64_t ci_n, int64_t h, int64_t w, int kh,
+                                int kw, int stride, int pad, int64_t wo, int64_t p0) {
     int64_t kk = (int64_t)kh * kw;
     FOR_EACH(t, col.rows * col.cols) {
         int64_t pp = t / col.cols, kidx = t - pp * col.cols;
@@ -21,32 +21,32 @@ static __global__ void k_im2col(kcu_mat col, const float *x, int64_t ci_n, int64
         int64_t ci = kidx / kk, r = kidx - ci * kk, i = r / kw, j = r - i * kw;
         int64_t iy = oy * stride - pad + i, ix = ox * stride - pad + j;
         float v = 0.f;
-        if (iy >= 0 && iy < h && ix >= 0 && ix < w) v = x[(ci * h + iy) * w + ix];
+        if (iy >= 0 && iy < h && ix >= 0 && ix < w) v = kcu_ld(x, (ci * h + iy) * w + ix, xdt);
         kcu_st(col.data, pp * col.ld + kidx, col.dt, v);
     }
 }
 
-kiln_status kcu_im2col(kiln_cuda_backend *cb, const kcu_mat *col, const float *x, const int64_t xdims[4], int64_t n,
-                       int kh, int kw, int stride, int pad_begin, int64_t ho, int64_t wo, int64_t p0, int64_t np,
-                       kiln_err *err) {
+kiln_status kcu_im2col(kiln_cuda_backend *cb, const kcu_mat *col, const void *x, kiln_dtype xdt, const int64_t xdims[4],
+                       int64_t n, int kh, int kw, int stride, int pad_begin, int64_t ho, int64_t wo, int64_t p0,
+                       int64_t np, kiln_err *err) {
     int64_t total = col->rows * col->cols;
     if (total == 0) return KILN_OK;
-    const float *xn = x + n * xdims[1] * xdims[2] * xdims[3];
-    KCU_LAUNCH(k_im2col, grid_for(total), THREADS, 0, KCU_STREAM(cb))(*col, xn, xdims[1], xdims[2], xdims[3], kh, kw, stride,
-                                                             pad_begin, wo, p0);
+    const char *xn = (const char *)x + (size_t)(n * xdims[1] * xdims[2] * xdims[3]) * kiln_dtype_size(xdt);
+    KCU_LAUNCH(k_im2col, grid_for(total), THREADS, 0, KCU_STREAM(cb))(*col, (const void *)xn, (int)xdt, xdims[1], xdims[2],
+                                                             xdims[3], kh, kw, stride, pad_begin, wo, p0);
     KCU_LAUNCHED(err, "conv2d im2col");
     return KILN_OK;
 }
 
-static __global__ void k_bias_nchw(float *y, kcu_mat bias, int64_t c, int64_t hw, int64_t total) {
-    FOR_EACH(i, total) y[i] += kcu_ld(bias.data, (i / hw) % c, bias.dt);
+static __global__ void k_bias_nchw(void *y, int ydt, kcu_mat bias, int64_t c, int64_t hw, int64_t total) {
+    FOR_EACH(i, total) kcu_st(y, i, ydt, kcu_ld(y, i, ydt) + kcu_ld(bias.data, (i / hw) % c, bias.dt));
 }
 
-kiln_status kcu_bias_nchw(kiln_cuda_backend *cb, float *y, const kcu_mat *bias, int64_t n, int64_t c, int64_t hw,
-                          kiln_err *err) {
+kiln_status kcu_bias_nchw(kiln_cuda_backend *cb, void *y, kiln_dtype ydt, const kcu_mat *bias, int64_t n, int64_t c,
+                          int64_t hw, kiln_err *err) {
     int64_t total = n * c * hw;
     if (total == 0) return KILN_OK;
-    KCU_LAUNCH(k_bias_nchw, grid_for(total), THREADS, 0, KCU_STREAM(cb))(y, *bias, c, hw, total);
+    KCU_LAUNCH(k_bias_nchw, grid_for(total), THREADS, 0, KCU_STREAM(cb))(y, (int)ydt, *bias, c, hw, total);
     KCU_LAUNCHED(err, "conv2d bias");
     return KILN_OK;
 }
@@ -60,16 +60,16 @@ typedef struct gn_part {
     float n, mean, m2;
 } gn_part;
 
-static __global__ void k_gn_partial(const float *x, int64_t len, int64_t chunk, int chunks, gn_part *part) {
+static __global__ void k_gn_partial(const void *x, int xdt, int64_t len, int64_t chunk, int chunks, gn_part *part) {
     __shared__ float red[32];
     int64_t ng = blockIdx.y, c0 = (int64_t)blockIdx.x * chunk, c1 = c0 + chunk < len ? c0 + chunk : len;
-    const float *xg = x + ng * len;
+    const int64_t g0 = ng * len;
     float s = 0.f;
-    for (int64_t i = c0 + threadIdx.x; i < c1; i += blockDim.x) s += xg[i];
+    for (int64_t i = c0 + threadIdx.x; i < c1; i += blockDim.x) s += kcu_ld(x, g0 + i, xdt);
     float n = (float)(c1 - c0), mean = kcu_block_sum(s, red) / n;
     float v = 0.f;
     for (int64_t i = c0 + threadIdx.x; i < c1; i += blockDim.x) {
-        float d = xg[i] - mean;
+        float d = kcu_ld(x, g0 + i, xdt) - mean;
         v += d * d;
     }
     float m2 = kcu_block_sum(v, red);
@@ -90,15 +90,15 @@ static __global__ void k_gn_finalize(const gn_part *part, int chunks, int64_t gr
     stats[ng] = make_float2((float)mean, rsqrtf((float)(m2 / n) + eps));
 }
 
-static __global__ void k_gn_apply(float *y, const float *x, int64_t c, int64_t hw, int groups, kcu_mat gamma,
-                                  kcu_mat beta, const float2 *stats, int silu, int64_t total) {
+static __global__ void k_gn_apply(void *y, int ydt, const void *x, int xdt, int64_t c, int64_t hw, int groups,
+                                  kcu_mat gamma, kcu_mat beta, const float2 *stats, int silu, int64_t total) {
     int64_t cpg = c / groups;
     FOR_EACH(i, total) {
         int64_t nc = i / hw, ch = nc % c, ng = (nc / c) * groups + ch / cpg;
         float2 st = stats[ng];
-        float o = (x[i] - st.x) * st.y * kcu_ld(gamma.data, ch, gamma.dt) + kcu_ld(beta.data, ch, beta.dt);
+        float o = (kcu_ld(x, i, xdt) - st.x) * st.y * kcu_ld(gamma.data, ch, gamma.dt) + kcu_ld(beta.data, ch, beta.dt);
         if (silu) o = o / (1.f + expf(-o));
-        y[i] = o;
+        kcu_st(y, i, ydt, o);
     }
 }
 
@@ -110,39 +110,41 @@ size_t kcu_group_norm_scratch(const int64_t dims[4], int groups) {
     return (size_t)(dims[0] * groups) * ((size_t)chunks * sizeof(gn_part) + sizeof(float2)) + 256;
 }
 
-kiln_status kcu_group_norm(kiln_cuda_backend *cb, float *y, const float *x, const int64_t dims[4], int groups,
-                           const kcu_mat *gamma, const kcu_mat *beta, float eps, bool silu, void *tmp,
-                           kiln_err *err) {
+kiln_status kcu_group_norm(kiln_cuda_backend *cb, void *y, kiln_dtype ydt, const void *x, kiln_dtype xdt,
+                           const int64_t dims[4], int groups, const kcu_mat *gamma, const kcu_mat *beta, float eps,
+                           bool silu, void *tmp, kiln_err *err) {
     int64_t ngroups = dims[0] * groups, hw = dims[2] * dims[3], len = dims[1] / groups * hw;
     if (ngroups == 0 || len == 0) return KILN_OK;
     int64_t chunks = (len + GN_CHUNK - 1) / GN_CHUNK;
     if (ngroups > 65535 || chunks > 0x7fffffff) return KILN_FAIL(err, KILN_E_LIMIT, "group_norm: too many groups");
     float2 *stats = (float2 *)tmp; /* 8-byte aligned at the start of the scratch */
     gn_part *part = (gn_part *)(stats + ngroups);
-    KCU_LAUNCH(k_gn_partial, dim3((unsigned)chunks, (unsigned)ngroups), 256, 0, KCU_STREAM(cb))(x, len, GN_CHUNK, (int)chunks,
-                                                                                       part);
+    KCU_LAUNCH(k_gn_partial, dim3((unsigned)chunks, (unsigned)ngroups), 256, 0, KCU_STREAM(cb))(x, (int)xdt, len, GN_CHUNK,
+                                                                                       (int)chunks, part);
     KCU_LAUNCHED(err, "group_norm statistics");
     KCU_LAUNCH(k_gn_finalize, kcu_blocks(ngroups, 128), 128, 0, KCU_STREAM(cb))(part, (int)chunks, ngroups, eps, stats);
     KCU_LAUNCHED(err, "group_norm statistics merge");
     int64_t total = dims[0] * dims[1] * hw;
-    KCU_LAUNCH(k_gn_apply, grid_for(total), THREADS, 0, KCU_STREAM(cb))(y, x, dims[1], hw, groups, *gamma, *beta, stats,
-                                                               silu ? 1 : 0, total);
+    KCU_LAUNCH(k_gn_apply, grid_for(total), THREADS, 0, KCU_STREAM(cb))(y, (int)ydt, x, (int)xdt, dims[1], hw, groups,
+                                                               *gamma, *beta, stats, silu ? 1 : 0, total);
     KCU_LAUNCHED(err, "group_norm");
     return KILN_OK;
 }
 
-static __global__ void k_upsample2x(float *y, const float *x, int64_t h, int64_t w, int64_t total) {
+static __global__ void k_upsample2x(void *y, int ydt, const void *x, int xdt, int64_t h, int64_t w, int64_t total) {
     int64_t w2 = 2 * w, h2 = 2 * h;
     FOR_EACH(i, total) {
         int64_t ox = i % w2, t = i / w2, oy = t % h2, nc = t / h2;
-        y[i] = x[(nc * h + oy / 2) * w + ox / 2];
+        kcu_st(y, i, ydt, kcu_ld(x, (nc * h + oy / 2) * w + ox / 2, xdt));
     }
 }
 
-kiln_status kcu_upsample2x(kiln_cuda_backend *cb, float *y, const float *x, const int64_t xdims[4], kiln_err *err) {
+kiln_status kcu_upsample2x(kiln_cuda_backend *cb, void *y, kiln_dtype ydt, const void *x, kiln_dtype xdt,
+                           const int64_t xdims[4], kiln_err *err) {
     int64_t total = xdims[0] * xdims[1] * xdims[2] * xdims[3] * 4;
     if (total == 0) return KILN_OK;
-    KCU_LAUNCH(k_upsample2x, grid_for(total), THREADS, 0, KCU_STREAM(cb))(y, x, xdims[2], xdims[3], total);
+    KCU_LAUNCH(k_upsample2x, grid_for(total), THREADS, 0, KCU_STREAM(cb))(y, (int)ydt, x, (int)xdt, xdims[2], xdims[3],
+                                                                 total);
     KCU_LAUNCHED(err, "upsample2x");
     return KILN_OK;
 }

@@ -10,9 +10,10 @@
  * Launchers take already-checked kcu_mat views, enqueue on the backend's stream, check the launch, and return a
  * status; they never synchronise (except the runtime wrappers that say so).
  *
- * Numerics (docs/cuda-backend.md): activations live on the device as f32, exactly as the ops interface says.
- * FAST matmuls round the activation operand to bf16 into scratch and run bf16 x bf16 tensor-core GEMMs with f32
- * accumulation and f32 output (the same numbers as the CPU backend's FAST path: bf16 products, f32 sums);
+ * Numerics (docs/cuda-backend.md): activations live on the device as f32 or, where a model asks for the
+ * backend's activation dtype in FAST (compute/ops.h kiln_backend_act_dtype), bf16; kernels compute in f32.
+ * FAST matmuls round an f32 activation operand to bf16 into scratch and run bf16 x bf16 tensor-core GEMMs with
+ * f32 accumulation and f32 (or bf16) output (the same numbers as the CPU backend's FAST path: bf16 products, f32 sums);
  * EXACT widens the weight to f32 and runs an f32 GEMM without TF32. Norms, softmax, RoPE and attention compute
  * in f32.
  *
@@ -159,19 +160,20 @@ kiln_status kcu_attention_tc(kiln_cuda_backend *cb, const kcu_mat *out, const kc
                              const kcu_mat *v, int n_q_heads, int n_kv_heads, float scale, bool causal,
                              const kcu_mat *key_mask, kiln_err *err);
 
-/* ---- images (cuda_image.cu): NCHW f32 ---- */
+/* ---- images (cuda_image.cu): NCHW, f32 or bf16 (x / y of dtype xdt / ydt), computed in f32 ---- */
 /* col[p, (ci*kh + i)*kw + j] for output pixels p in [p0, p0+np) of image n: the im2col matrix, dtype col->dt. */
-kiln_status kcu_im2col(kiln_cuda_backend *cb, const kcu_mat *col, const float *x, const int64_t xdims[4], int64_t n,
-                       int kh, int kw, int stride, int pad_begin, int64_t ho, int64_t wo, int64_t p0, int64_t np,
-                       kiln_err *err);
+kiln_status kcu_im2col(kiln_cuda_backend *cb, const kcu_mat *col, const void *x, kiln_dtype xdt, const int64_t xdims[4],
+                       int64_t n, int kh, int kw, int stride, int pad_begin, int64_t ho, int64_t wo, int64_t p0,
+                       int64_t np, kiln_err *err);
 /* y[n, c, p] += bias[c] for an NCHW tensor seen as [N*C, HW] rows. */
-kiln_status kcu_bias_nchw(kiln_cuda_backend *cb, float *y, const kcu_mat *bias, int64_t n, int64_t c, int64_t hw,
-                          kiln_err *err);
+kiln_status kcu_bias_nchw(kiln_cuda_backend *cb, void *y, kiln_dtype ydt, const kcu_mat *bias, int64_t n, int64_t c,
+                          int64_t hw, kiln_err *err);
 /* tmp: kcu_group_norm_scratch(dims, groups) bytes of device scratch for the per-chunk statistics. */
 size_t kcu_group_norm_scratch(const int64_t dims[4], int groups);
-kiln_status kcu_group_norm(kiln_cuda_backend *cb, float *y, const float *x, const int64_t dims[4], int groups,
-                           const kcu_mat *gamma, const kcu_mat *beta, float eps, bool silu, void *tmp,
-                           kiln_err *err);
-kiln_status kcu_upsample2x(kiln_cuda_backend *cb, float *y, const float *x, const int64_t xdims[4], kiln_err *err);
+kiln_status kcu_group_norm(kiln_cuda_backend *cb, void *y, kiln_dtype ydt, const void *x, kiln_dtype xdt,
+                           const int64_t dims[4], int groups, const kcu_mat *gamma, const kcu_mat *beta, float eps,
+                           bool silu, void *tmp, kiln_err *err);
+kiln_status kcu_upsample2x(kiln_cuda_backend *cb, void *y, kiln_dtype ydt, const void *x, kiln_dtype xdt,
+                           const int64_t xdims[4], kiln_err *err);
 
 #endif

@@ -52,16 +52,21 @@ static kiln_status same_shape_pair(kiln_backend *be, const kiln_tensor *at, cons
     return kcu_same_shape(a, b, op, an, bn, err);
 }
 
-/* The image ops' y and x, as same_shape_pair for NCHW images: x is checked first, then y; *y and *x are the
- * resident data. */
+/* An NCHW image argument: its resident data and element type (f32 or bf16). */
+typedef struct img_arg {
+    void *data;
+    kiln_dtype dt;
+} img_arg;
+
+/* The image ops' y and x, as same_shape_pair for NCHW images: x is checked first, then y. */
 static kiln_status nchw_pair(kiln_backend *be, const kiln_tensor *yt, const kiln_tensor *xt, const char *op,
-                             int64_t yd[4], int64_t xd[4], float **y, const float **x, kiln_err *err) {
+                             int64_t yd[4], int64_t xd[4], img_arg *y, img_arg *x, kiln_err *err) {
     RESIDE(yt);
     RESIDE(xt);
-    KILN_TRY(kcu_as_nchw(xt, op, "x", xd, err));
-    KILN_TRY(kcu_as_nchw(yt, op, "y", yd, err));
-    *y = yt->data;
-    *x = xt->data;
+    KILN_TRY(kcu_as_nchw(xt, op, "x", xd, &x->dt, err));
+    KILN_TRY(kcu_as_nchw(yt, op, "y", yd, &y->dt, err));
+    y->data = yt->data;
+    x->data = xt->data;
     return KILN_OK;
 }
 
@@ -404,9 +409,8 @@ kiln_status cuda_conv2d(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt
     RESIDE(bt);
     kiln_cuda_backend *cb = cuda_be(be);
     int64_t xd[4], yd[4];
-    float *ydata;
-    const float *xdata;
-    KILN_TRY(nchw_pair(be, yt, xt, "conv2d", yd, xd, &ydata, &xdata, err));
+    img_arg y, x;
+    KILN_TRY(nchw_pair(be, yt, xt, "conv2d", yd, xd, &y, &x, err));
     if (!wt || wt->ndim != 4 || !kiln_tensor_is_contiguous(wt) || wt->backend != KILN_BACKEND_CUDA ||
         (wt->dtype != KILN_DT_BF16 && wt->dtype != KILN_DT_F32))
         return KILN_FAIL(err, KILN_E_INVALID, "conv2d: w must be a contiguous bf16/f32 [Co, Ci, kh, kw] on the device");
@@ -427,11 +431,15 @@ kiln_status cuda_conv2d(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt
     const kiln_dtype in = bf16 ? KILN_DT_BF16 : KILN_DT_F32;
     const size_t es = bf16 ? 2 : 4;
     const bool stage_w = wt->dtype != in;
+    /* a bf16 y is the GEMM's own bf16 output, unless an f32 GEMM (EXACT, f32 weights) or a bias comes first: then
+     * the GEMM writes f32 scratch, the bias is added there, and y gets the sum rounded once (as a bf16 conv does) */
+    const bool via_p = y.dt != KILN_DT_F32 && (in == KILN_DT_F32 || bias.data);
     int64_t chunk = (int64_t)((256u << 20) / ((size_t)ldk * es));
     if (chunk < 1) chunk = 1;
     if (chunk > pix) chunk = pix;
     size_t off_w = align_up((size_t)chunk * ldk * es);
-    size_t total = off_w + (stage_w ? align_up((size_t)co * ldk * es) : 0);
+    size_t off_p = off_w + (stage_w ? align_up((size_t)co * ldk * es) : 0);
+    size_t total = off_p + (via_p ? align_up((size_t)co * chunk * 4) : 0);
     KILN_TRY(kcu_scratch_reserve(cb, total, err));
     char *scr = cb->scratch;
     kcu_mat w = {wt->data, co, k, k, wt->dtype};
@@ -440,21 +448,27 @@ kiln_status cuda_conv2d(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt
         KILN_TRY(kcu_convert(cb, &ws, &w, err));
         w = ws;
     }
+    const size_t ye = kiln_dtype_size(y.dt);
     for (int64_t n = 0; n < xd[0]; n++) {
-        float *yn = ydata + n * co * pix;
+        char *yn = (char *)y.data + (size_t)(n * co * pix) * ye;
         for (int64_t p0 = 0; p0 < pix; p0 += chunk) {
             int64_t np = pix - p0 < chunk ? pix - p0 : chunk;
             kcu_mat col = {scr, np, k, ldk, in};
-            KILN_TRY(kcu_im2col(cb, &col, xdata, xd, n, (int)kh, (int)kw, stride, pad_begin, ho, wo, p0, np, err));
+            KILN_TRY(kcu_im2col(cb, &col, x.data, x.dt, xd, n, (int)kh, (int)kw, stride, pad_begin, ho, wo, p0, np,
+                                err));
+            kcu_mat out = {yn + (size_t)p0 * ye, co, np, pix, y.dt}; /* y[n][:, p0 : p0 + np] */
+            kcu_mat p = via_p ? (kcu_mat){scr + off_p, co, np, np, KILN_DT_F32} : out;
             kcu_gemm_key key;
             memset(&key, 0, sizeof key);
             key.m = co, key.n = np, key.k = k;
-            key.ldx = w.ld, key.ldw = ldk, key.ldy = pix;
-            key.in_dtype = in, key.out_dtype = KILN_DT_F32;
-            KILN_TRY(gemm(cb, &key, yn + p0, w.data, col.data, NULL, err));
+            key.ldx = w.ld, key.ldw = ldk, key.ldy = p.ld;
+            key.in_dtype = in, key.out_dtype = p.dt;
+            KILN_TRY(gemm(cb, &key, p.data, w.data, col.data, NULL, err));
+            if (via_p && bias.data) KILN_TRY(kcu_bias_nchw(cb, p.data, KILN_DT_F32, &bias, 1, co, np, err));
+            if (via_p) KILN_TRY(kcu_convert(cb, &out, &p, err));
         }
     }
-    if (bias.data) KILN_TRY(kcu_bias_nchw(cb, ydata, &bias, yd[0], co, pix, err));
+    if (bias.data && !via_p) KILN_TRY(kcu_bias_nchw(cb, y.data, y.dt, &bias, yd[0], co, pix, err));
     return KILN_OK;
 }
 
@@ -464,9 +478,8 @@ kiln_status cuda_group_norm(kiln_backend *be, kiln_tensor *yt, const kiln_tensor
     RESIDE(gt);
     RESIDE(bt);
     int64_t xd[4], yd[4];
-    float *ydata;
-    const float *xdata;
-    KILN_TRY(nchw_pair(be, yt, xt, "group_norm", yd, xd, &ydata, &xdata, err));
+    img_arg y, x;
+    KILN_TRY(nchw_pair(be, yt, xt, "group_norm", yd, xd, &y, &x, err));
     for (int i = 0; i < 4; i++)
         if (xd[i] != yd[i]) return KILN_FAIL(err, KILN_E_INVALID, "group_norm: y and x differ in shape");
     if (groups <= 0 || xd[1] % groups)
@@ -476,19 +489,18 @@ kiln_status cuda_group_norm(kiln_backend *be, kiln_tensor *yt, const kiln_tensor
     KILN_TRY(kcu_as_vec(bt, xd[1], false, "group_norm", "beta", &b, err));
     kiln_cuda_backend *cb = cuda_be(be);
     KILN_TRY(kcu_scratch_reserve(cb, kcu_group_norm_scratch(xd, groups), err));
-    return kcu_group_norm(cb, ydata, xdata, xd, groups, &g, &b, eps, silu, cb->scratch, err);
+    return kcu_group_norm(cb, y.data, y.dt, x.data, x.dt, xd, groups, &g, &b, eps, silu, cb->scratch, err);
 }
 
 kiln_status cuda_upsample2x(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt, kiln_err *err) {
     KILN_TRY(kcu_use(cuda_be(be), err));
     int64_t xd[4], yd[4];
-    float *ydata;
-    const float *xdata;
-    KILN_TRY(nchw_pair(be, yt, xt, "upsample2x", yd, xd, &ydata, &xdata, err));
+    img_arg y, x;
+    KILN_TRY(nchw_pair(be, yt, xt, "upsample2x", yd, xd, &y, &x, err));
     if (yd[0] != xd[0] || yd[1] != xd[1] || yd[2] != 2 * xd[2] || yd[3] != 2 * xd[3])
         return KILN_FAIL(err, KILN_E_INVALID, "upsample2x: y must be [%lld, %lld, %lld, %lld]", (long long)xd[0],
                          (long long)xd[1], (long long)(2 * xd[2]), (long long)(2 * xd[3]));
-    return kcu_upsample2x(cuda_be(be), ydata, xdata, xd, err);
+    return kcu_upsample2x(cuda_be(be), y.data, y.dt, x.data, x.dt, xd, err);
 }
 
 #endif /* KILN_HAVE_CUDA */
