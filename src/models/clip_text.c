@@ -43,19 +43,25 @@ kiln_status kiln_clip_text_encode(const kiln_clip_text *m, kiln_backend *be, con
             return KILN_FAIL(err, KILN_E_INVALID, "CLIP: token id %d outside the embedding (%lld rows)", ids[i],
                              (long long)m->vocab);
     kiln_status s = KILN_OK;
-    float *x = op->alloc(be, (size_t)(R * D) * 4), *h = op->alloc(be, (size_t)(R * D) * 4);
-    float *q = op->alloc(be, (size_t)(R * D) * 4), *k = op->alloc(be, (size_t)(R * D) * 4);
-    float *v = op->alloc(be, (size_t)(R * D) * 4), *att = op->alloc(be, (size_t)(R * D) * 4);
-    float *g = op->alloc(be, (size_t)(R * F) * 4), *pos = op->alloc(be, (size_t)(seq * D) * 4);
+    /* the activations in the backend's dtype (bf16 on CUDA in FAST, as transformers runs a bf16 CLIP); the last
+     * hidden state and the pooled output f32 */
+    const kiln_dtype dt = kiln_backend_act_dtype(be);
+    const size_t es = kiln_dtype_size(dt);
+    void *x = op->alloc(be, (size_t)(R * D) * es), *h = op->alloc(be, (size_t)(R * D) * es);
+    void *q = op->alloc(be, (size_t)(R * D) * es), *k = op->alloc(be, (size_t)(R * D) * es);
+    void *v = op->alloc(be, (size_t)(R * D) * es), *att = op->alloc(be, (size_t)(R * D) * es);
+    void *g = op->alloc(be, (size_t)(R * F) * es), *pos = op->alloc(be, (size_t)(seq * D) * es);
     float *own = hidden ? NULL : op->alloc(be, (size_t)(R * D) * 4);
     float *last = hidden ? hidden : own;
     if (!x || !h || !q || !k || !v || !att || !g || !pos || !last) {
         s = KILN_FAIL(err, KILN_E_NOMEM, "CLIP: out of memory for activations (%d x %d tokens)", batch, seq);
         goto done;
     }
-    kiln_tensor X = kiln_f32_2d(x, R, D), H = kiln_f32_2d(h, R, D), Qt = kiln_f32_2d(q, R, D);
-    kiln_tensor Kt = kiln_f32_2d(k, R, D), Vt = kiln_f32_2d(v, R, D), A = kiln_f32_2d(att, R, D);
-    kiln_tensor G = kiln_f32_2d(g, R, F), POS = kiln_f32_2d(pos, seq, D), LAST = kiln_f32_2d(last, R, D);
+#define ACT2D(p, r, c) kiln_tensor_make((p), dt, 2, (int64_t[]){(r), (c)})
+    kiln_tensor X = ACT2D(x, R, D), H = ACT2D(h, R, D), Qt = ACT2D(q, R, D);
+    kiln_tensor Kt = ACT2D(k, R, D), Vt = ACT2D(v, R, D), A = ACT2D(att, R, D);
+    kiln_tensor G = ACT2D(g, R, F), POS = ACT2D(pos, seq, D), LAST = kiln_f32_2d(last, R, D);
+#undef ACT2D
     kiln_epilogue add = {KILN_EPI_ADD, NULL};
 
     /* embeddings: token rows + position rows 0..seq-1 */

@@ -81,24 +81,30 @@ kiln_status kiln_t5_encoder_encode(const kiln_t5_encoder *m, kiln_backend *be, c
                              (long long)m->vocab);
     kiln_status s = KILN_OK;
     float *hb = NULL;
-    float *x = op->alloc(be, (size_t)(R * D) * 4), *h = op->alloc(be, (size_t)(R * D) * 4);
-    float *q = op->alloc(be, (size_t)(R * I) * 4), *k = op->alloc(be, (size_t)(R * I) * 4);
-    float *v = op->alloc(be, (size_t)(R * I) * 4), *att = op->alloc(be, (size_t)(R * I) * 4);
-    float *g = op->alloc(be, (size_t)(R * F) * 4), *u = op->alloc(be, (size_t)(R * F) * 4);
-    float *z = op->alloc(be, (size_t)(R * F) * 4), *bias = op->alloc(be, (size_t)(H * S * S) * 4);
-    float *sc = op->alloc(be, (size_t)(S * S) * 4), *pr = op->alloc(be, (size_t)(S * S) * 4);
-    float *kc = op->alloc(be, (size_t)(S * Dk) * 4), *vt = op->alloc(be, (size_t)(S * Dk) * 4);
+    /* the activations in the backend's dtype (bf16 on CUDA in FAST, as transformers runs a bf16 T5: scores and
+     * probabilities too, the softmax itself in f32); the position-bias table and the hidden states out f32 */
+    const kiln_dtype dt = kiln_backend_act_dtype(be);
+    const size_t es = kiln_dtype_size(dt);
+    void *x = op->alloc(be, (size_t)(R * D) * es), *h = op->alloc(be, (size_t)(R * D) * es);
+    void *q = op->alloc(be, (size_t)(R * I) * es), *k = op->alloc(be, (size_t)(R * I) * es);
+    void *v = op->alloc(be, (size_t)(R * I) * es), *att = op->alloc(be, (size_t)(R * I) * es);
+    void *g = op->alloc(be, (size_t)(R * F) * es), *u = op->alloc(be, (size_t)(R * F) * es);
+    void *z = op->alloc(be, (size_t)(R * F) * es), *bias = op->alloc(be, (size_t)(H * S * S) * 4);
+    void *sc = op->alloc(be, (size_t)(S * S) * es), *pr = op->alloc(be, (size_t)(S * S) * es);
+    void *kc = op->alloc(be, (size_t)(S * Dk) * es), *vt = op->alloc(be, (size_t)(S * Dk) * es);
     if (!x || !h || !q || !k || !v || !att || !g || !u || !z || !bias || !sc || !pr || !kc || !vt) {
         s = KILN_FAIL(err, KILN_E_NOMEM, "T5: out of memory for activations (%d x %d tokens)", batch, seq);
         goto done;
     }
     CK(bias_table(m, seq, &hb, err));
     CK(op->upload(be, bias, hb, (size_t)(H * S * S) * 4, err));
-    kiln_tensor X = kiln_f32_2d(x, R, D), Hn = kiln_f32_2d(h, R, D), Qt = kiln_f32_2d(q, R, I);
-    kiln_tensor Kt = kiln_f32_2d(k, R, I), Vt = kiln_f32_2d(v, R, I), A = kiln_f32_2d(att, R, I);
-    kiln_tensor G = kiln_f32_2d(g, R, F), U = kiln_f32_2d(u, R, F), Z = kiln_f32_2d(z, R, F);
-    kiln_tensor B = kiln_f32_2d(bias, H * S, S), SC = kiln_f32_2d(sc, S, S), P = kiln_f32_2d(pr, S, S);
-    kiln_tensor KC = kiln_f32_2d(kc, S, Dk), VT = kiln_f32_2d(vt, Dk, S), OUT = kiln_f32_2d(hidden, R, D);
+#define ACT2D(p, r, c) kiln_tensor_make((p), dt, 2, (int64_t[]){(r), (c)})
+    kiln_tensor X = ACT2D(x, R, D), Hn = ACT2D(h, R, D), Qt = ACT2D(q, R, I);
+    kiln_tensor Kt = ACT2D(k, R, I), Vt = ACT2D(v, R, I), A = ACT2D(att, R, I);
+    kiln_tensor G = ACT2D(g, R, F), U = ACT2D(u, R, F), Z = ACT2D(z, R, F);
+    kiln_tensor B = kiln_f32_2d(bias, H * S, S), SC = ACT2D(sc, S, S), P = ACT2D(pr, S, S);
+    kiln_tensor KC = ACT2D(kc, S, Dk), VT = ACT2D(vt, Dk, S), OUT = kiln_f32_2d(hidden, R, D);
+#undef ACT2D
     kiln_epilogue add = {KILN_EPI_ADD, NULL};
 
     CK(kiln_embed_rows(be, &m->embed, ids, R, &X, "T5", err)); /* a quantised GGUF table: just these rows */
@@ -133,7 +139,7 @@ kiln_status kiln_t5_encoder_encode(const kiln_t5_encoder *m, kiln_backend *be, c
         CK(op->scale_shift(be, &Z, &G, 0.0f, 0.0f, err));
         for (int64_t r = 0; r < R; r++) { /* Z[r] = G[r] * U[r], elementwise */
             kiln_tensor zr = kiln_tensor_rows(&Z, r, 1), ur = kiln_tensor_rows(&U, r, 1);
-            kiln_tensor gr = kiln_tensor_make(g + r * F, KILN_DT_F32, 1, (int64_t[]){F});
+            kiln_tensor gr = kiln_tensor_make((char *)g + (size_t)(r * F) * es, dt, 1, (int64_t[]){F});
             CK(op->gated_add(be, &zr, &gr, &ur, err));
         }
         CK(kiln_matmul_epi(be, &X, &Z, &L->wo_ff, NULL, &add, err));
@@ -142,7 +148,7 @@ kiln_status kiln_t5_encoder_encode(const kiln_t5_encoder *m, kiln_backend *be, c
     CK(op->sync(be, err));
 done:
     kiln_free(hb);
-    float *bufs[] = {x, h, q, k, v, att, g, u, z, bias, sc, pr, kc, vt};
+    void *bufs[] = {x, h, q, k, v, att, g, u, z, bias, sc, pr, kc, vt};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) op->free(be, bufs[i]);
     return s;
 }
