@@ -34,8 +34,11 @@ struct op_desc {
     cublasComputeType_t compute;
     cudaDataType_t scale;
     cublasOperation_t ta, tb;
-    uint32_t epilogue;
+    uint32_t epilogue;              /* DEFAULT or BIAS */
     const float *a_scale, *b_scale; /* device pointers (fp8) */
+    const void *bias;               /* CUBLASLT_EPILOGUE_BIAS: [rows of D] in bias_type, device memory */
+    int32_t bias_type;              /* -1: D's type (the default) */
+    int32_t pointer_mode;           /* HOST, or ALPHA_DEVICE_VECTOR_BETA_HOST */
     bool unsupported_attr;
     int bad_attr;
     uint64_t magic;
@@ -83,7 +86,16 @@ cublasStatus_t check_problem(const op_desc *d, const layout *a, const layout *b,
     if (d->unsupported_attr) return refuse("the matmul attribute %lld is not emulated", d->bad_attr);
     if (d->compute != CUBLAS_COMPUTE_32F || d->scale != CUDA_R_32F)
         return refuse("compute type %lld is not emulated (CUBLAS_COMPUTE_32F with f32 scale is)", (long long)d->compute);
-    if (d->epilogue != CUBLASLT_EPILOGUE_DEFAULT) return refuse("epilogue %lld is not emulated", d->epilogue);
+    if (d->epilogue != CUBLASLT_EPILOGUE_DEFAULT && d->epilogue != CUBLASLT_EPILOGUE_BIAS)
+        return refuse("epilogue %lld is not emulated", d->epilogue);
+    if (d->pointer_mode != CUBLASLT_POINTER_MODE_HOST &&
+        d->pointer_mode != CUBLASLT_POINTER_MODE_ALPHA_DEVICE_VECTOR_BETA_HOST)
+        return refuse("pointer mode %lld is not emulated", d->pointer_mode);
+    /* cublasLt.h: the bias is of D's type (the fp8 and IMMA exceptions are not emulated) */
+    if (d->epilogue == CUBLASLT_EPILOGUE_BIAS && d->bias_type != -1 && d->bias_type != (int32_t)dd->type)
+        return refuse("a bias of type %lld on a different output type is not emulated", d->bias_type);
+    if (d->epilogue == CUBLASLT_EPILOGUE_BIAS && !d->bias)
+        return refuse("epilogue BIAS (%lld) without a bias pointer", (long long)d->epilogue);
     /* cuBLASLt's table for CUBLAS_COMPUTE_32F: f32 operands write f32; bf16 and e4m3 operands f32 or bf16 */
     const bool out_ok = c->type == dd->type &&
                         (c->type == CUDA_R_32F || (c->type == CUDA_R_16BF && a->type != CUDA_R_32F));
@@ -175,7 +187,8 @@ cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t p) {
 
 cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *p, cublasComputeType_t compute, cudaDataType_t scale) {
     auto *o = new cublasLtMatmulDescOpaque_t();
-    *D(o) = op_desc{compute, scale, CUBLAS_OP_N, CUBLAS_OP_N, CUBLASLT_EPILOGUE_DEFAULT, NULL, NULL, false, 0, DESC_MAGIC};
+    *D(o) = op_desc{compute, scale, CUBLAS_OP_N, CUBLAS_OP_N, CUBLASLT_EPILOGUE_DEFAULT, NULL, NULL, NULL, -1,
+                    CUBLASLT_POINTER_MODE_HOST, false, 0, DESC_MAGIC};
     *p = o;
     return CUBLAS_STATUS_SUCCESS;
 }
@@ -199,6 +212,12 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t p, cublasLtMa
     } else if (attr == CUBLASLT_MATMUL_DESC_EPILOGUE) {
         if (n != sizeof(uint32_t)) return CUBLAS_STATUS_INVALID_VALUE;
         memcpy(&d->epilogue, buf, n);
+    } else if (attr == CUBLASLT_MATMUL_DESC_BIAS_POINTER) {
+        if (n != sizeof(const void *)) return CUBLAS_STATUS_INVALID_VALUE;
+        memcpy(&d->bias, buf, n);
+    } else if (attr == CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE || attr == CUBLASLT_MATMUL_DESC_POINTER_MODE) {
+        if (n != sizeof(int32_t)) return CUBLAS_STATUS_INVALID_VALUE;
+        memcpy(attr == CUBLASLT_MATMUL_DESC_POINTER_MODE ? &d->pointer_mode : &d->bias_type, buf, n);
     } else {
         d->unsupported_attr = true; /* reported by the heuristic and the matmul */
         d->bad_attr = (int)attr;
@@ -298,9 +317,23 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op, const
                 (unsigned long long)blob.workspace, ws_bytes, ws);
         return CUBLAS_STATUS_INVALID_VALUE;
     }
-    float al, be; /* CUBLASLT_POINTER_MODE_HOST: read now, as cuBLASLt does */
-    memcpy(&al, alpha, 4);
+    float al = 1.f, be; /* CUBLASLT_POINTER_MODE_HOST: read now, as cuBLASLt does; beta is on the host either way */
+    const bool alpha_vec = D(op)->pointer_mode == CUBLASLT_POINTER_MODE_ALPHA_DEVICE_VECTOR_BETA_HOST;
+    if (!alpha_vec) memcpy(&al, alpha, 4);
     memcpy(&be, beta, 4);
+    const float *alv = alpha_vec ? (const float *)alpha : NULL; /* [rows of D] f32 in device memory */
+    const void *bias = D(op)->epilogue == CUBLASLT_EPILOGUE_BIAS ? D(op)->bias : NULL;
+    const cudaDataType bias_t = L(dd)->type;
+    if (alv && !kcu_emu::device_range(alv, L(dd)->rows * sizeof(float))) {
+        fprintf(stderr, "kiln cuBLASLt emulator: the alpha vector (%p, %llu floats) is not device memory\n",
+                (const void *)alv, (unsigned long long)L(dd)->rows);
+        return CUBLAS_STATUS_INVALID_VALUE;
+    }
+    if (bias && !kcu_emu::device_range(bias, L(dd)->rows * type_size(bias_t))) {
+        fprintf(stderr, "kiln cuBLASLt emulator: the bias (%p, %llu values) is not device memory\n", bias,
+                (unsigned long long)L(dd)->rows);
+        return CUBLAS_STATUS_INVALID_VALUE;
+    }
     const float *sa = D(op)->a_scale, *sb = D(op)->b_scale;
     for (const float *sp : {sa, sb})
         if (sp && !kcu_emu::device_range(sp, sizeof(float))) {
@@ -333,8 +366,9 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op, const
                 float sum = 0;
                 for (int u = 0; u < 8; u++) sum += acc[u];
                 for (; l < k; l++) sum += x[l] * y[l];
-                float v = al * scale * sum;
+                float v = (alv ? alv[i] : al) * scale * sum; /* alpha vector: one value per row of D, read now */
                 if (be != 0.f) v += be * load(C, c.type, i + j * (uint64_t)c.ld);
+                if (bias) v += load(bias, bias_t, i);
                 if (d.type == CUDA_R_16BF) ((__nv_bfloat16 *)Dp)[i + j * (uint64_t)d.ld] = __float2bfloat16_rn(v);
                 else ((float *)Dp)[i + j * (uint64_t)d.ld] = v;
             }

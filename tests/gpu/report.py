@@ -203,7 +203,9 @@ def cmd_memline(path):
         return m.group(1) if m else "?"
     arena, weights, outside = num(r"arena (\d+) MiB"), num(r"weights (\d+) MiB"), num(r"outside the arena (\d+) MiB")
     cap, rep = num(r"(\d+) graphs captured"), num(r"(\d+) replays")
-    print(f"arena {arena} MiB, weights {weights} MiB, outside {outside} MiB, graphs {cap} captured {rep} replays")
+    fused = num(r"(\d+) GEMM calls with a fused epilogue")
+    print(f"arena {arena} MiB, weights {weights} MiB, outside {outside} MiB, graphs {cap} captured {rep} replays, "
+          f"{fused} fused-epilogue GEMM calls")
     return 0
 
 

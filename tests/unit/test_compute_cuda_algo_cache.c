@@ -53,11 +53,11 @@ static void test_every_field_matters(void) {
     kcu_gemm_key base = key_of(512, 3072, 3072);
     kcu_algo a = algo_of(7);
     CHECK_EQ_INT(kcu_algo_cache_put(&c, &base, &a, NULL), KILN_OK);
-    kcu_gemm_key v[10];
-    for (int i = 0; i < 10; i++) v[i] = base;
+    kcu_gemm_key v[11];
+    for (int i = 0; i < 11; i++) v[i] = base;
     v[0].m++, v[1].n++, v[2].k++, v[3].ldx++, v[4].ldw++, v[5].ldy++, v[6].in_dtype = 0, v[7].out_dtype = 2;
-    v[8].accumulate = 1, v[9].align = 4;
-    for (int i = 0; i < 10; i++) CHECK_MSG(kcu_algo_cache_find(&c, &v[i]) == NULL, "variant %d found", i);
+    v[8].accumulate = 1, v[9].align = 4, v[10].epilogue = KCU_GEMM_GATE;
+    for (int i = 0; i < 11; i++) CHECK_MSG(kcu_algo_cache_find(&c, &v[i]) == NULL, "variant %d found", i);
     CHECK(kcu_algo_cache_find(&c, &base) != NULL);
     kcu_algo_cache_free(&c);
 }

@@ -30,13 +30,20 @@ typedef struct kcu_gemm_key {
     int32_t in_dtype;      /* kiln_dtype of both operands (bf16 or f32) */
     int32_t out_dtype;     /* kiln_dtype of y */
     int32_t accumulate;    /* 1 when y += P (beta = 1) */
-    int32_t align;         /* smallest pointer alignment of the operands in bytes (16, 8, 4, ...) */
+    int32_t align;         /* smallest pointer alignment of the operands (and a bias) in bytes (16, 8, 4, ...) */
+    int32_t epilogue;      /* kcu_gemm_epilogue: what cuBLASLt's own epilogue adds */
 } kcu_gemm_key;
+
+/* A GEMM's fused epilogue (cuda_gemm.cu): none; + bias[n] in y's dtype (CUBLASLT_EPILOGUE_BIAS, as the header
+ * requires); y += gate[n] * P through a device alpha vector (CUBLASLT_POINTER_MODE_ALPHA_DEVICE_VECTOR_BETA_HOST,
+ * beta = 1), the DiT's gated residual. */
+typedef enum kcu_gemm_epilogue { KCU_GEMM_PLAIN = 0, KCU_GEMM_BIAS = 1, KCU_GEMM_GATE = 2 } kcu_gemm_epilogue;
 
 typedef struct kcu_algo {
     uint64_t blob[8];       /* cublasLtMatmulAlgo_t, opaque here */
     size_t workspace_bytes; /* what the algorithm needs */
     uint64_t uses;          /* how often it was looked up (statistics) */
+    int refused;            /* cuBLASLt has no algorithm for this key (a fused epilogue it does not take) */
 } kcu_algo;
 
 typedef struct kcu_algo_slot {

@@ -155,12 +155,14 @@ static void cuda_close(kiln_backend *be) {
     /* One parseable line (tests/gpu/run.sh reads it): device memory kiln itself used at its peak, by kind -
      * not nvidia-smi's memory.used, which counts the CUDA context and whatever else runs. */
     log_info("cuda: memory peak: arena %llu MiB (capacity %llu MiB), weights %llu MiB, outside the arena %llu MiB, "
-             "scratch %llu MiB, workspace %llu MiB; %llu GEMM shapes (%llu hits), %llu graphs captured, %llu replays",
+             "scratch %llu MiB, workspace %llu MiB; %llu GEMM shapes (%llu hits), %llu graphs captured, %llu replays; "
+             "%llu GEMM calls with a fused epilogue",
              (unsigned long long)(cb->arena_peak >> 20), (unsigned long long)(cb->arena.capacity >> 20),
              (unsigned long long)(cb->placed_peak >> 20), (unsigned long long)(cb->devmem_peak >> 20),
              (unsigned long long)(cb->scratch_bytes >> 20), (unsigned long long)(cb->workspace_bytes >> 20),
              (unsigned long long)cb->algos.count, (unsigned long long)cb->algos.hits,
-             (unsigned long long)cb->graphs.n_captures, (unsigned long long)cb->graphs.n_replays);
+             (unsigned long long)cb->graphs.n_captures, (unsigned long long)cb->graphs.n_replays,
+             (unsigned long long)cb->gemm_fused);
     kcu_graph_cache_clear(&cb->graphs, kcu_graph_destroy, cb);
     kcu_algo_cache_free(&cb->algos);
     if (cb->placed.r.n)
@@ -231,8 +233,9 @@ kiln_status kiln_backend_open_cuda(int device, kiln_backend **out, kiln_err *err
     const char *det = getenv("KILN_DETERMINISTIC"), *att = getenv("KILN_CUDA_ATTENTION");
     cb->deterministic = det && *det && strcmp(det, "0") != 0;
     cb->attention = att && strcmp(att, "tc") == 0 ? 2 : 1;
-    const char *fp8 = getenv("KILN_CUDA_FP8");
+    const char *fp8 = getenv("KILN_CUDA_FP8"), *fuse = getenv("KILN_CUDA_FUSE");
     cb->fp8_gemm = fp8 && *fp8 && strcmp(fp8, "0") != 0;
+    cb->fuse_epilogues = !(fuse && strcmp(fuse, "0") == 0);
     if (att && *att && strcmp(att, "tc") != 0 && strcmp(att, "simple") != 0) {
         kiln_free(cb);
         return KILN_FAIL(err, KILN_E_INVALID, "KILN_CUDA_ATTENTION=%s: expected simple or tc", att);

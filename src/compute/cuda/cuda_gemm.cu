@@ -40,7 +40,7 @@ static const char *in_name(const kcu_gemm_key *key) {
     return key->in_dtype == KILN_DT_BF16 ? "bf16" : key->in_dtype == KILN_DT_F8_E4M3 ? "e4m3" : "f32";
 }
 
-static kiln_status desc_make(const kcu_gemm_key *key, const float *scales, gemm_desc *d, kiln_err *err) {
+static kiln_status desc_make(const kcu_gemm_key *key, const kcu_gemm_extra *ex, gemm_desc *d, kiln_err *err) {
     kiln_status st = KILN_OK;
     cudaDataType_t in = key->in_dtype == KILN_DT_BF16      ? CUDA_R_16BF
                         : key->in_dtype == KILN_DT_F8_E4M3 ? CUDA_R_8F_E4M3
@@ -53,9 +53,20 @@ static kiln_status desc_make(const kcu_gemm_key *key, const float *scales, gemm_
     LT_CALL(err, cublasLtMatmulDescSetAttribute(d->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
     LT_CALL(err, cublasLtMatmulDescSetAttribute(d->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
     if (in == CUDA_R_8F_E4M3) { /* A = the weight, B = the activation: D = scale_w * scale_x * (A . B) */
-        const float *sa = scales, *sb = scales + 1;
+        const float *sa = ex->scales, *sb = ex->scales + 1;
         LT_CALL(err, cublasLtMatmulDescSetAttribute(d->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof sa));
         LT_CALL(err, cublasLtMatmulDescSetAttribute(d->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb, sizeof sb));
+    }
+    if (key->epilogue == KCU_GEMM_BIAS) { /* D = A . B (+ C) + bias, the bias in D's type (cublasLt.h) */
+        cublasLtEpilogue_t e = CUBLASLT_EPILOGUE_BIAS;
+        int32_t bt = (int32_t)out;
+        LT_CALL(err, cublasLtMatmulDescSetAttribute(d->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof e));
+        LT_CALL(err, cublasLtMatmulDescSetAttribute(d->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &ex->bias,
+                                                    sizeof ex->bias));
+        LT_CALL(err, cublasLtMatmulDescSetAttribute(d->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt));
+    } else if (key->epilogue == KCU_GEMM_GATE) { /* D = gate[row of D] * (A . B) + 1 * C: the gated residual */
+        cublasLtPointerMode_t pm = CUBLASLT_POINTER_MODE_ALPHA_DEVICE_VECTOR_BETA_HOST;
+        LT_CALL(err, cublasLtMatmulDescSetAttribute(d->op, CUBLASLT_MATMUL_DESC_POINTER_MODE, &pm, sizeof pm));
     }
     LT_CALL(err, cublasLtMatrixLayoutCreate(&d->a, in, (uint64_t)key->k, (uint64_t)key->n, key->ldw));
     LT_CALL(err, cublasLtMatrixLayoutCreate(&d->b, in, (uint64_t)key->k, (uint64_t)key->m, key->ldx));
@@ -65,7 +76,7 @@ done:
     return st;
 }
 
-kiln_status kcu_gemm_pick(kiln_cuda_backend *cb, const kcu_gemm_key *key, const float *scales, kcu_algo *algo,
+kiln_status kcu_gemm_pick(kiln_cuda_backend *cb, const kcu_gemm_key *key, const kcu_gemm_extra *ex, kcu_algo *algo,
                           kiln_err *err) {
     kiln_status st = KILN_OK;
     gemm_desc d;
@@ -77,7 +88,7 @@ kiln_status kcu_gemm_pick(kiln_cuda_backend *cb, const kcu_gemm_key *key, const 
     size_t ws = 32u << 20;
     uint32_t reductions = cb->deterministic ? CUBLASLT_REDUCTION_SCHEME_NONE : CUBLASLT_REDUCTION_SCHEME_MASK;
     uint32_t align = (uint32_t)key->align;
-    KILN_TRY(desc_make(key, scales, &d, err));
+    KILN_TRY(desc_make(key, ex, &d, err));
     LT_CALL(err, cublasLtMatmulPreferenceCreate(&pref));
     LT_CALL(err, cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
     LT_CALL(err, cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &reductions,
@@ -86,8 +97,14 @@ kiln_status kcu_gemm_pick(kiln_cuda_backend *cb, const kcu_gemm_key *key, const 
     LT_CALL(err, cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align, sizeof align));
     LT_CALL(err, cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align, sizeof align));
     LT_CALL(err, cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align, sizeof align));
-    LT_CALL(err, cublasLtMatmulAlgoGetHeuristic((cublasLtHandle_t)cb->lt, d.op, d.a, d.b, d.c, d.c, pref, 1, &res,
-                                                &found));
+    {
+        /* a fused epilogue cuBLASLt does not take is an answer (the caller falls back), not a failure */
+        cublasStatus_t h = cublasLtMatmulAlgoGetHeuristic((cublasLtHandle_t)cb->lt, d.op, d.a, d.b, d.c, d.c, pref, 1,
+                                                          &res, &found);
+        if (h != CUBLAS_STATUS_SUCCESS && (key->epilogue == KCU_GEMM_PLAIN || h != CUBLAS_STATUS_NOT_SUPPORTED))
+            LT_CALL(err, h);
+        if (h != CUBLAS_STATUS_SUCCESS) found = 0;
+    }
     if (found < 1 || res.state != CUBLAS_STATUS_SUCCESS) {
         st = KILN_FAIL(err, KILN_E_UNSUPPORTED, "cuBLASLt has no algorithm for a %s GEMM m=%lld n=%lld k=%lld "
                        "(ld %lld/%lld/%lld, alignment %d)", in_name(key),
@@ -105,7 +122,7 @@ done:
 }
 
 kiln_status kcu_gemm_run(kiln_cuda_backend *cb, const kcu_gemm_key *key, const kcu_algo *algo, void *y,
-                         const void *x, const void *w, const float *scales, kiln_err *err) {
+                         const void *x, const void *w, const kcu_gemm_extra *ex, kiln_err *err) {
     static_assert(sizeof(cublasLtMatmulAlgo_t) <= sizeof(((kcu_algo *)0)->blob), "algo blob too small");
     kiln_status st = KILN_OK;
     gemm_desc d;
@@ -113,8 +130,10 @@ kiln_status kcu_gemm_run(kiln_cuda_backend *cb, const kcu_gemm_key *key, const k
     cublasLtMatmulAlgo_t a;
     memcpy(&a, algo->blob, sizeof a);
     KILN_TRY(kcu_workspace_reserve(cb, algo->workspace_bytes, err));
-    KILN_TRY(desc_make(key, scales, &d, err));
-    LT_CALL(err, cublasLtMatmul((cublasLtHandle_t)cb->lt, d.op, &alpha, w, d.a, x, d.b, &beta, y, d.c, y, d.c, &a,
+    KILN_TRY(desc_make(key, ex, &d, err));
+    /* the gated residual's alpha is the gate vector in device memory (read when the GEMM runs: graphs replay it) */
+    const void *al = key->epilogue == KCU_GEMM_GATE ? (const void *)ex->gate : (const void *)&alpha;
+    LT_CALL(err, cublasLtMatmul((cublasLtHandle_t)cb->lt, d.op, al, w, d.a, x, d.b, &beta, y, d.c, y, d.c, &a,
                                 cb->workspace, algo->workspace_bytes, KCU_STREAM(cb)));
 done:
     desc_free(&d);

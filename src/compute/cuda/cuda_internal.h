@@ -58,6 +58,8 @@ typedef struct kiln_cuda_backend {
     bool capturing;     /* inside a CUDA-graph capture: no allocation, no synchronisation allowed */
     int attention;      /* KILN_CUDA_ATTENTION: 1 = simple f32 kernel (default), 2 = tensor cores ("tc") */
     bool fp8_gemm;      /* KILN_CUDA_FP8=1: fp8 weights as e4m3 x e4m3 GEMMs (activations quantised per tensor) */
+    bool fuse_epilogues; /* bias and gated residual in cuBLASLt's epilogue where it takes them (KILN_CUDA_FUSE=0: never) */
+    uint64_t gemm_fused; /* GEMMs that ran with a fused epilogue (the close line) */
     int sm_count, cc_major, cc_minor;
     size_t smem_optin; /* max dynamic shared memory per block after opt-in */
     size_t total_mem;
@@ -103,13 +105,19 @@ kiln_status kcu_graph_launch(kiln_cuda_backend *cb, void *exec, kiln_err *err);
 void kcu_graph_destroy(void *ctx, void *exec);
 
 /* ---- GEMM (cuda_gemm.cu): row-major y[m,n] (beta? +=) x[m,k] . w[n,k]^T, x/w both bf16, both f32 or both
- * e4m3; y f32. e4m3 operands take scales: a device pointer to two floats {w's scale, x's scale}, the product
- * multiplied by both (NULL for the other types). ---- */
-/* Asks cuBLASLt's heuristic for the best algorithm for key (deterministic mode: no split-K reductions). */
-kiln_status kcu_gemm_pick(kiln_cuda_backend *cb, const kcu_gemm_key *key, const float *scales, kcu_algo *algo,
+ * e4m3; y f32 (or bf16 for bf16/e4m3 operands). ---- */
+/* The device memory a GEMM reads besides its operands. */
+typedef struct kcu_gemm_extra {
+    const float *scales; /* e4m3 operands: two floats {w's scale, x's scale}, the product multiplied by both */
+    const void *bias;    /* key->epilogue KCU_GEMM_BIAS: [n] in y's dtype */
+    const float *gate;   /* key->epilogue KCU_GEMM_GATE: [n] f32, y += gate[col] * P */
+} kcu_gemm_extra;
+/* Asks cuBLASLt's heuristic for the best algorithm for key (deterministic mode: no split-K reductions).
+ * KILN_E_UNSUPPORTED when it has none (for a fused epilogue: the caller falls back to the epilogue kernel). */
+kiln_status kcu_gemm_pick(kiln_cuda_backend *cb, const kcu_gemm_key *key, const kcu_gemm_extra *ex, kcu_algo *algo,
                           kiln_err *err);
 kiln_status kcu_gemm_run(kiln_cuda_backend *cb, const kcu_gemm_key *key, const kcu_algo *algo, void *y,
-                         const void *x, const void *w, const float *scales, kiln_err *err);
+                         const void *x, const void *w, const kcu_gemm_extra *ex, kiln_err *err);
 
 /* ---- elementwise (cuda_elementwise.cu) ---- */
 /* dst[r, c] = bf16(src[r, c]) (f32 -> bf16 into a contiguous [rows, cols] buffer); also widens bf16 -> f32. */

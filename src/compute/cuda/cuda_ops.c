@@ -6,6 +6,7 @@
 
 #include <string.h>
 
+#include "base/log.h"
 #include "compute/cuda/cuda_internal.h"
 
 #define SCRATCH_ALIGN 256u
@@ -72,17 +73,51 @@ static kiln_status nchw_pair(kiln_backend *be, const kiln_tensor *yt, const kiln
 
 /* ---- GEMM with a pinned algorithm per shape ---- */
 
-static kiln_status gemm(kiln_cuda_backend *cb, kcu_gemm_key *key, void *y, const void *x, const void *w,
-                        const float *scales, kiln_err *err) {
-    key->align = kcu_ptr_align(x, w, y);
+/* KILN_CUDA_FUSE=0: never ask cuBLASLt for a fused epilogue (the A/B switch for the first GPU run). */
+static bool getenv_fuse(const kiln_cuda_backend *cb) { return cb->fuse_epilogues; }
+
+/* key's alignment: the operands' and y's pointers (NULL: a staged operand in scratch, 256-byte aligned) and the
+ * bias cuBLASLt's epilogue reads (its alignment is part of what the heuristic chose for). */
+static int32_t gemm_align(const void *x, const void *w, const void *y, const kcu_gemm_extra *ex) {
+    int32_t a = kcu_ptr_align(x, w, y), b = ex && ex->bias ? kcu_ptr_align(ex->bias, NULL, NULL) : a;
+    return a < b ? a : b;
+}
+
+/* The pinned algorithm for key (picked once per key, then cached). A fused epilogue cuBLASLt does not take is
+ * cached as refused and comes back as NULL with KILN_OK: the caller then runs the plain GEMM and the epilogue
+ * kernel. */
+static kiln_status gemm_algo(kiln_cuda_backend *cb, const kcu_gemm_key *key, const kcu_gemm_extra *ex, kcu_algo **out,
+                             kiln_err *err) {
     kcu_algo *a = kcu_algo_cache_find(&cb->algos, key);
     if (!a) {
         kcu_algo fresh;
-        KILN_TRY(kcu_gemm_pick(cb, key, scales, &fresh, err));
+        kiln_err pick_err = {0};
+        kiln_status s = kcu_gemm_pick(cb, key, ex, &fresh, &pick_err);
+        if (s == KILN_E_UNSUPPORTED && key->epilogue != KCU_GEMM_PLAIN) {
+            log_info("cuda: cuBLASLt takes no fused epilogue %d here (%s): the epilogue kernel runs instead",
+                     key->epilogue, pick_err.msg);
+            memset(&fresh, 0, sizeof fresh);
+            fresh.refused = 1;
+        } else if (s != KILN_OK) {
+            if (err) *err = pick_err;
+            return s;
+        }
         KILN_TRY(kcu_algo_cache_put(&cb->algos, key, &fresh, err));
         a = kcu_algo_cache_find(&cb->algos, key);
     }
-    return kcu_gemm_run(cb, key, a, y, x, w, scales, err);
+    *out = a && !a->refused ? a : NULL;
+    return KILN_OK;
+}
+
+static kiln_status gemm(kiln_cuda_backend *cb, kcu_gemm_key *key, void *y, const void *x, const void *w,
+                        const kcu_gemm_extra *ex, kiln_err *err) {
+    key->align = gemm_align(x, w, y, ex);
+    kcu_algo *a;
+    KILN_TRY(gemm_algo(cb, key, ex, &a, err));
+    if (!a) return KILN_FAIL(err, KILN_E_INTERNAL, "cuBLASLt refused a %lld x %lld x %lld GEMM it took before",
+                             (long long)key->m, (long long)key->n, (long long)key->k);
+    if (key->epilogue != KCU_GEMM_PLAIN) cb->gemm_fused++;
+    return kcu_gemm_run(cb, key, a, y, x, w, ex, err);
 }
 
 kiln_status cuda_matmul(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt, const kiln_tensor *wt,
@@ -150,10 +185,32 @@ kiln_status cuda_matmul(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt
     const int64_t ldk = fp8 ? k : (k + 7) / 8 * 8; /* staged operands: 16-byte aligned rows for the tensor cores */
     const bool stage_x = x.dt != in, stage_w = w.dt != in && !fp8;
     if (fp8) w = (kcu_mat){(void *)q.data, n, k, q.row_bytes, KILN_DT_F8_E4M3};
-    /* the GEMM writes y itself (beta = 1 for ADD) unless a bias or gate needs the epilogue kernel; cuBLASLt's
-     * f32 GEMMs write only f32, its bf16 and e4m3 ones f32 or bf16 (the f32 result rounded once) */
-    const bool direct_out = !bias.data && (kind == KILN_EPI_NONE || kind == KILN_EPI_ADD) && k > 0 &&
-                            (y.dt == KILN_DT_F32 || in != KILN_DT_F32);
+    /* The GEMM writes y itself (beta = 1 for ADD) - cuBLASLt's f32 GEMMs write only f32, its bf16 and e4m3 ones
+     * f32 or bf16 (the f32 result rounded once) - and adds a bias or the gate in its own epilogue where cuBLASLt
+     * takes it: a bias in y's dtype (cublasLt.h), a contiguous f32 gate as the alpha vector. Elsewhere the product
+     * goes to f32 scratch and the epilogue kernel finishes. */
+    const bool can_direct = k > 0 && (y.dt == KILN_DT_F32 || in != KILN_DT_F32);
+    kcu_gemm_epilogue fuse = KCU_GEMM_PLAIN;
+    if (can_direct && !fp8 && getenv_fuse(cb)) {
+        if (bias.data && kind != KILN_EPI_GATED_RESIDUAL && bias.dt == y.dt) fuse = KCU_GEMM_BIAS;
+        else if (!bias.data && kind == KILN_EPI_GATED_RESIDUAL && gate.dt == KILN_DT_F32) fuse = KCU_GEMM_GATE;
+    }
+    const kcu_gemm_extra ex = {NULL, fuse == KCU_GEMM_BIAS ? bias.data : NULL,
+                               fuse == KCU_GEMM_GATE ? (const float *)gate.data : NULL};
+    kcu_gemm_key key;
+    memset(&key, 0, sizeof key);
+    key.m = m, key.n = n, key.k = k;
+    key.ldx = stage_x ? ldk : x.ld, key.ldw = stage_w ? ldk : w.ld, key.ldy = y.ld;
+    key.in_dtype = in, key.out_dtype = y.dt;
+    key.accumulate = kind != KILN_EPI_NONE;
+    key.epilogue = fuse;
+    if (fuse != KCU_GEMM_PLAIN) { /* does cuBLASLt take it? (asked once per shape) */
+        kcu_algo *a;
+        key.align = gemm_align(stage_x ? NULL : x.data, stage_w ? NULL : w.data, y.data, &ex);
+        KILN_TRY(gemm_algo(cb, &key, &ex, &a, err));
+        if (!a) fuse = KCU_GEMM_PLAIN;
+    }
+    const bool direct_out = can_direct && (fuse != KCU_GEMM_PLAIN || (!bias.data && kind != KILN_EPI_GATED_RESIDUAL));
     size_t off_x = 0, off_w = 0, off_p = 0, total = 0;
     if (stage_x) {
         off_x = total;
@@ -187,13 +244,12 @@ kiln_status cuda_matmul(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt
     }
     kcu_mat p = direct_out ? y : (kcu_mat){scr + off_p, m, n, n, KILN_DT_F32};
     if (k > 0) {
-        kcu_gemm_key key;
-        memset(&key, 0, sizeof key);
-        key.m = m, key.n = n, key.k = k;
         key.ldx = xs.ld, key.ldw = ws.ld, key.ldy = p.ld;
-        key.in_dtype = in, key.out_dtype = p.dt;
-        key.accumulate = direct_out && kind == KILN_EPI_ADD;
-        KILN_TRY(gemm(cb, &key, p.data, xs.data, ws.data, scales, err));
+        key.out_dtype = p.dt;
+        key.accumulate = direct_out && kind != KILN_EPI_NONE;
+        key.epilogue = direct_out ? fuse : KCU_GEMM_PLAIN;
+        const kcu_gemm_extra exs = {scales, ex.bias, ex.gate};
+        KILN_TRY(gemm(cb, &key, p.data, xs.data, ws.data, &exs, err));
     } else {
         KILN_TRY(kcu_memset(cb, p.data, 0, (size_t)m * n * 4, err));
     }
