@@ -84,6 +84,8 @@ void kiln_flux1_dit_ws_free(kiln_backend *be, kiln_flux1_dit_ws *w) {
 
 void kiln_flux1_dit_ws_new_text(kiln_flux1_dit_ws *ws) { ws->have_txt = false; }
 
+kiln_dtype kiln_flux1_dit_ws_act_dtype(const kiln_flux1_dit_ws *ws) { return ws->dt; }
+
 kiln_status kiln_flux1_dit_ws_create(const kiln_flux1_dit *m, kiln_backend *be, int batch, int n_txt, int h, int w,
                                      kiln_flux1_dit_ws **out, kiln_err *err) {
     return kiln_flux1_dit_ws_create_sp(m, be, NULL, batch, n_txt, h, w, out, err);

@@ -104,6 +104,8 @@ kiln_status kiln_flux1_dit_ws_create(const kiln_flux1_dit *m, kiln_backend *be, 
                                      kiln_flux1_dit_ws **out, kiln_err *err);
 void kiln_flux1_dit_ws_free(kiln_backend *be, kiln_flux1_dit_ws *ws);
 void kiln_flux1_dit_ws_new_text(kiln_flux1_dit_ws *ws);
+/* The dtype ws keeps its activations in (compute/ops.h kiln_backend_act_dtype; f32 under SP). */
+kiln_dtype kiln_flux1_dit_ws_act_dtype(const kiln_flux1_dit_ws *ws);
 
 /* One evaluation: x [batch*h*w, in_ch] packed latent tokens, txt [batch*n_txt, ctx_dim] T5 features, pooled
  * [batch, pooled_dim] CLIP pooled vectors, sigma = the timestep as FluxPipeline passes it (scheduler timestep /

@@ -287,6 +287,8 @@ uint64_t kiln_flux2_dit_ws_key(const kiln_flux2_dit_ws *w, uint64_t key) {
 
 void kiln_flux2_dit_ws_new_text(kiln_flux2_dit_ws *ws) { ws->have_txt = false; }
 
+kiln_dtype kiln_flux2_dit_ws_act_dtype(const kiln_flux2_dit_ws *ws) { return ws->dt; }
+
 #define CK(x) KILN_TRY(x)
 
 /* q|k|v of one stream, this rank's heads (Dq columns of each): one fused matmul (BFL, no TP) or three matmuls of

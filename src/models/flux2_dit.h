@@ -136,6 +136,8 @@ size_t kiln_flux2_dit_kv_cache_bytes(const kiln_flux2_dit *m, int batch, int n_t
 kiln_status kiln_flux2_dit_tp_check(const kiln_flux2_dit *m, int t, kiln_err *err);
 void kiln_flux2_dit_ws_free(kiln_backend *be, kiln_flux2_dit_ws *ws);
 void kiln_flux2_dit_ws_new_text(kiln_flux2_dit_ws *ws);
+/* The dtype ws keeps its activations in (compute/ops.h kiln_backend_act_dtype; f32 under SP or TP). */
+kiln_dtype kiln_flux2_dit_ws_act_dtype(const kiln_flux2_dit_ws *ws);
 /* Bytes kiln_flux2_dit_ws_create allocates. */
 size_t kiln_flux2_dit_workspace(const kiln_flux2_dit *m, int batch, int n_txt, int n_img);
 

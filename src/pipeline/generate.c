@@ -441,6 +441,7 @@ static kiln_status denoise(run *r, kiln_err *err) {
                                                  r->ref_w16, &r->ws, err));
     else KILN_TRY(kiln_flux2_dit_ws_create_full(e->dit, be, sp, tp, r->Bd, r->L, r->h16, r->w16, r->n_refs,
                                                 r->ref_h16, r->ref_w16, &r->ws, err));
+    log_info("DiT activations in %s", kiln_dtype_name(kiln_flux2_dit_ws_act_dtype(r->ws)));
     r->dt = be->ops->alloc(be, 128 * sizeof(float));
     if (!r->dt) return KILN_FAIL(err, KILN_E_NOMEM, "denoising: out of memory");
     KILN_TRY(kiln_flux2_dit_set_text(e->dit, be, r->ws, r->feat, err)); /* the same for every step */

@@ -376,6 +376,7 @@ static kiln_status denoise(run *r, kiln_err *err) {
     }
     if (sp) log_info("sequence parallelism (Ulysses): %d ranks x %d image tokens", sp->size, r->N / sp->size);
     KILN_TRY(kiln_flux1_dit_ws_create_sp(r->f->dit, be, sp, r->B, r->L, r->h16, r->w16, &r->ws, err));
+    log_info("DiT activations in %s", kiln_dtype_name(kiln_flux1_dit_ws_act_dtype(r->ws)));
     kiln_tensor X = kiln_f32_2d(r->x, BN, r->C), V = kiln_f32_2d(r->v, BN, r->C), T = kiln_f32_2d(r->tmp, BN, r->C);
     double loop_t0 = kiln_clock_s();
     for (int k = 0; k < r->steps; k++) {

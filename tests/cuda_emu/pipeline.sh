@@ -51,7 +51,9 @@ fi
 if KILN_CUDA_ACT=f32 gen fast32.png && r32=$(report golden "$GOLD/pipeline_b1_bf16.safetensors" "$D/fast32.png" 30); then
   ok "FAST, f32 activations (KILN_CUDA_ACT=f32): $r32"
   db() { sed -E 's/.*PSNR ([0-9.]+|inf) dB.*/\1/' <<<"$1"; }
-  if report png "$D/fast.png" "$D/fast32.png" inf >/dev/null 2>&1; then
+  if ! grep -q "DiT activations in bf16" "$D/fast.png.log" || ! grep -q "DiT activations in f32" "$D/fast32.png.log"; then
+    fail "the DiT's activations: '$(grep -h "DiT activations" "$D/fast.png.log" "$D/fast32.png.log" | tr '\n' ' ')' (want bf16, then f32)"
+  elif report png "$D/fast.png" "$D/fast32.png" inf >/dev/null 2>&1; then
     fail "bf16 and f32 activations gave the same pixels: the bf16 activations did not run"
   elif python3 -c "import sys; sys.exit(not float('$(db "$r")') >= float('$(db "$r32")') - 1.0)"; then
     ok "bf16 activations changed the image, $(db "$r") dB vs $(db "$r32") dB from the bf16 golden"
@@ -79,7 +81,9 @@ else
   fail "FLUX.1 --exact: ${r:-kiln generate failed}"
 fi
 if gen1 f1fast.png && r=$(report golden "$G1" "$D/f1fast.png" 35) && KILN_CUDA_ACT=f32 gen1 f1fast32.png; then
-  if report png "$D/f1fast.png" "$D/f1fast32.png" inf >/dev/null 2>&1; then
+  if ! grep -q "DiT activations in bf16" "$D/f1fast.png.log" || ! grep -q "DiT activations in f32" "$D/f1fast32.png.log"; then
+    fail "FLUX.1: the DiT's activations: '$(grep -h "DiT activations" "$D/f1fast.png.log" "$D/f1fast32.png.log" | tr '\n' ' ')' (want bf16, then f32)"
+  elif report png "$D/f1fast.png" "$D/f1fast32.png" inf >/dev/null 2>&1; then
     fail "FLUX.1: bf16 and f32 activations gave the same pixels: the bf16 activations did not run"
   else
     ok "FLUX.1 FAST, bf16 activations (not the f32 activations' pixels): $r"
