@@ -73,9 +73,6 @@ static kiln_status nchw_pair(kiln_backend *be, const kiln_tensor *yt, const kiln
 
 /* ---- GEMM with a pinned algorithm per shape ---- */
 
-/* KILN_CUDA_FUSE=0: never ask cuBLASLt for a fused epilogue (the A/B switch for the first GPU run). */
-static bool getenv_fuse(const kiln_cuda_backend *cb) { return cb->fuse_epilogues; }
-
 /* key's alignment: the operands' and y's pointers (NULL: a staged operand in scratch, 256-byte aligned) and the
  * bias cuBLASLt's epilogue reads (its alignment is part of what the heuristic chose for). */
 static int32_t gemm_align(const void *x, const void *w, const void *y, const kcu_gemm_extra *ex) {
@@ -191,7 +188,7 @@ kiln_status cuda_matmul(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt
      * goes to f32 scratch and the epilogue kernel finishes. */
     const bool can_direct = k > 0 && (y.dt == KILN_DT_F32 || in != KILN_DT_F32);
     kcu_gemm_epilogue fuse = KCU_GEMM_PLAIN;
-    if (can_direct && !fp8 && getenv_fuse(cb)) {
+    if (can_direct && !fp8 && cb->fuse_epilogues) { /* KILN_CUDA_FUSE=0: never */
         if (bias.data && kind != KILN_EPI_GATED_RESIDUAL && bias.dt == y.dt) fuse = KCU_GEMM_BIAS;
         else if (!bias.data && kind == KILN_EPI_GATED_RESIDUAL && gate.dt == KILN_DT_F32) fuse = KCU_GEMM_GATE;
     }
