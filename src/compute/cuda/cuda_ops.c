@@ -245,7 +245,8 @@ kiln_status cuda_matmul(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt
         key.out_dtype = p.dt;
         key.accumulate = direct_out && kind != KILN_EPI_NONE;
         key.epilogue = direct_out ? fuse : KCU_GEMM_PLAIN;
-        const kcu_gemm_extra exs = {scales, ex.bias, ex.gate};
+        const kcu_gemm_extra exs = {scales, key.epilogue == KCU_GEMM_BIAS ? ex.bias : NULL,
+                                    key.epilogue == KCU_GEMM_GATE ? ex.gate : NULL};
         KILN_TRY(gemm(cb, &key, p.data, xs.data, ws.data, &exs, err));
     } else {
         KILN_TRY(kcu_memset(cb, p.data, 0, (size_t)m * n * 4, err));
