@@ -57,11 +57,9 @@ kiln_status kiln_clip_text_encode(const kiln_clip_text *m, kiln_backend *be, con
         s = KILN_FAIL(err, KILN_E_NOMEM, "CLIP: out of memory for activations (%d x %d tokens)", batch, seq);
         goto done;
     }
-#define ACT2D(p, r, c) kiln_tensor_make((p), dt, 2, (int64_t[]){(r), (c)})
-    kiln_tensor X = ACT2D(x, R, D), H = ACT2D(h, R, D), Qt = ACT2D(q, R, D);
-    kiln_tensor Kt = ACT2D(k, R, D), Vt = ACT2D(v, R, D), A = ACT2D(att, R, D);
-    kiln_tensor G = ACT2D(g, R, F), POS = ACT2D(pos, seq, D), LAST = kiln_f32_2d(last, R, D);
-#undef ACT2D
+    kiln_tensor X = kiln_view_2d(x, dt, R, D), H = kiln_view_2d(h, dt, R, D), Qt = kiln_view_2d(q, dt, R, D);
+    kiln_tensor Kt = kiln_view_2d(k, dt, R, D), Vt = kiln_view_2d(v, dt, R, D), A = kiln_view_2d(att, dt, R, D);
+    kiln_tensor G = kiln_view_2d(g, dt, R, F), POS = kiln_view_2d(pos, dt, seq, D), LAST = kiln_f32_2d(last, R, D);
     kiln_epilogue add = {KILN_EPI_ADD, NULL};
 
     /* embeddings: token rows + position rows 0..seq-1 */

@@ -47,11 +47,6 @@ struct kiln_flux1_dit_ws {
 
 #define WS_NBUF 25
 
-/* A [rows, cols] view of one of w's activation buffers, in its dtype. */
-static kiln_tensor act2d(const kiln_flux1_dit_ws *w, void *p, int64_t rows, int64_t cols) {
-    return kiln_tensor_make(p, w->dt, 2, (int64_t[]){rows, cols});
-}
-
 static void ws_bufs(const kiln_flux1_dit_ws *w, void *b[WS_NBUF]) {
     void *all[WS_NBUF] = {w->img,   w->txt,  w->txt0, w->nrm,   w->qkv_i, w->qkv_t, w->cat,   w->catout,
                            w->att_i, w->att_t, w->ff,  w->proj,  w->S,     w->qkv_s, w->om,    w->sinus,
@@ -217,9 +212,9 @@ static kiln_status qkv_proj(kiln_backend *be, kiln_tensor *qkv, const kiln_tenso
 static kiln_status double_block(const kiln_flux1_dit *m, kiln_backend *be, kiln_flux1_dit_ws *w,
                                 const kiln_flux1_double *blk, kiln_err *err) {
     const int64_t D = m->hidden, F = m->mlp_hidden, B = w->B, L = w->L, N = w->N, T = L + N;
-    kiln_tensor IMG = act2d(w, w->img, B * N, D), TXT = act2d(w, w->txt, B * L, D);
-    kiln_tensor QKVI = act2d(w, w->qkv_i, B * N, 3 * D), QKVT = act2d(w, w->qkv_t, B * L, 3 * D);
-    kiln_tensor ATI = act2d(w, w->att_i, B * N, D), ATT = act2d(w, w->att_t, B * L, D);
+    kiln_tensor IMG = kiln_view_2d(w->img, w->dt, B * N, D), TXT = kiln_view_2d(w->txt, w->dt, B * L, D);
+    kiln_tensor QKVI = kiln_view_2d(w->qkv_i, w->dt, B * N, 3 * D), QKVT = kiln_view_2d(w->qkv_t, w->dt, B * L, 3 * D);
+    kiln_tensor ATI = kiln_view_2d(w->att_i, w->dt, B * N, D), ATT = kiln_view_2d(w->att_t, w->dt, B * L, D);
     kiln_tensor VEC = kiln_f32_2d(w->vec, B, D);
     kiln_tensor MOD[2] = {kiln_f32_2d(w->mod_i, B, 6 * D), kiln_f32_2d(w->mod_t, B, 6 * D)};
 
@@ -228,12 +223,12 @@ static kiln_status double_block(const kiln_flux1_dit *m, kiln_backend *be, kiln_
         const kiln_flux1_stream *st = s ? &blk->txt : &blk->img;
         kiln_tensor *X = s ? &TXT : &IMG, *QKV = s ? &QKVT : &QKVI;
         int64_t rps = s ? L : N;
-        kiln_tensor nrm = act2d(w, w->nrm, B * rps, D);
+        kiln_tensor nrm = kiln_view_2d(w->nrm, w->dt, B * rps, D);
         CK(lin_each(be, &MOD[s], &VEC, &st->mod, err));
         CK(ln_mod(be, &nrm, X, &MOD[s], rps, D, 0, D, err));
         CK(qkv_proj(be, QKV, &nrm, &st->q, &st->k, &st->v, &st->q_norm, &st->k_norm, D, err));
     }
-    kiln_tensor CAT = act2d(w, w->cat, T, 3 * D), CATO = act2d(w, w->catout, T, D);
+    kiln_tensor CAT = kiln_view_2d(w->cat, w->dt, T, 3 * D), CATO = kiln_view_2d(w->catout, w->dt, T, D);
     kiln_tensor COS = kiln_f32_2d(w->rcos, T, m->head_dim / 2), SIN = kiln_f32_2d(w->rsin, T, m->head_dim / 2);
     kiln_dit_attn at = {B, L, N, D, m->heads, m->head_dim, &COS, &SIN};
     if (w->sp.comm) CK(kiln_dit_ulysses_batch(be, &w->sp, &at, &QKVT, &QKVI, &ATT, &ATI, err)); /* this rank's tokens */
@@ -243,8 +238,8 @@ static kiln_status double_block(const kiln_flux1_dit *m, kiln_backend *be, kiln_
         const kiln_flux1_stream *st = s ? &blk->txt : &blk->img;
         kiln_tensor *X = s ? &TXT : &IMG, *A = s ? &ATT : &ATI;
         int64_t rps = s ? L : N;
-        kiln_tensor P = act2d(w, w->proj, B * rps, D), nrm = act2d(w, w->nrm, B * rps, D);
-        kiln_tensor FF = act2d(w, w->ff, B * rps, F);
+        kiln_tensor P = kiln_view_2d(w->proj, w->dt, B * rps, D), nrm = kiln_view_2d(w->nrm, w->dt, B * rps, D);
+        kiln_tensor FF = kiln_view_2d(w->ff, w->dt, B * rps, F);
         CK(lin(be, &P, A, &st->out, err));
         CK(gated(be, X, &P, &MOD[s], rps, D, 2 * D, err));
         CK(ln_mod(be, &nrm, X, &MOD[s], rps, D, 3 * D, 4 * D, err));
@@ -259,9 +254,9 @@ static kiln_status double_block(const kiln_flux1_dit *m, kiln_backend *be, kiln_
 static kiln_status single_block(const kiln_flux1_dit *m, kiln_backend *be, kiln_flux1_dit_ws *w,
                                 const kiln_flux1_single *blk, kiln_err *err) {
     const int64_t D = m->hidden, F = m->mlp_hidden, B = w->B, T = (int64_t)w->L + w->N, R = B * T;
-    kiln_tensor S = act2d(w, w->S, R, D), nrm = act2d(w, w->nrm, R, D);
-    kiln_tensor QKV = act2d(w, w->qkv_s, R, 3 * D), OM = act2d(w, w->om, R, D + F);
-    kiln_tensor P = act2d(w, w->proj, R, D), VEC = kiln_f32_2d(w->vec, B, D);
+    kiln_tensor S = kiln_view_2d(w->S, w->dt, R, D), nrm = kiln_view_2d(w->nrm, w->dt, R, D);
+    kiln_tensor QKV = kiln_view_2d(w->qkv_s, w->dt, R, 3 * D), OM = kiln_view_2d(w->om, w->dt, R, D + F);
+    kiln_tensor P = kiln_view_2d(w->proj, w->dt, R, D), VEC = kiln_f32_2d(w->vec, B, D);
     kiln_tensor MOD = kiln_f32_2d(w->mod_s, B, 3 * D);
     kiln_tensor COS = kiln_f32_2d(w->rcos, T, m->head_dim / 2), SIN = kiln_f32_2d(w->rsin, T, m->head_dim / 2);
 
@@ -325,8 +320,8 @@ kiln_status kiln_flux1_dit_forward(const kiln_flux1_dit *m, kiln_backend *be, ki
     }
     CK(conditioning(m, be, w, pooled, sigma, guidance, err));
 
-    kiln_tensor IMG = act2d(w, w->img, B * N, D), TXT = act2d(w, w->txt, B * L, D);
-    kiln_tensor TXT0 = act2d(w, w->txt0, B * L, D);
+    kiln_tensor IMG = kiln_view_2d(w->img, w->dt, B * N, D), TXT = kiln_view_2d(w->txt, w->dt, B * L, D);
+    kiln_tensor TXT0 = kiln_view_2d(w->txt0, w->dt, B * L, D);
     if (!w->have_txt) {
         kiln_tensor C = kiln_tensor_make((void *)txt, KILN_DT_F32, 2, (int64_t[]){B * L, m->ctx_dim});
         CK(lin(be, &TXT0, &C, &m->ctx_in, err));
@@ -338,14 +333,14 @@ kiln_status kiln_flux1_dit_forward(const kiln_flux1_dit *m, kiln_backend *be, ki
 
     for (int i = 0; i < m->n_double; i++) CK(double_block(m, be, w, &m->dbl[i], err));
 
-    kiln_tensor S = act2d(w, w->S, B * T, D);
+    kiln_tensor S = kiln_view_2d(w->S, w->dt, B * T, D);
     CK(kiln_dit_join_streams(be, &S, &TXT, &IMG, B, L, N, err));
     for (int i = 0; i < m->n_single; i++) CK(single_block(m, be, w, &m->sgl[i], err));
     CK(kiln_dit_split_image(be, &IMG, &S, B, L, N, err));
 
     /* AdaLayerNormContinuous: rows [scale; shift] of norm_out.linear(SiLU(conditioning)), then proj_out */
     kiln_tensor VEC = kiln_f32_2d(w->vec, B, D), MOD = kiln_f32_2d(w->mod_o, B, 2 * D);
-    kiln_tensor nrm = act2d(w, w->nrm, B * N, D);
+    kiln_tensor nrm = kiln_view_2d(w->nrm, w->dt, B * N, D);
     CK(lin_each(be, &MOD, &VEC, &m->norm_out, err));
     CK(ln_mod(be, &nrm, &IMG, &MOD, N, D, m->bfl ? 0 : D, m->bfl ? D : 0, err));
     kiln_tensor V = kiln_f32_2d(v, B * N, m->out_ch);

@@ -61,11 +61,6 @@ struct kiln_flux2_dit_ws {
     void *kv_cache;       /* [(n_double + n_single) * B*R, 2D] in dt */
 };
 
-/* A [rows, cols] view of one of w's activation buffers, in its dtype. */
-static kiln_tensor act2d(const kiln_flux2_dit_ws *w, void *p, int64_t rows, int64_t cols) {
-    return kiln_tensor_make(p, w->dt, 2, (int64_t[]){rows, cols});
-}
-
 float kiln_flux2_timestep_value(float sigma) {
     float t = sigma * 1000.0f; /* scheduler timesteps */
     t = t / 1000.0f;           /* the pipeline passes timestep / 1000 */
@@ -377,7 +372,8 @@ static kiln_status stream_mlp(const kiln_flux2_dit *m, kiln_backend *be, kiln_fl
     const kiln_ops *op = be->ops;
     int64_t D = m->hidden, F = m->mlp_hidden, Fl = w->Fl, R = X->shape[0];
     int r = w->tp ? w->tp->rank : 0;
-    kiln_tensor nrm = act2d(w, w->nrm, R, D), mlp = act2d(w, w->mlp, R, 2 * Fl), act = act2d(w, w->act, R, Fl);
+    kiln_tensor nrm = kiln_view_2d(w->nrm, w->dt, R, D), mlp = kiln_view_2d(w->mlp, w->dt, R, 2 * Fl);
+    kiln_tensor act = kiln_view_2d(w->act, w->dt, R, Fl);
     CK(ln_mod_rows(be, &nrm, X, mod, rm, D, 3, 4, m->eps, err));
     if (!part) {
         CK(kiln_matmul(be, &mlp, &nrm, &st->mlp_in, NULL, err));
@@ -417,10 +413,11 @@ static kiln_status double_block(const kiln_flux2_dit *m, kiln_backend *be, kiln_
     const int64_t D = m->hidden, Dq = w->Dq, B = w->B, L = w->L, N = w->N, T = L + N;
     const int r = w->tp ? w->tp->rank : 0, heads = m->heads / (int)(D / Dq);
     const float *mi = w->mods, *mt = w->mods + 6 * D;
-    kiln_tensor IMG = act2d(w, w->img, B * N, D), TXT = act2d(w, w->txt, B * L, D);
-    kiln_tensor QKVI = act2d(w, w->qkv_i, B * N, 3 * Dq), QKVT = act2d(w, w->qkv_t, B * L, 3 * Dq);
-    kiln_tensor CAT = act2d(w, w->cat, T, 3 * Dq), CATO = act2d(w, w->catout, T, Dq);
-    kiln_tensor ATI = act2d(w, w->att_i, B * N, Dq), ATT = act2d(w, w->att_t, B * L, Dq);
+    kiln_tensor IMG = kiln_view_2d(w->img, w->dt, B * N, D), TXT = kiln_view_2d(w->txt, w->dt, B * L, D);
+    kiln_tensor QKVI = kiln_view_2d(w->qkv_i, w->dt, B * N, 3 * Dq);
+    kiln_tensor QKVT = kiln_view_2d(w->qkv_t, w->dt, B * L, 3 * Dq);
+    kiln_tensor CAT = kiln_view_2d(w->cat, w->dt, T, 3 * Dq), CATO = kiln_view_2d(w->catout, w->dt, T, Dq);
+    kiln_tensor ATI = kiln_view_2d(w->att_i, w->dt, B * N, Dq), ATT = kiln_view_2d(w->att_t, w->dt, B * L, Dq);
     /* TP: partial products of the img rows then the txt rows */
     kiln_tensor PI = kiln_f32_2d(w->red, B * N, D), PT = kiln_f32_2d(w->red ? w->red + B * N * D : NULL, B * L, D);
     /* 9B-KV extract: each sample's image stream is [Ni noisy ; R reference] rows, the latter modulated apart */
@@ -432,7 +429,7 @@ static kiln_status double_block(const kiln_flux2_dit *m, kiln_backend *be, kiln_
         const kiln_flux2_stream *st = s ? &blk->txt : &blk->img;
         kiln_tensor *X = s ? &TXT : &IMG, *QKV = s ? &QKVT : &QKVI;
         const float *mod = s ? mt : mi;
-        kiln_tensor nrm = act2d(w, w->nrm, X->shape[0], D);
+        kiln_tensor nrm = kiln_view_2d(w->nrm, w->dt, X->shape[0], D);
         CK(ln_mod_rows(be, &nrm, X, mod, s ? NULL : &rmi, D, 0, 1, m->eps, err));
         CK(stream_qkv(be, st, QKV, &nrm, D, Dq, r, err));
         kiln_tensor q = kiln_cols(QKV, 0, Dq), k = kiln_cols(QKV, Dq, Dq);
@@ -477,8 +474,8 @@ static kiln_status single_block(const kiln_flux2_dit *m, kiln_backend *be, kiln_
     const int r = w->tp ? w->tp->rank : 0, heads = m->heads / (int)(D / Dq);
     const float *ms = w->mods + 12 * D;
     kiln_tensor g = kiln_f32_1d((float *)ms + 2 * D, D); /* (tensor parallelism's gate) */
-    kiln_tensor S = act2d(w, w->S, R, D), nrm = act2d(w, w->nrm, R, D);
-    kiln_tensor P = act2d(w, w->P, R, 3 * Dq + 2 * Fl), OM = act2d(w, w->OM, R, Dq + Fl);
+    kiln_tensor S = kiln_view_2d(w->S, w->dt, R, D), nrm = kiln_view_2d(w->nrm, w->dt, R, D);
+    kiln_tensor P = kiln_view_2d(w->P, w->dt, R, 3 * Dq + 2 * Fl), OM = kiln_view_2d(w->OM, w->dt, R, Dq + Fl);
     kiln_tensor COS = kiln_f32_2d(w->rcos, T, m->head_dim / 2), SIN = kiln_f32_2d(w->rsin, T, m->head_dim / 2);
     /* 9B-KV extract: each sample is [L text ; Ni noisy ; R reference] rows, the last modulated apart */
     const kiln_dit_kv kv = block_kv(m, w, bi);
@@ -536,7 +533,7 @@ static kiln_status set_ref_timestep(const kiln_flux2_dit *m, kiln_backend *be, k
 kiln_status kiln_flux2_dit_set_text(const kiln_flux2_dit *m, kiln_backend *be, kiln_flux2_dit_ws *w, const float *txt,
                                     kiln_err *err) {
     kiln_tensor C = kiln_tensor_make((void *)txt, KILN_DT_F32, 2, (int64_t[]){(int64_t)w->B * w->L, m->ctx_dim});
-    kiln_tensor TXT0 = act2d(w, w->txt0, (int64_t)w->B * w->L, m->hidden);
+    kiln_tensor TXT0 = kiln_view_2d(w->txt0, w->dt, (int64_t)w->B * w->L, m->hidden);
     CK(kiln_matmul(be, &TXT0, &C, &m->txt_in, NULL, err));
     w->have_txt = true;
     return KILN_OK;
@@ -584,8 +581,8 @@ kiln_status kiln_flux2_dit_run(const kiln_flux2_dit *m, kiln_backend *be, kiln_f
 
     /* 3. input projections (the text one, txt0, is the same every step: made once by set_text) */
     kiln_tensor X = kiln_tensor_make((void *)x, KILN_DT_F32, 2, (int64_t[]){B * N, m->in_ch});
-    kiln_tensor IMG = act2d(w, w->img, B * N, D), TXT = act2d(w, w->txt, B * L, D);
-    kiln_tensor TXT0 = act2d(w, w->txt0, B * L, D);
+    kiln_tensor IMG = kiln_view_2d(w->img, w->dt, B * N, D), TXT = kiln_view_2d(w->txt, w->dt, B * L, D);
+    kiln_tensor TXT0 = kiln_view_2d(w->txt0, w->dt, B * L, D);
     CK(kiln_matmul(be, &IMG, &X, &m->img_in, NULL, err));
     CK(op->copy(be, &TXT, &TXT0, err));
 
@@ -593,13 +590,13 @@ kiln_status kiln_flux2_dit_run(const kiln_flux2_dit *m, kiln_backend *be, kiln_f
     for (int i = 0; i < m->n_double; i++) CK(double_block(m, be, w, &m->dbl[i], i, err));
 
     /* 6. S = [txt ; img] per sample, then the single-stream blocks */
-    kiln_tensor S = act2d(w, w->S, B * T, D);
+    kiln_tensor S = kiln_view_2d(w->S, w->dt, B * T, D);
     CK(kiln_dit_join_streams(be, &S, &TXT, &IMG, B, L, N, err));
     for (int i = 0; i < m->n_single; i++) CK(single_block(m, be, w, &m->sgl[i], m->n_double + i, err));
 
     /* 7-8. drop the text rows; final adaLN (shift, scale) and the output projection */
     CK(kiln_dit_split_image(be, &IMG, &S, B, L, N, err));
-    kiln_tensor nrm = act2d(w, w->nrm, B * N, D);
+    kiln_tensor nrm = kiln_view_2d(w->nrm, w->dt, B * N, D);
     kiln_tensor sh = kiln_f32_1d(w->mods + 15 * D, D), sc = kiln_f32_1d(w->mods + 16 * D, D);
     CK(op->layer_norm_modulate(be, &nrm, &IMG, &sh, &sc, 1e-6f, err));
     kiln_tensor V = kiln_f32_2d(v, B * N, m->out_ch);

@@ -9,15 +9,6 @@
 
 #define CK(x) KILN_TRY(x)
 
-/* An [1, c, h, w] image and an [r, c] matrix over work buffer p, in dtype dt; p advanced by n elements. */
-static kiln_tensor img4(kiln_dtype dt, void *p, int64_t c, int64_t h, int64_t w) {
-    return kiln_tensor_make(p, dt, 4, (int64_t[]){1, c, h, w});
-}
-static kiln_tensor mat2(kiln_dtype dt, void *p, int64_t r, int64_t c) {
-    return kiln_tensor_make(p, dt, 2, (int64_t[]){r, c});
-}
-static void *elems_at(void *p, kiln_dtype dt, int64_t n) { return (char *)p + (size_t)n * kiln_dtype_size(dt); }
-
 /* Raises *best to the largest C*h*w the ResNets of level L reach at h x w (each holds max(cin, cout) channels)
  * and returns the channels the level's ResNets end with (c when it has none). Decoder and encoder alike. */
 static size_t level_max_act(const kiln_vae_up_level *L, size_t c, int h, int w, size_t *best) {
@@ -55,15 +46,15 @@ size_t kiln_flux2_vae_workspace(const kiln_flux2_vae *m, int h, int w) {
 static kiln_status resnet(const kiln_flux2_vae *m, kiln_backend *be, const kiln_vae_resnet *r, kiln_dtype dt, void *x,
                           void *t1, void *t2, int h, int w, kiln_err *err) {
     const kiln_ops *op = be->ops;
-    kiln_tensor X = img4(dt, x, r->cin, h, w);
-    kiln_tensor A = img4(dt, t1, r->cin, h, w);
-    kiln_tensor B = img4(dt, t2, r->cout, h, w);
-    kiln_tensor C = img4(dt, t1, r->cout, h, w);
+    kiln_tensor X = kiln_view_4d(x, dt, 1, r->cin, h, w);
+    kiln_tensor A = kiln_view_4d(t1, dt, 1, r->cin, h, w);
+    kiln_tensor B = kiln_view_4d(t2, dt, 1, r->cout, h, w);
+    kiln_tensor C = kiln_view_4d(t1, dt, 1, r->cout, h, w);
     CK(op->group_norm(be, &A, &X, m->groups, &r->n1_g, &r->n1_b, m->gn_eps, true, err));
     CK(op->conv2d(be, &B, &A, &r->conv1_w, &r->conv1_b, 1, 1, 1, err));
     CK(op->group_norm(be, &B, &B, m->groups, &r->n2_g, &r->n2_b, m->gn_eps, true, err));
     CK(op->conv2d(be, &C, &B, &r->conv2_w, &r->conv2_b, 1, 1, 1, err));
-    kiln_tensor Y = img4(dt, x, r->cout, h, w);
+    kiln_tensor Y = kiln_view_4d(x, dt, 1, r->cout, h, w);
     if (r->sc_w.data) {
         CK(op->conv2d(be, &B, &X, &r->sc_w, &r->sc_b, 1, 0, 0, err));
         return op->add(be, &Y, &B, &C, err);
@@ -86,14 +77,15 @@ static kiln_status attn(const kiln_flux2_vae *m, kiln_backend *be, const kiln_va
                         void *t1, void *abuf, int h, int w, kiln_err *err) {
     const kiln_ops *op = be->ops;
     int64_t C = a->c, S = (int64_t)h * w;
-    kiln_tensor X = img4(dt, x, C, h, w), N4 = img4(dt, t1, C, h, w);
+    kiln_tensor X = kiln_view_4d(x, dt, 1, C, h, w), N4 = kiln_view_4d(t1, dt, 1, C, h, w);
     CK(op->group_norm(be, &N4, &X, m->groups, &a->n_g, &a->n_b, m->gn_eps, false, err));
     /* [C, S] -> tokens [S, C] through a transposed view */
-    kiln_tensor nT = mat2(dt, t1, S, C);
+    kiln_tensor nT = kiln_view_2d(t1, dt, S, C);
     nT.stride[0] = 1;
     nT.stride[1] = S;
-    kiln_tensor tok = mat2(dt, abuf, S, C), q = mat2(dt, elems_at(abuf, dt, S * C), S, C);
-    kiln_tensor k = mat2(dt, elems_at(abuf, dt, 2 * S * C), S, C), v = mat2(dt, elems_at(abuf, dt, 3 * S * C), S, C);
+    kiln_tensor tok = kiln_view_2d(abuf, dt, S, C), q = kiln_view_2d(kiln_elems_at(abuf, dt, S * C), dt, S, C);
+    kiln_tensor k = kiln_view_2d(kiln_elems_at(abuf, dt, 2 * S * C), dt, S, C);
+    kiln_tensor v = kiln_view_2d(kiln_elems_at(abuf, dt, 3 * S * C), dt, S, C);
     CK(op->copy(be, &tok, &nT, err));
     CK(kiln_matmul(be, &q, &tok, &a->q_w, &a->q_b, err));
     CK(kiln_matmul(be, &k, &tok, &a->k_w, &a->k_b, err));
@@ -101,11 +93,11 @@ static kiln_status attn(const kiln_flux2_vae *m, kiln_backend *be, const kiln_va
     CK(op->attention(be, &tok, &q, &k, &v, 1, 1, 1.0f / sqrtf((float)C), false, NULL, err));
     CK(kiln_matmul(be, &q, &tok, &a->o_w, &a->o_b, err));
     /* back to [C, S] and add the residual */
-    kiln_tensor back = mat2(dt, t1, S, C);
+    kiln_tensor back = kiln_view_2d(t1, dt, S, C);
     back.stride[0] = 1;
     back.stride[1] = S;
     CK(op->copy(be, &back, &q, err));
-    kiln_tensor X2 = mat2(dt, x, C, S), T2 = mat2(dt, t1, C, S);
+    kiln_tensor X2 = kiln_view_2d(x, dt, C, S), T2 = kiln_view_2d(t1, dt, C, S);
     return op->add(be, &X2, &X2, &T2, err);
 }
 
@@ -134,9 +126,9 @@ kiln_status kiln_flux2_vae_decode(const kiln_flux2_vae *m, kiln_backend *be, con
     }
     {
         /* post_quant_conv (1x1) and conv_in */
-        kiln_tensor Z = kiln_f32_4d((float *)z, 1, m->z_ch, h, w), PQ = img4(dt, t1, m->z_ch, h, w);
+        kiln_tensor Z = kiln_f32_4d((float *)z, 1, m->z_ch, h, w), PQ = kiln_view_4d(t1, dt, 1, m->z_ch, h, w);
         kiln_tensor pqw = kiln_tensor_make(m->pq_w.data, m->pq_w.dtype, 4, (int64_t[]){m->z_ch, m->z_ch, 1, 1});
-        kiln_tensor X = img4(dt, x, (int64_t)cmid, h, w);
+        kiln_tensor X = kiln_view_4d(x, dt, 1, (int64_t)cmid, h, w);
         if (m->pq_w.data) { /* FLUX.1's AutoencoderKL has none (use_post_quant_conv false) */
             if ((s = op->conv2d(be, &PQ, &Z, &pqw, &m->pq_b, 1, 0, 0, err))) goto done;
             if ((s = op->conv2d(be, &X, &PQ, &m->conv_in_w, &m->conv_in_b, 1, 1, 1, err))) goto done;
@@ -153,8 +145,8 @@ kiln_status kiln_flux2_vae_decode(const kiln_flux2_vae *m, kiln_backend *be, con
             const kiln_vae_up_level *L = &m->up[i];
             if ((s = level_resnets(m, be, L, dt, x, t1, t2, h, w, &c, err))) goto done;
             if (L->upsample) {
-                kiln_tensor Xs = img4(dt, x, c, h, w), U = img4(dt, t1, c, 2 * h, 2 * w);
-                kiln_tensor Xu = img4(dt, x, c, 2 * h, 2 * w);
+                kiln_tensor Xs = kiln_view_4d(x, dt, 1, c, h, w), U = kiln_view_4d(t1, dt, 1, c, 2 * h, 2 * w);
+                kiln_tensor Xu = kiln_view_4d(x, dt, 1, c, 2 * h, 2 * w);
                 if ((s = op->upsample2x(be, &U, &Xs, err))) goto done;
                 if ((s = op->conv2d(be, &Xu, &U, &L->up_w, &L->up_b, 1, 1, 1, err))) goto done;
                 h *= 2;
@@ -162,7 +154,7 @@ kiln_status kiln_flux2_vae_decode(const kiln_flux2_vae *m, kiln_backend *be, con
             }
         }
         /* GroupNorm, SiLU, conv_out to RGB */
-        kiln_tensor Xf = img4(dt, x, c, h, w), Nf = img4(dt, t1, c, h, w);
+        kiln_tensor Xf = kiln_view_4d(x, dt, 1, c, h, w), Nf = kiln_view_4d(t1, dt, 1, c, h, w);
         kiln_tensor OUT = kiln_f32_4d(img, 1, 3, h, w);
         if ((s = op->group_norm(be, &Nf, &Xf, m->groups, &m->norm_out_g, &m->norm_out_b, m->gn_eps, true, err)))
             goto done;
@@ -208,18 +200,18 @@ kiln_status kiln_flux2_vae_encode(const kiln_flux2_vae *m, kiln_backend *be, con
         goto done;
     }
     {
-        kiln_tensor IN = kiln_f32_4d((float *)img, 1, 3, h, w), X = img4(dt, x, c, h, w);
+        kiln_tensor IN = kiln_f32_4d((float *)img, 1, 3, h, w), X = kiln_view_4d(x, dt, 1, c, h, w);
         if ((s = op->conv2d(be, &X, &IN, &m->enc_in_w, &m->enc_in_b, 1, 1, 1, err))) goto done;
         /* down levels, finest first: ResNets, then a stride-2 conv padded only right/bottom */
         for (int i = 0; i < m->n_down; i++) {
             const kiln_vae_up_level *L = &m->down[i];
             if ((s = level_resnets(m, be, L, dt, x, t1, t2, h, w, &c, err))) goto done;
             if (L->upsample) {
-                kiln_tensor Xs = img4(dt, x, c, h, w), D = img4(dt, t1, c, h / 2, w / 2);
+                kiln_tensor Xs = kiln_view_4d(x, dt, 1, c, h, w), D = kiln_view_4d(t1, dt, 1, c, h / 2, w / 2);
                 if ((s = op->conv2d(be, &D, &Xs, &L->up_w, &L->up_b, 2, 0, 1, err))) goto done;
                 h /= 2;
                 w /= 2;
-                kiln_tensor Xd = img4(dt, x, c, h, w);
+                kiln_tensor Xd = kiln_view_4d(x, dt, 1, c, h, w);
                 if ((s = op->copy(be, &Xd, &D, err))) goto done;
             }
         }
@@ -228,8 +220,8 @@ kiln_status kiln_flux2_vae_encode(const kiln_flux2_vae *m, kiln_backend *be, con
         if ((s = attn(m, be, &m->enc_mid_attn, dt, x, t1, abuf, h, w, err))) goto done;
         if ((s = resnet(m, be, &m->enc_mid_res[1], dt, x, t1, t2, h, w, err))) goto done;
         int z2 = 2 * m->z_ch;
-        kiln_tensor Xf = img4(dt, x, c, h, w), Nf = img4(dt, t1, c, h, w);
-        kiln_tensor O = img4(dt, t2, z2, h, w), Q = img4(dt, x, z2, h, w);
+        kiln_tensor Xf = kiln_view_4d(x, dt, 1, c, h, w), Nf = kiln_view_4d(t1, dt, 1, c, h, w);
+        kiln_tensor O = kiln_view_4d(t2, dt, 1, z2, h, w), Q = kiln_view_4d(x, dt, 1, z2, h, w);
         kiln_tensor qcw = kiln_tensor_make(m->qc_w.data, m->qc_w.dtype, 4, (int64_t[]){z2, z2, 1, 1});
         if ((s = op->group_norm(be, &Nf, &Xf, m->groups, &m->enc_norm_g, &m->enc_norm_b, m->gn_eps, true, err)))
             goto done;
@@ -240,7 +232,8 @@ kiln_status kiln_flux2_vae_encode(const kiln_flux2_vae *m, kiln_backend *be, con
             goto done;
         }
         /* the posterior mean is the first z channels (NCHW: a contiguous prefix) */
-        kiln_tensor MEAN = kiln_f32_2d(mean, 1, (int64_t)m->z_ch * h * w), QM = mat2(dt, x, 1, (int64_t)m->z_ch * h * w);
+        kiln_tensor MEAN = kiln_f32_2d(mean, 1, (int64_t)m->z_ch * h * w);
+        kiln_tensor QM = kiln_view_2d(x, dt, 1, (int64_t)m->z_ch * h * w);
         if ((s = op->copy(be, &MEAN, &QM, err))) goto done;
         s = op->sync(be, err);
     }

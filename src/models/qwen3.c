@@ -263,12 +263,10 @@ kiln_status kiln_qwen3_encode_tp(const kiln_qwen3 *m, kiln_backend *be, kiln_com
         CK(s);
         CK(op->upload(be, msk, mask, (size_t)R, err));
     }
-#define ACT2D(p, r, c) kiln_tensor_make((p), dt, 2, (int64_t[]){(r), (c)})
-    kiln_tensor X = ACT2D(x, R, D), H = ACT2D(h, R, D);
-    kiln_tensor Qt = ACT2D(q, R, Q), A = ACT2D(att, R, Q);
-    kiln_tensor Kt = ACT2D(k, R, KV), Vt = ACT2D(v, R, KV);
-    kiln_tensor G = ACT2D(gt, R, F), U = ACT2D(u, R, F);
-#undef ACT2D
+    kiln_tensor X = kiln_view_2d(x, dt, R, D), H = kiln_view_2d(h, dt, R, D);
+    kiln_tensor Qt = kiln_view_2d(q, dt, R, Q), A = kiln_view_2d(att, dt, R, Q);
+    kiln_tensor Kt = kiln_view_2d(k, dt, R, KV), Vt = kiln_view_2d(v, dt, R, KV);
+    kiln_tensor G = kiln_view_2d(gt, dt, R, F), U = kiln_view_2d(u, dt, R, F);
     kiln_tensor COS = kiln_f32_2d(cs, seq, Dh / 2), SIN = kiln_f32_2d(sn, seq, Dh / 2);
     kiln_tensor OUT = kiln_f32_2d(out, R, 3 * D);
     kiln_epilogue add = {KILN_EPI_ADD, NULL};

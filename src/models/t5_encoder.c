@@ -98,13 +98,11 @@ kiln_status kiln_t5_encoder_encode(const kiln_t5_encoder *m, kiln_backend *be, c
     }
     CK(bias_table(m, seq, &hb, err));
     CK(op->upload(be, bias, hb, (size_t)(H * S * S) * 4, err));
-#define ACT2D(p, r, c) kiln_tensor_make((p), dt, 2, (int64_t[]){(r), (c)})
-    kiln_tensor X = ACT2D(x, R, D), Hn = ACT2D(h, R, D), Qt = ACT2D(q, R, I);
-    kiln_tensor Kt = ACT2D(k, R, I), Vt = ACT2D(v, R, I), A = ACT2D(att, R, I);
-    kiln_tensor G = ACT2D(g, R, F), U = ACT2D(u, R, F), Z = ACT2D(z, R, F);
-    kiln_tensor B = kiln_f32_2d(bias, H * S, S), SC = ACT2D(sc, S, S), P = ACT2D(pr, S, S);
-    kiln_tensor KC = ACT2D(kc, S, Dk), VT = ACT2D(vt, Dk, S), OUT = kiln_f32_2d(hidden, R, D);
-#undef ACT2D
+    kiln_tensor X = kiln_view_2d(x, dt, R, D), Hn = kiln_view_2d(h, dt, R, D), Qt = kiln_view_2d(q, dt, R, I);
+    kiln_tensor Kt = kiln_view_2d(k, dt, R, I), Vt = kiln_view_2d(v, dt, R, I), A = kiln_view_2d(att, dt, R, I);
+    kiln_tensor G = kiln_view_2d(g, dt, R, F), U = kiln_view_2d(u, dt, R, F), Z = kiln_view_2d(z, dt, R, F);
+    kiln_tensor B = kiln_f32_2d(bias, H * S, S), SC = kiln_view_2d(sc, dt, S, S), P = kiln_view_2d(pr, dt, S, S);
+    kiln_tensor KC = kiln_view_2d(kc, dt, S, Dk), VT = kiln_view_2d(vt, dt, Dk, S), OUT = kiln_f32_2d(hidden, R, D);
     kiln_epilogue add = {KILN_EPI_ADD, NULL};
 
     CK(kiln_embed_rows(be, &m->embed, ids, R, &X, "T5", err)); /* a quantised GGUF table: just these rows */
@@ -139,7 +137,7 @@ kiln_status kiln_t5_encoder_encode(const kiln_t5_encoder *m, kiln_backend *be, c
         CK(op->scale_shift(be, &Z, &G, 0.0f, 0.0f, err));
         for (int64_t r = 0; r < R; r++) { /* Z[r] = G[r] * U[r], elementwise */
             kiln_tensor zr = kiln_tensor_rows(&Z, r, 1), ur = kiln_tensor_rows(&U, r, 1);
-            kiln_tensor gr = kiln_tensor_make((char *)g + (size_t)(r * F) * es, dt, 1, (int64_t[]){F});
+            kiln_tensor gr = kiln_tensor_make(kiln_elems_at(g, dt, r * F), dt, 1, (int64_t[]){F});
             CK(op->gated_add(be, &zr, &gr, &ur, err));
         }
         CK(kiln_matmul_epi(be, &X, &Z, &L->wo_ff, NULL, &add, err));
