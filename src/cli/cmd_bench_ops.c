@@ -8,8 +8,10 @@
  *   kiln bench-ops --peak [--threads N]
  *
  * Every timing is the median of R runs after one warm-up run. Sizes: 512 px = 1024 image + 512 text tokens,
- * 1024 px = 4096 + 512; Qwen3 at 512 tokens; VAE convs at the decoder's channel counts. */
+ * 1024 px = 4096 + 512; Qwen3 and T5-XXL (FLUX.1's text encoder) at 512 tokens; VAE convs at the decoder's channel
+ * counts. */
 #include <dlfcn.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,8 +25,8 @@
 #include "compute/cpu/cpu_bench.h"
 #include "compute/ops.h"
 
-typedef enum bkind { B_MATMUL, B_ATTN, B_LN_MOD, B_RMS, B_ROPE, B_SWIGLU, B_SILU_MUL, B_GATED_ADD, B_CONV, B_GN,
-                     B_UPS, B_COPY } bkind;
+typedef enum bkind { B_MATMUL, B_ATTN, B_ATTN_BIAS, B_LN_MOD, B_RMS, B_ROPE, B_SWIGLU, B_SILU_MUL, B_GELU_MUL,
+                     B_GATED_ADD, B_CONV, B_GN, B_UPS, B_COPY } bkind;
 
 typedef struct bcase {
     const char *name;
@@ -33,7 +35,8 @@ typedef struct bcase {
     int64_t a, b, c, d, e;  /* per kind, see run_case */
 } bcase;
 
-/* matmul: a=M b=N c=K d=epilogue; attention: a=S b=Hq c=Hkv d=causal; row ops: a=rows b=cols c=group;
+/* matmul: a=M b=N c=K d=epilogue; attention: a=S b=Hq c=Hkv d=causal e=head dim (0: 128), with an additive
+ * [Hq*S, S] bias and scale 1 for B_ATTN_BIAS (T5's relative positions); row ops: a=rows b=cols c=group;
  * conv: a=Ci b=Co c=H(=W) d=k e=stride; group_norm/upsample: a=C b=H(=W) */
 static const bcase cases[] = {
     {"dit.single.linear1", B_MATMUL, 512, 1536, 27648, 3072, KILN_EPI_NONE, 0},
@@ -55,6 +58,7 @@ static const bcase cases[] = {
     {"dit.attention", B_ATTN, 512, 1536, 24, 24, 0, 0},
     {"dit.attention", B_ATTN, 1024, 4608, 24, 24, 0, 0},
     {"qwen3.attention", B_ATTN, 0, 512, 32, 8, 1, 0},
+    {"t5.attention", B_ATTN_BIAS, 0, 512, 64, 64, 0, 64},
     {"dit.layer_norm_modulate", B_LN_MOD, 512, 1536, 3072, 0, 0, 0},
     {"dit.rms_norm.qk", B_RMS, 512, 1536, 6144, 128, 0, 0},
     {"dit.rope", B_ROPE, 512, 1536, 6144, 0, 0, 0},
@@ -64,6 +68,7 @@ static const bcase cases[] = {
     {"dit.layer_norm_modulate", B_LN_MOD, 1024, 4608, 3072, 0, 0, 0},
     {"dit.swiglu", B_SWIGLU, 1024, 4608, 9216, 0, 0, 0},
     {"qwen3.silu_mul", B_SILU_MUL, 0, 512, 9728, 0, 0, 0},
+    {"t5.gelu_mul", B_GELU_MUL, 0, 512, 10240, 0, 0, 0},
     {"qwen3.rms_norm", B_RMS, 0, 512, 2560, 2560, 0, 0},
     {"vae.conv3x3.512@64", B_CONV, 512, 512, 512, 64, 3, 1},
     {"vae.conv3x3.512@128", B_CONV, 512, 512, 512, 128, 3, 1},
@@ -279,29 +284,33 @@ static int run_matmul(bench_ctx *c, const bcase *bc) {
 }
 
 static int run_attention(bench_ctx *c, const bcase *bc) {
-    int64_t S = bc->a, hq = bc->b, hkv = bc->c, dh = 128, ld = (hq + 2 * hkv) * dh;
-    float *qkv = falloc(S * ld), *o = falloc(S * hq * dh);
-    if (!qkv || !o) {
-        kiln_aligned_free(qkv), kiln_aligned_free(o);
+    int64_t S = bc->a, hq = bc->b, hkv = bc->c, dh = bc->e ? bc->e : 128, ld = (hq + 2 * hkv) * dh;
+    const bool with_bias = bc->kind == B_ATTN_BIAS;
+    float *qkv = falloc(S * ld), *o = falloc(S * hq * dh), *bias = with_bias ? falloc(hq * S * S) : NULL;
+    if (!qkv || !o || (with_bias && !bias)) {
+        kiln_aligned_free(qkv), kiln_aligned_free(o), kiln_aligned_free(bias);
         return 6;
     }
     fill(qkv, S * ld, 5);
+    if (bias) fill(bias, hq * S * S, 6);
+    kiln_tensor bt = kiln_tensor_make(bias, KILN_DT_F32, 2, (int64_t[]){hq * S, S});
     kiln_tensor q = kiln_tensor_make(qkv, KILN_DT_F32, 2, (int64_t[]){S, hq * dh});
     kiln_tensor k = kiln_tensor_make(qkv + hq * dh, KILN_DT_F32, 2, (int64_t[]){S, hkv * dh});
     kiln_tensor v = kiln_tensor_make(qkv + (hq + hkv) * dh, KILN_DT_F32, 2, (int64_t[]){S, hkv * dh});
     q.stride[0] = k.stride[0] = v.stride[0] = ld;
     kiln_tensor ot = kiln_tensor_make(o, KILN_DT_F32, 2, (int64_t[]){S, hq * dh});
     double secs;
-    TIME_OP(c, secs, c->be->ops->attention(c->be, &ot, &q, &k, &v, (int)hq, (int)hkv, 0.08838834764831845f, bc->d != 0,
-                                           NULL, err),
+    const float scale = with_bias ? 1.0f : 1.0f / sqrtf((float)dh);
+    TIME_OP(c, secs, c->be->ops->attention(c->be, &ot, &q, &k, &v, (int)hq, (int)hkv, scale, bc->d != 0, NULL,
+                                           with_bias ? &bt : NULL, err),
             c->attn_peak_kind);
     /* 4 S^2 Dh flops per head (QK^T and PV), halved when causal */
     double flops = 4.0 * (double)S * S * dh * hq * (bc->d ? 0.5 : 1.0);
     char shape[64];
-    snprintf(shape, sizeof shape, "S=%lld %lldq/%lldkv x128%s", (long long)S, (long long)hq, (long long)hkv,
-             bc->d ? " causal" : "");
+    snprintf(shape, sizeof shape, "S=%lld %lldq/%lldkv x%lld%s", (long long)S, (long long)hq, (long long)hkv,
+             (long long)dh, bc->d ? " causal" : with_bias ? " bias" : "");
     print_row(bc->name, shape, secs, c->last_cpu, flops, 0, c->last_peak, "");
-    kiln_aligned_free(qkv), kiln_aligned_free(o);
+    kiln_aligned_free(qkv), kiln_aligned_free(o), kiln_aligned_free(bias);
     return secs < 0 ? 1 : 0;
 }
 
@@ -369,6 +378,10 @@ static int run_rowop(bench_ctx *c, const bcase *bc) {
     }
     case B_SILU_MUL:
         TIME_OP(c, secs, be->ops->silu_mul(be, &yt, &xt, &yt, err), NO_PEAK);
+        bytes = 12.0 * (double)n;
+        break;
+    case B_GELU_MUL:
+        TIME_OP(c, secs, be->ops->gelu_mul(be, &yt, &xt, &yt, err), NO_PEAK);
         bytes = 12.0 * (double)n;
         break;
     case B_GATED_ADD:
@@ -483,7 +496,7 @@ int kiln_cmd_bench_ops(int argc, char **argv) {
         if (set && bc->set && bc->set != set) continue;
         if (only && !strstr(bc->name, only)) continue;
         int r = bc->kind == B_MATMUL ? run_matmul(&c, bc)
-                : bc->kind == B_ATTN ? run_attention(&c, bc)
+                : bc->kind == B_ATTN || bc->kind == B_ATTN_BIAS ? run_attention(&c, bc)
                 : bc->kind == B_CONV ? run_conv(&c, bc)
                                      : run_rowop(&c, bc);
         if (r && !rc) rc = r;

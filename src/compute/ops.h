@@ -61,13 +61,16 @@ typedef struct kiln_ops {
     kiln_status (*matmul)(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, const kiln_tensor *w,
                           const kiln_tensor *bias, const kiln_epilogue *epi, kiln_err *err);
 
-    /* Multi-head attention, softmax(q k^T * scale + mask) v, O(seq) extra memory (online softmax, tiled).
+    /* Multi-head attention, softmax(q k^T * scale + bias + mask) v, O(seq) extra memory (online softmax, tiled).
      * q [Sq, Hq*Dh], k/v [Sk, Hkv*Dh], out [Sq, Hq*Dh]; Hq % Hkv == 0 (GQA: q head h reads kv head h/(Hq/Hkv)).
-     * causal: query i sees keys j <= i. key_mask: NULL or u8/bool [Sk], 0 = key excluded. A query row whose
-     * keys are all excluded gets zeros. */
+     * causal: query i sees keys j <= i. key_mask: NULL or u8/bool [Sk], 0 = key excluded. bias: NULL or an
+     * additive score bias, f32 contiguous [Hq*Sq, Sk] (row h*Sq + i: query i of head h over the keys; T5's
+     * relative-position bias), added to the scaled scores before the softmax; a -inf entry excludes that key.
+     * The bias is f32 on every backend (also where the activations are bf16). A query row whose keys are all
+     * excluded gets zeros. */
     kiln_status (*attention)(kiln_backend *be, kiln_tensor *out, const kiln_tensor *q, const kiln_tensor *k,
                              const kiln_tensor *v, int n_q_heads, int n_kv_heads, float scale, bool causal,
-                             const kiln_tensor *key_mask, kiln_err *err);
+                             const kiln_tensor *key_mask, const kiln_tensor *bias, kiln_err *err);
 
     /* y = x * rsqrt(mean(x^2, last dim of size gain->shape[0]) + eps) * gain. x is [R, C] with C a multiple of
      * the gain length G: normalises each G-wide group (per-head q/k norms: G = Dh). y == x allowed. */
@@ -90,6 +93,9 @@ typedef struct kiln_ops {
     kiln_status (*swiglu)(kiln_backend *be, kiln_tensor *y, const kiln_tensor *ab, kiln_err *err);
     /* y[R, F] = SiLU(a) * b for two separate [R, F] inputs (Qwen3's gate/up). y == a allowed. */
     kiln_status (*silu_mul)(kiln_backend *be, kiln_tensor *y, const kiln_tensor *a, const kiln_tensor *b,
+                            kiln_err *err);
+    /* y[R, F] = GELU_tanh(a) * b, as silu_mul (T5's gated-GELU: gelu_new(wi_0 h) * wi_1 h). y == a allowed. */
+    kiln_status (*gelu_mul)(kiln_backend *be, kiln_tensor *y, const kiln_tensor *a, const kiln_tensor *b,
                             kiln_err *err);
     /* Elementwise, y == x allowed. */
     kiln_status (*silu)(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, kiln_err *err);

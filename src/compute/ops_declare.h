@@ -15,7 +15,7 @@
                            const kiln_tensor *bias, const kiln_epilogue *epi, kiln_err *err);                   \
     kiln_status P##_attention(kiln_backend *be, kiln_tensor *out, const kiln_tensor *q, const kiln_tensor *k,   \
                               const kiln_tensor *v, int n_q_heads, int n_kv_heads, float scale, bool causal,    \
-                              const kiln_tensor *key_mask, kiln_err *err);                                      \
+                              const kiln_tensor *key_mask, const kiln_tensor *bias, kiln_err *err);             \
     kiln_status P##_rms_norm(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, const kiln_tensor *gain,   \
                              float eps, kiln_err *err);                                                         \
     kiln_status P##_layer_norm_modulate(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x,                 \
@@ -25,6 +25,8 @@
                          int n_heads, bool interleaved, kiln_err *err);                                         \
     kiln_status P##_swiglu(kiln_backend *be, kiln_tensor *y, const kiln_tensor *ab, kiln_err *err);             \
     kiln_status P##_silu_mul(kiln_backend *be, kiln_tensor *y, const kiln_tensor *a, const kiln_tensor *b,      \
+                             kiln_err *err);                                                                    \
+    kiln_status P##_gelu_mul(kiln_backend *be, kiln_tensor *y, const kiln_tensor *a, const kiln_tensor *b,      \
                              kiln_err *err);                                                                    \
     kiln_status P##_silu(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, kiln_err *err);                \
     kiln_status P##_gelu_tanh(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, kiln_err *err);           \

@@ -85,7 +85,7 @@ kiln_status kiln_clip_text_encode(const kiln_clip_text *m, kiln_backend *be, con
             kiln_tensor kb = kiln_tensor_rows(&Kt, (int64_t)b * seq, seq);
             kiln_tensor vb = kiln_tensor_rows(&Vt, (int64_t)b * seq, seq);
             kiln_tensor ab = kiln_tensor_rows(&A, (int64_t)b * seq, seq);
-            CK(op->attention(be, &ab, &qb, &kb, &vb, m->n_heads, m->n_heads, scale, true, NULL, err));
+            CK(op->attention(be, &ab, &qb, &kb, &vb, m->n_heads, m->n_heads, scale, true, NULL, NULL, err));
         }
         CK(kiln_matmul_epi(be, &X, &A, &L->wo, &L->bo, &add, err));
         CK(op->layer_norm_modulate(be, &H, &X, &L->ln2_b, &L->ln2_scale, m->eps, err));

@@ -11,7 +11,7 @@ static kiln_status attend(kiln_backend *be, const kiln_dit_attn *a, int64_t b, c
                           const kiln_tensor *k, const kiln_tensor *v, kiln_tensor *out, kiln_err *err) {
     if (a->attend) return a->attend(be, a, b, q, k, v, out, err);
     const float scale = 1.0f / sqrtf((float)a->head_dim);
-    return be->ops->attention(be, out, q, k, v, a->heads, a->heads, scale, false, NULL, err);
+    return be->ops->attention(be, out, q, k, v, a->heads, a->heads, scale, false, NULL, NULL, err);
 }
 
 kiln_status kiln_dit_joint_attention(kiln_backend *be, const kiln_dit_attn *a, const kiln_tensor *qkv_t,

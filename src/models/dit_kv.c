@@ -22,9 +22,9 @@ kiln_status kiln_dit_kv_attend(kiln_backend *be, const kiln_dit_attn *a, int64_t
         KILN_TRY(op->copy(be, &ck, &kr, err));
         KILN_TRY(op->copy(be, &cv, &vr, err));
         kiln_tensor q0 = kiln_tensor_rows(q, 0, n0), o0 = kiln_tensor_rows(out, 0, n0);
-        KILN_TRY(op->attention(be, &o0, &q0, k, v, a->heads, a->heads, scale, false, NULL, err));
+        KILN_TRY(op->attention(be, &o0, &q0, k, v, a->heads, a->heads, scale, false, NULL, NULL, err));
         kiln_tensor qr = kiln_tensor_rows(q, n0, R), orr = kiln_tensor_rows(out, n0, R);
-        return op->attention(be, &orr, &qr, &kr, &vr, a->heads, a->heads, scale, false, NULL, err);
+        return op->attention(be, &orr, &qr, &kr, &vr, a->heads, a->heads, scale, false, NULL, NULL, err);
     }
     kiln_tensor KV = kiln_tensor_make(kv->kv, kv->dt, 2, (int64_t[]){T + R, 2 * D});
     kiln_tensor dk = kiln_block(&KV, 0, T, 0, D), dv = kiln_block(&KV, 0, T, D, D);
@@ -33,5 +33,5 @@ kiln_status kiln_dit_kv_attend(kiln_backend *be, const kiln_dit_attn *a, int64_t
     KILN_TRY(op->copy(be, &dv, v, err));
     KILN_TRY(op->copy(be, &dc, &sc, err));
     kiln_tensor ka = kiln_cols(&KV, 0, D), va = kiln_cols(&KV, D, D);
-    return op->attention(be, out, q, &ka, &va, a->heads, a->heads, scale, false, NULL, err);
+    return op->attention(be, out, q, &ka, &va, a->heads, a->heads, scale, false, NULL, NULL, err);
 }

@@ -107,7 +107,7 @@ kiln_status kiln_dit_ulysses_attention(kiln_backend *be, const kiln_dit_sp *sp, 
     kiln_tensor q = kiln_cols(&CAT, 0, Dp), k = kiln_cols(&CAT, Dp, Dp), v = kiln_cols(&CAT, 2 * Dp, Dp);
     KILN_TRY(op->rope(be, &q, a->cos, a->sin, Hp, true, err));
     KILN_TRY(op->rope(be, &k, a->cos, a->sin, Hp, true, err));
-    KILN_TRY(op->attention(be, &CATO, &q, &k, &v, Hp, Hp, 1.0f / sqrtf((float)a->head_dim), false, NULL, err));
+    KILN_TRY(op->attention(be, &CATO, &q, &k, &v, Hp, Hp, 1.0f / sqrtf((float)a->head_dim), false, NULL, NULL, err));
     /* 3. image rows back to their ranks (all head groups of my tokens), text head groups gathered everywhere */
     KILN_TRY(c->ops->all_to_all(c, be, sp->cato + L * Dp, sp->recv, (size_t)(Nl * Dp), err));
     KILN_TRY(c->ops->all_gather(c, be, sp->cato, sp->tgather, (size_t)(L * Dp), err));

@@ -90,7 +90,7 @@ static kiln_status attn(const kiln_flux2_vae *m, kiln_backend *be, const kiln_va
     CK(kiln_matmul(be, &q, &tok, &a->q_w, &a->q_b, err));
     CK(kiln_matmul(be, &k, &tok, &a->k_w, &a->k_b, err));
     CK(kiln_matmul(be, &v, &tok, &a->v_w, &a->v_b, err));
-    CK(op->attention(be, &tok, &q, &k, &v, 1, 1, 1.0f / sqrtf((float)C), false, NULL, err));
+    CK(op->attention(be, &tok, &q, &k, &v, 1, 1, 1.0f / sqrtf((float)C), false, NULL, NULL, err));
     CK(kiln_matmul(be, &q, &tok, &a->o_w, &a->o_b, err));
     /* back to [C, S] and add the residual */
     kiln_tensor back = kiln_view_2d(t1, dt, S, C);

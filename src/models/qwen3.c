@@ -294,7 +294,7 @@ kiln_status kiln_qwen3_encode_tp(const kiln_qwen3 *m, kiln_backend *be, kiln_com
             kiln_tensor mb = kiln_tensor_make(msk + (size_t)b * seq, KILN_DT_U8, 1, (int64_t[]){seq});
             CK(op->rope(be, &qb, &COS, &SIN, hq, m->rope_interleaved, err));
             CK(op->rope(be, &kb, &COS, &SIN, hkv, m->rope_interleaved, err));
-            CK(op->attention(be, &ab, &qb, &kb, &vb, hq, hkv, 1.0f / sqrtf((float)Dh), true, &mb, err));
+            CK(op->attention(be, &ab, &qb, &kb, &vb, hq, hkv, 1.0f / sqrtf((float)Dh), true, &mb, NULL, err));
         }
         CK(project_out(be, tp, &X, &A, &L->wo, r * Q, &PART, &add, err));
         /* MLP */

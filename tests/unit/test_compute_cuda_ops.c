@@ -187,8 +187,9 @@ static void ref_matmul(pair *y, const pair *x, const pair *w, const pair *b, con
         }
 }
 
+/* bias: NULL or f32 [hq * sq, sk] (row h * sq + i), added to the scaled scores; a -inf entry hides the key. */
 static void ref_attention(pair *o, const pair *q, const pair *k, const pair *v, int hq, int hkv, int dh, float scale,
-                          bool causal, const pair *mask, bool round) {
+                          bool causal, const pair *mask, const pair *bias, bool round) {
     int64_t sq = q->h.shape[0], sk = k->h.shape[0];
     double *s = malloc((size_t)sk * sizeof *s);
     float *oh = o->hbuf;
@@ -197,11 +198,12 @@ static void ref_attention(pair *o, const pair *q, const pair *k, const pair *v, 
         for (int64_t i = 0; i < sq; i++) {
             double mx = -INFINITY;
             for (int64_t j = 0; j < sk; j++) {
-                bool vis = (!causal || j <= i) && (!mask || ((const uint8_t *)mask->hbuf)[j]);
+                const double b = bias ? val(bias, ((int64_t)h * sq + i) * sk + j) : 0;
+                bool vis = (!causal || j <= i) && (!mask || ((const uint8_t *)mask->hbuf)[j]) && b != -INFINITY;
                 double d = 0;
                 for (int e = 0; e < dh && vis; e++)
                     d += act(q, i * hq * dh + h * dh + e, round) * act(k, j * hkv * dh + g * dh + e, round);
-                s[j] = vis ? d * scale : -INFINITY;
+                s[j] = vis ? d * scale + b : -INFINITY;
                 if (s[j] > mx) mx = s[j];
             }
             double sum = 0;
@@ -504,21 +506,40 @@ static void test_quant_matmul(void) {
 
 /* ---- attention ---- */
 
-static void attn_case(const char *what, int64_t sq, int64_t sk, int hq, int hkv, int dh, bool causal, bool mask) {
+/* T5's position bias as an attention bias: [hq * sq, sk] f32 in [-4, 4), every 5th key of query row 1 -inf (an
+ * excluded key). */
+static pair *attn_bias(int64_t sq, int64_t sk, int hq) {
+    pair *b = mk2(KILN_DT_F32, (int64_t)hq * sq, sk, FILL_RAND);
+    float *bh = b->hbuf;
+    for (int64_t r = 0; r < (int64_t)hq * sq; r++)
+        for (int64_t j = 0; j < sk; j++) bh[r * sk + j] = r % sq == 1 && j % 5 == 0 ? -INFINITY : 4.0f * bh[r * sk + j];
+    CHECK_EQ_INT(dut->ops->upload(dut, b->dbuf, b->hbuf, b->bytes, NULL), KILN_OK);
+    return b;
+}
+
+/* scale 0: 3 / sqrt(dh), sharper than usual (exercises the running max); bias: attn_bias's table. */
+static void attn_case_full(const char *what, int64_t sq, int64_t sk, int hq, int hkv, int dh, bool causal, bool mask,
+                           float scale, bool with_bias) {
     pair *q = mk2(KILN_DT_F32, sq, (int64_t)hq * dh, FILL_RAND), *k = mk2(KILN_DT_F32, sk, (int64_t)hkv * dh, FILL_RAND);
     pair *v = mk2(KILN_DT_F32, sk, (int64_t)hkv * dh, FILL_RAND), *o = mk2(KILN_DT_F32, sq, (int64_t)hq * dh, FILL_NAN);
-    pair *km = mask ? mk1(KILN_DT_U8, sk, FILL_RAND) : NULL;
-    float scale = 1.0f / sqrtf((float)dh) * 3.0f; /* sharper than usual: exercises the running max */
+    pair *km = mask ? mk1(KILN_DT_U8, sk, FILL_RAND) : NULL, *bias = with_bias ? attn_bias(sq, sk, hq) : NULL;
+    if (scale == 0) scale = 1.0f / sqrtf((float)dh) * 3.0f;
     /* the device's attention in f32: EXACT on the CPU harness (its FAST attention runs bf16 tiles); CUDA's
      * default kernel is f32 either way */
     dut->precision = KILN_PREC_EXACT;
-    DUT(dut->ops->attention(dut, &o->d, &q->d, &k->d, &v->d, hq, hkv, scale, causal, km ? &km->d : NULL, &e_));
+    DUT(dut->ops->attention(dut, &o->d, &q->d, &k->d, &v->d, hq, hkv, scale, causal, km ? &km->d : NULL,
+                            bias ? &bias->d : NULL, &e_));
     dut->precision = KILN_PREC_FAST;
-    /* KILN_CUDA_ATTENTION=tc rounds q, k, v (and p) to bf16 (tensor-core operands) */
+    /* KILN_CUDA_ATTENTION=tc rounds q, k, v (and p) to bf16 (tensor-core operands); with a bias the simple f32
+     * kernel runs instead (cuda_ops.c), held to its 1e-5 */
     const char *att = getenv("KILN_CUDA_ATTENTION");
-    bool tc = dut->kind == KILN_BACKEND_CUDA && att && strcmp(att, "tc") == 0;
-    ref_attention(o, q, k, v, hq, hkv, dh, scale, causal, km, tc);
+    bool tc = dut->kind == KILN_BACKEND_CUDA && att && strcmp(att, "tc") == 0 && !bias;
+    ref_attention(o, q, k, v, hq, hkv, dh, scale, causal, km, bias, tc);
     compare(what, o, tc ? 2e-2 : 1e-5);
+}
+
+static void attn_case(const char *what, int64_t sq, int64_t sk, int hq, int hkv, int dh, bool causal, bool mask) {
+    attn_case_full(what, sq, sk, hq, hkv, dh, causal, mask, 0, false);
 }
 
 static void test_attention(void) {
@@ -528,6 +549,24 @@ static void test_attention(void) {
     attn_case("attention key mask", 40, 90, 2, 2, 64, false, true);
     attn_case("attention causal + mask", 33, 33, 2, 1, 64, true, true);
     attn_case("attention 1 head dh512 (VAE mid)", 64, 64, 1, 1, 512, false, false);
+    free_pairs();
+    /* with an additive bias (T5: scale 1, the relative-position table): T5's head dims (64; 12 in the tiny
+     * model), GQA, Sq != Sk, causal and the key mask with it */
+    attn_case_full("attention + bias, scale 1 (T5) 8 heads dh64", 77, 77, 8, 8, 64, false, false, 1.0f, true);
+    attn_case_full("attention + bias, scale 1 (tiny T5) dh12", 77, 77, 3, 3, 12, false, false, 1.0f, true);
+    attn_case_full("attention + bias GQA 4q/2kv, sq 40 != sk 90", 40, 90, 4, 2, 64, false, true, 0, true);
+    attn_case_full("attention + bias, causal + mask", 70, 70, 2, 1, 128, true, true, 0, true);
+    free_pairs();
+    /* the bias's shape and dtype are checked by name */
+    pair *q = mk2(KILN_DT_F32, 3, 2 * 64, FILL_RAND), *o = mk2(KILN_DT_F32, 3, 2 * 64, FILL_NAN);
+    pair *bad = mk2(KILN_DT_F32, 3, 3, FILL_RAND), *b16 = mk2(KILN_DT_BF16, 6, 3, FILL_RAND);
+    kiln_err e = {0};
+    CHECK_EQ_INT(dut->ops->attention(dut, &o->d, &q->d, &q->d, &q->d, 2, 2, 1.0f, false, NULL, &bad->d, &e),
+                 KILN_E_INVALID);
+    CHECK_ERR_CONTAINS(&e, "attention: bias must be a contiguous f32 [6, 3]");
+    CHECK_EQ_INT(dut->ops->attention(dut, &o->d, &q->d, &q->d, &q->d, 2, 2, 1.0f, false, NULL, &b16->d, &e),
+                 KILN_E_UNSUPPORTED);
+    CHECK_ERR_CONTAINS(&e, "attention: bias is bf16, expected f32");
     free_pairs();
 }
 
@@ -574,6 +613,11 @@ static void test_elementwise(void) {
     pair *a = mk2(KILN_DT_F32, 23, 150, FILL_RAND), *b = mk2(KILN_DT_F32, 23, 150, FILL_RAND);
     BOTH(ref->ops->silu_mul(ref, &y->h, &a->h, &b->h, &e_), dut->ops->silu_mul(dut, &y->d, &a->d, &b->d, &e_));
     compare("silu_mul", y, 1e-5);
+    BOTH(ref->ops->gelu_mul(ref, &y->h, &a->h, &b->h, &e_), dut->ops->gelu_mul(dut, &y->d, &a->d, &b->d, &e_));
+    compare("gelu_mul", y, 1e-5);
+    pair *g2 = mk2(KILN_DT_F32, 23, 150, FILL_RAND); /* in place, y == a (T5's G = gelu(G) * U) */
+    BOTH(ref->ops->gelu_mul(ref, &g2->h, &g2->h, &b->h, &e_), dut->ops->gelu_mul(dut, &g2->d, &g2->d, &b->d, &e_));
+    compare("gelu_mul in place", g2, 1e-5);
     BOTH(ref->ops->silu(ref, &y->h, &a->h, &e_), dut->ops->silu(dut, &y->d, &a->d, &e_));
     compare("silu", y, 1e-5);
     BOTH(ref->ops->gelu_tanh(ref, &y->h, &a->h, &e_), dut->ops->gelu_tanh(dut, &y->d, &a->d, &e_));
@@ -682,8 +726,8 @@ static void test_bf16_activations(void) {
     const char *att = getenv("KILN_CUDA_ATTENTION");
     bool tc = att && strcmp(att, "tc") == 0;
     float scale = 1.0f / sqrtf((float)dh);
-    BOTH(ref->ops->attention(ref, &o->h, &q.h, &k.h, &v.h, H, H, scale, false, NULL, &e_),
-         dut->ops->attention(dut, &o16->d, &q16.d, &k16.d, &v16.d, H, H, scale, false, NULL, &e_));
+    BOTH(ref->ops->attention(ref, &o->h, &q.h, &k.h, &v.h, H, H, scale, false, NULL, NULL, &e_),
+         dut->ops->attention(dut, &o16->d, &q16.d, &k16.d, &v16.d, H, H, scale, false, NULL, NULL, &e_));
     if (tc) { /* P rounded to bf16 too: the f32 tolerance of the tensor-core variant, on the widened output */
         pair *of = mk2(KILN_DT_F32, S, D, FILL_NAN);
         BOTH(ref->ops->copy(ref, &of->h, &o->h, &e_), dut->ops->copy(dut, &of->d, &o16->d, &e_));
@@ -691,6 +735,12 @@ static void test_bf16_activations(void) {
     } else {
         compare_bf16("attention bf16 q/k/v views -> bf16", o16, o);
     }
+    /* T5's attention on bf16 activations: the f32 position bias, scale 1; the simple kernel runs also under
+     * KILN_CUDA_ATTENTION=tc (no bias there), so the bf16 tolerance holds either way */
+    pair *tb = attn_bias(S, S, H), *t16 = mk2(KILN_DT_BF16, S, D, FILL_NAN);
+    BOTH(ref->ops->attention(ref, &o->h, &q.h, &k.h, &v.h, H, H, 1.0f, false, NULL, &tb->h, &e_),
+         dut->ops->attention(dut, &t16->d, &q16.d, &k16.d, &v16.d, H, H, 1.0f, false, NULL, &tb->d, &e_));
+    compare_bf16("attention bf16 views + f32 bias -> bf16 (T5)", t16, o);
 
     pair *x = mk2(KILN_DT_F32, 29, 293, FILL_RAND), *x16 = bf16_twin(x);
     pair *y = mk2(KILN_DT_F32, 29, 293, FILL_NAN), *y16 = mk2(KILN_DT_BF16, 29, 293, FILL_NAN);
@@ -703,6 +753,15 @@ static void test_bf16_activations(void) {
     pair *sw = mk2(KILN_DT_F32, 23, 150, FILL_NAN), *sw16 = mk2(KILN_DT_BF16, 23, 150, FILL_NAN);
     BOTH(ref->ops->swiglu(ref, &sw->h, &ab->h, &e_), dut->ops->swiglu(dut, &sw16->d, &ab16->d, &e_));
     compare_bf16("swiglu bf16 -> bf16", sw16, sw);
+    pair *ga = mk2(KILN_DT_F32, 23, 150, FILL_RAND), *ga16 = bf16_twin(ga), *gb = mk2(KILN_DT_F32, 23, 150, FILL_RAND);
+    pair *gb16 = bf16_twin(gb), *gm = mk2(KILN_DT_F32, 23, 150, FILL_NAN);
+    for (int64_t i = 0; i < 23 * 150; i++) ((float *)gm->hbuf)[i] = ((float *)ga->hbuf)[i];
+    /* in place on the bf16 a, as T5 runs it: the reference in f32 on the same values, one rounding at the end */
+    BOTH(ref->ops->gelu_mul(ref, &gm->h, &gm->h, &gb->h, &e_), dut->ops->gelu_mul(dut, &ga16->d, &ga16->d, &gb16->d, &e_));
+    compare_bf16("gelu_mul bf16 -> bf16 in place (T5)", ga16, gm);
+    pair *sa16 = bf16_twin(ga), *sm16 = mk2(KILN_DT_BF16, 23, 150, FILL_NAN), *sm = mk2(KILN_DT_F32, 23, 150, FILL_NAN);
+    BOTH(ref->ops->silu_mul(ref, &sm->h, &ga->h, &gb->h, &e_), dut->ops->silu_mul(dut, &sm16->d, &sa16->d, &gb16->d, &e_));
+    compare_bf16("silu_mul bf16 -> bf16", sm16, sm);
     pair *r = mk2(KILN_DT_F32, 23, 150, FILL_RAND), *r16 = bf16_twin(r), *gt = mk1(KILN_DT_F32, 150, FILL_RAND);
     pair *p = mk2(KILN_DT_F32, 23, 150, FILL_RAND);
     BOTH(ref->ops->gated_add(ref, &r->h, &gt->h, &p->h, &e_), dut->ops->gated_add(dut, &r16->d, &gt->d, &p->d, &e_));
@@ -776,8 +835,8 @@ static void test_determinism(void) {
     CHECK_EQ_INT(dut->ops->matmul(dut, &y2->d, &x->d, &w->d, NULL, NULL, NULL), KILN_OK);
     pair *q = mk2(KILN_DT_F32, 200, 256, FILL_RAND), *o1 = mk2(KILN_DT_F32, 200, 256, FILL_NAN);
     pair *o2 = mk2(KILN_DT_F32, 200, 256, FILL_NAN);
-    CHECK_EQ_INT(dut->ops->attention(dut, &o1->d, &q->d, &q->d, &q->d, 2, 2, 0.1f, false, NULL, NULL), KILN_OK);
-    CHECK_EQ_INT(dut->ops->attention(dut, &o2->d, &q->d, &q->d, &q->d, 2, 2, 0.1f, false, NULL, NULL), KILN_OK);
+    CHECK_EQ_INT(dut->ops->attention(dut, &o1->d, &q->d, &q->d, &q->d, 2, 2, 0.1f, false, NULL, NULL, NULL), KILN_OK);
+    CHECK_EQ_INT(dut->ops->attention(dut, &o2->d, &q->d, &q->d, &q->d, 2, 2, 0.1f, false, NULL, NULL, NULL), KILN_OK);
     size_t nb = y1->bytes, na = o1->bytes;
     void *a = malloc(nb), *b = malloc(nb), *c = malloc(na), *d = malloc(na);
     CHECK_EQ_INT(dut->ops->download(dut, a, y1->dbuf, nb, NULL), KILN_OK);
@@ -811,7 +870,7 @@ static void test_timing(void) {
         for (int rep = 0; rep < 6; rep++) { /* the first is a warm-up */
             CHECK_EQ_INT(dut->ops->sync(dut, NULL), KILN_OK);
             double t0 = now_s();
-            kiln_status st = op == 0 ? dut->ops->attention(dut, &o->d, &q->d, &q->d, &q->d, 24, 24, 0.088f, false, NULL, NULL)
+            kiln_status st = op == 0 ? dut->ops->attention(dut, &o->d, &q->d, &q->d, &q->d, 24, 24, 0.088f, false, NULL, NULL, NULL)
                                      : dut->ops->matmul(dut, &y->d, &q->d, &w->d, NULL, NULL, NULL);
             CHECK_EQ_INT(st, KILN_OK);
             CHECK_EQ_INT(dut->ops->sync(dut, NULL), KILN_OK);

@@ -183,11 +183,16 @@ static void test_matmul(void) {
  * - Accumulation of P V and of l in f32 (sk terms and a rescale per 128-key block, any order):
  *   gamma(N) relative to sum P|v| and to sum P, so 2 gamma(N) M1 with M1 = the weighted mean of |v|; then
  *   1 / l and the product, 2u |out|.
+ * - An additive bias b_j (biaskind 1: uniform in [-4, 4); 2: the same with -inf entries - every 7th key, and
+ *   every key of query 3 - which exclude keys as the mask does; ops.h) joins the score in base-2 units,
+ *   b_j log2 e: its own rounding (the f32 kernels multiply it by log2 e in f32: 2u) and the addition's
+ *   (u |s_j + b_j|) add u (a_j + 3 |b_j log2 e|) to ds_j. With a bias the AMX kernel is not used (attention.c).
  * This is a worst case (rounding errors at their largest and all of one sign); what it admits is 1e-3 for
  * AMX (mostly P's rounding) and ~1e-5 for f32, where a wrong rescale, a causal limit off by one or a missing
- * normalisation moves outputs by 1e-2 to 1. */
-static void check_attention_ramp(int64_t sq, int64_t sk, int hq, int hkv, int64_t dh, bool causal, int maskkind,
-                                 kiln_precision prec, float key_ramp) {
+ * normalisation moves outputs by 1e-2 to 1 (and a bias not added, or added in the wrong units, by 1e-1 to 1).
+ * scale 0: 1/sqrt(dh); T5 runs 1. */
+static void check_attention_full(int64_t sq, int64_t sk, int hq, int hkv, int64_t dh, bool causal, int maskkind,
+                                 kiln_precision prec, float key_ramp, float scale, int biaskind) {
     int64_t dq = hq * dh, dkv = hkv * dh;
     /* q, k, v as column blocks of fused [S, dq + 2 dkv] buffers (strided views), queries and keys separately */
     int64_t ldq = dq + 2 * dkv;
@@ -199,13 +204,22 @@ static void check_attention_ramp(int64_t sq, int64_t sk, int hq, int hkv, int64_
     for (int64_t j = 0; j < sk; j++) mask[j] = maskkind == 1 ? (j % 3 != 1) : maskkind == 2 ? (j >= 2) : 1;
     kiln_tensor q = view(fq, sq, dq, ldq, 0), k = view(fk, sk, dkv, ldq, dq), v = view(fk, sk, dkv, ldq, dq + dkv);
     kiln_tensor o = t2(out, KILN_DT_F32, sq, dq), mt = t1(mask, KILN_DT_U8, sk);
-    float scale = 1.0f / sqrtf((float)dh);
+    float *bias = biaskind ? randf(hq * sq * sk) : NULL; /* [hq * sq, sk]: row h * sq + i */
+    for (int64_t r = 0; bias && r < hq * sq; r++)
+        for (int64_t j = 0; j < sk; j++) {
+            float *b = &bias[r * sk + j];
+            *b *= 4.0f;
+            if (biaskind == 2 && (j % 7 == 3 || r % sq == 3)) *b = -INFINITY;
+        }
+    kiln_tensor bt = t2(bias, KILN_DT_F32, hq * sq, sk);
+    if (scale == 0) scale = 1.0f / sqrtf((float)dh);
     be->precision = prec;
     poison_scratch();
-    ERR_OK(be->ops->attention(be, &o, &q, &k, &v, hq, hkv, scale, causal, maskkind ? &mt : NULL, err));
+    ERR_OK(be->ops->attention(be, &o, &q, &k, &v, hq, hkv, scale, causal, maskkind ? &mt : NULL, bias ? &bt : NULL,
+                              err));
     be->precision = KILN_PREC_FAST;
 
-    const bool amx = tier >= KILN_CPU_AMX && prec == KILN_PREC_FAST && dh % 32 == 0 && dh <= 512 && sk > 0;
+    const bool amx = tier >= KILN_CPU_AMX && prec == KILN_PREC_FAST && dh % 32 == 0 && dh <= 512 && sk > 0 && !bias;
     const double u = 0x1p-24, log2e = 1.4426950408889634;
     const float qscale = scale * 1.44269504088896341f; /* the AMX kernel's factor, in f32 as it computes it */
     const double exp_err = amx ? 7.5e-5 : 1.2e-7 + 24 * u, p_round = amx ? 0x1p-8 : 0;
@@ -229,14 +243,15 @@ static void check_attention_ramp(int64_t sq, int64_t sk, int hq, int hkv, int64_
         for (int64_t i = 0; i < sq; i++) {
             double mx = -INFINITY, wsum = 0, eps_max = 0;
             for (int64_t j = 0; j < sk; j++) {
-                bool vis = mask[j] && (!causal || j <= i);
+                const double b2 = bias ? bias[(h * sq + i) * sk + j] * log2e : 0; /* base-2 units */
+                bool vis = mask[j] && (!causal || j <= i) && b2 != -INFINITY;
                 double s = 0, a = 0;
                 for (int64_t e = 0; vis && e < dh; e++) {
                     double qk = qd[i * dq + h * dh + e] * kd[j * dkv + hk * dh + e];
                     s += qk, a += fabs(qk);
                 }
-                w[j] = vis ? s : -INFINITY;
-                eps[j] = gamma_s * a; /* score error, until the max is known */
+                w[j] = vis ? s + b2 : -INFINITY;
+                eps[j] = gamma_s * a + (bias && vis ? u * (a + 3 * fabs(b2)) : 0); /* score error, until the max is known */
                 if (w[j] > mx) mx = w[j];
             }
             for (int64_t j = 0; j < sk; j++) {
@@ -267,21 +282,27 @@ static void check_attention_ramp(int64_t sq, int64_t sk, int hq, int hkv, int64_
     }
     /* 1e-30 absolute only admits the weights below 2^-126 (relative to the largest) that f32 and bf16 flush */
     double wv = worst(out, want, bound, sq * dq, 1e-30, 1);
-    CHECK_MSG(wv <= 1, "attention %s%s sq=%lld sk=%lld hq=%d hkv=%d dh=%lld causal=%d mask=%d prec=%d: err %.3g x tol",
+    CHECK_MSG(wv <= 1,
+              "attention %s%s sq=%lld sk=%lld hq=%d hkv=%d dh=%lld causal=%d mask=%d bias=%d prec=%d: err %.3g x tol",
               kiln_cpu_tier_name(tier), amx ? " (amx kernel)" : "", (long long)sq, (long long)sk, hq, hkv,
-              (long long)dh, causal, maskkind, (int)prec, wv);
+              (long long)dh, causal, maskkind, biaskind, (int)prec, wv);
     if (getenv("KILN_TEST_VERBOSE")) { /* what the bound admits next to what the kernel did */
         double emax = 0, bmax = 0;
         for (int64_t i = 0; i < sq * dq; i++) {
             emax = fmax(emax, fabs(out[i] - want[i]));
             bmax = fmax(bmax, bound[i]);
         }
-        printf("#   attention %s%s sq=%lld sk=%lld dh=%lld causal=%d ramp=%g prec=%d: max err %.3g, max bound %.3g, "
-               "worst %.3g x bound\n", kiln_cpu_tier_name(tier), amx ? " amx" : "", (long long)sq, (long long)sk,
-               (long long)dh, causal, (double)key_ramp, (int)prec, emax, bmax, wv);
+        printf("#   attention %s%s sq=%lld sk=%lld dh=%lld causal=%d ramp=%g bias=%d prec=%d: max err %.3g, max bound "
+               "%.3g, worst %.3g x bound\n", kiln_cpu_tier_name(tier), amx ? " amx" : "", (long long)sq, (long long)sk,
+               (long long)dh, causal, (double)key_ramp, biaskind, (int)prec, emax, bmax, wv);
     }
     free(fq), free(fk), free(out), free(mask), free(want), free(bound), free(w), free(eps), free(qd), free(kd),
-        free(vd);
+        free(vd), free(bias);
+}
+
+static void check_attention_ramp(int64_t sq, int64_t sk, int hq, int hkv, int64_t dh, bool causal, int maskkind,
+                                 kiln_precision prec, float key_ramp) {
+    check_attention_full(sq, sk, hq, hkv, dh, causal, maskkind, prec, key_ramp, 0, 0);
 }
 
 static void check_attention(int64_t sq, int64_t sk, int hq, int hkv, int64_t dh, bool causal, int maskkind,
@@ -308,11 +329,37 @@ static void test_attention(void) {
         /* dh % 16 != 0: the scalar kernel, its rescale and causal limit */
         check_attention_ramp(40, 600, 2, 2, 24, false, 0, (kiln_precision)prec, 12.0f);
         check_attention_ramp(150, 150, 2, 1, 24, true, 0, (kiln_precision)prec, 12.0f);
+        /* an additive bias (T5's relative positions: scale 1, every head its own rows): the scalar kernel (dh 12,
+         * the tiny T5's; dh 24), the f32 vector kernels (dh 64, 128; 32, which AMX would take without the bias),
+         * GQA, Sq != Sk, several key blocks and a short last one, with the causal limit and the key mask, and
+         * -inf entries (a query row that sees no key: zeros) */
+        const kiln_precision pr = (kiln_precision)prec;
+        check_attention_full(77, 77, 3, 3, 12, false, 0, pr, 0.0f, 1.0f, 1);
+        check_attention_full(40, 300, 4, 2, 24, true, 1, pr, 0.0f, 0, 2);
+        check_attention_full(140, 77, 4, 4, 64, false, 0, pr, 0.0f, 1.0f, 1);
+        check_attention_full(130, 300, 4, 2, 64, true, 1, pr, 12.0f, 0, 1);
+        check_attention_full(60, 200, 2, 1, 128, false, 2, pr, 0.0f, 0, 2);
+        check_attention_full(33, 260, 2, 2, 32, false, 0, pr, 12.0f, 0, 1);
+        check_attention_full(100, 100, 2, 1, 64, true, 2, pr, 0.0f, 0, 2);
     }
     float buf[64] = {0};
     kiln_tensor q = t2(buf, KILN_DT_F32, 2, 8), k = t2(buf, KILN_DT_F32, 2, 8);
     kiln_err err = {0};
-    CHECK(be->ops->attention(be, &q, &q, &k, &k, 3, 2, 1.0f, false, NULL, &err) == KILN_E_INVALID);
+    CHECK(be->ops->attention(be, &q, &q, &k, &k, 3, 2, 1.0f, false, NULL, NULL, &err) == KILN_E_INVALID);
+    /* the bias: [Hq * Sq, Sk] f32, contiguous (2 heads, 2 queries, 2 keys here) */
+    float bb[64] = {0};
+    uint16_t bh[16] = {0};
+    kiln_tensor ok = t2(bb, KILN_DT_F32, 4, 2), rows = t2(bb, KILN_DT_F32, 2, 2), cols = t2(bb, KILN_DT_F32, 4, 3);
+    kiln_tensor strided = t2(bb, KILN_DT_F32, 4, 2), half = t2(bh, KILN_DT_BF16, 4, 2);
+    strided.stride[0] = 3;
+    CHECK_MSG(be->ops->attention(be, &q, &q, &k, &k, 2, 2, 1.0f, false, NULL, &ok, &err) == KILN_OK, "%s", err.msg);
+    const kiln_tensor *bad[] = {&rows, &cols, &strided};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        CHECK(be->ops->attention(be, &q, &q, &k, &k, 2, 2, 1.0f, false, NULL, bad[i], &err) == KILN_E_INVALID);
+        CHECK_ERR_CONTAINS(&err, "attention: bias must be a contiguous f32 [4, 2]");
+    }
+    CHECK(be->ops->attention(be, &q, &q, &k, &k, 2, 2, 1.0f, false, NULL, &half, &err) == KILN_E_UNSUPPORTED);
+    CHECK_ERR_CONTAINS(&err, "attention: bias is bf16, expected f32");
 }
 
 /* ---------------------------------------------------------------------------------------------------- */
@@ -464,6 +511,13 @@ static void test_elementwise(void) {
     ERR_OK(be->ops->silu_mul(be, &yt, &yt, &bt, err));
     CHECK(worst(y, want, NULL, n, 1e-6, 1e-5) <= 1);
     POISON();
+    ERR_OK(be->ops->gelu_mul(be, &yt, &at, &bt, err));
+    for (int64_t i = 0; i < n; i++) want[i] = gelu_d(a[i]) * b[i];
+    CHECK(worst(y, want, NULL, n, 1e-6, 1e-5) <= 1);
+    memcpy(y, a, sizeof(float) * (size_t)n); /* in place y == a (T5's G = gelu(G) * U) */
+    ERR_OK(be->ops->gelu_mul(be, &yt, &yt, &bt, err));
+    CHECK(worst(y, want, NULL, n, 1e-6, 1e-5) <= 1);
+    POISON();
     ERR_OK(be->ops->add(be, &yt, &at, &bt, err));
     for (int64_t i = 0; i < n; i++) want[i] = (double)a[i] + b[i];
     CHECK(worst(y, want, NULL, n, 0, 1e-7) <= 1);
@@ -494,6 +548,8 @@ static void test_elementwise(void) {
     kiln_tensor small = t2(y, KILN_DT_F32, R, F - 1);
     CHECK(be->ops->add(be, &small, &at, &bt, &err) == KILN_E_INVALID);
     CHECK(be->ops->swiglu(be, &yt, &at, &err) == KILN_E_INVALID);
+    CHECK(be->ops->gelu_mul(be, &yt, &at, &small, &err) == KILN_E_INVALID);
+    CHECK_ERR_CONTAINS(&err, "gelu_mul");
     free(a), free(b), free(ab), free(g), free(y), free(want);
 }
 

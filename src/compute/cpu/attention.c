@@ -3,7 +3,8 @@
  * unnormalised output O are rescaled as each block arrives, so only ATT_BQ x ATT_BK scores exist at a time
  * (O(seq) extra memory, never the Sq x Sk matrix). GQA: query head h reads kv head h / (Hq / Hkv).
  * Masks: causal (key j visible to query i iff j <= i) and a u8/bool key mask (0 = excluded); a query that sees
- * no key gets zeros. */
+ * no key gets zeros. An additive bias (f32 [Hq*Sq, Sk], T5's relative positions) joins each score before the
+ * softmax: every kernel adds its row while the block's scores are formed, so it costs one read of the table. */
 #include <math.h>
 
 #include "compute/cpu/attention.h"
@@ -44,6 +45,7 @@ void att_task_scalar(const att_job *j, int64_t h, int64_t q0, float *scratch) {
         int64_t nk = kend - k0 < ATT_BK ? kend - k0 : ATT_BK;
         for (int64_t i = 0; i < nq; i++) {
             const float *qi = mat_f32_row(&j->q, q0 + i) + h * dh;
+            const float *bi = j->bias ? j->bias + (h * j->q.rows + q0 + i) * j->bias_ld : NULL;
             float *si = s + i * ATT_BK, bmax = -INFINITY;
             for (int64_t c = 0; c < nk; c++) {
                 int64_t key = k0 + c;
@@ -55,6 +57,7 @@ void att_task_scalar(const att_job *j, int64_t h, int64_t q0, float *scratch) {
                 float d = 0;
                 for (int64_t e = 0; e < dh; e++) d += qi[e] * kc[e];
                 si[c] = d * j->scale;
+                if (bi) si[c] += bi[key]; /* -inf: the key is excluded, as by the mask */
                 bmax = si[c] > bmax ? si[c] : bmax;
             }
             if (bmax == -INFINITY) continue; /* nothing visible in this block */
@@ -104,7 +107,7 @@ static void pack_task(void *ctx, size_t t, int thread) {
 
 kiln_status cpu_attention(kiln_backend *be, kiln_tensor *out, const kiln_tensor *q, const kiln_tensor *k,
                           const kiln_tensor *v, int n_q_heads, int n_kv_heads, float scale, bool causal,
-                          const kiln_tensor *key_mask, kiln_err *err) {
+                          const kiln_tensor *key_mask, const kiln_tensor *bias, kiln_err *err) {
     kiln_cpu_backend *cb = cpu_be(be);
     att_job j = {.hq = n_q_heads, .hkv = n_kv_heads, .scale = scale, .causal = causal};
     KILN_TRY(cpu_as_mat(out, KILN_DT_F32, "attention", "out", &j.out, err));
@@ -130,11 +133,27 @@ kiln_status cpu_attention(kiln_backend *be, kiln_tensor *out, const kiln_tensor 
                              (long long)j.k.rows);
         j.mask = key_mask->data;
     }
+    if (bias) {
+        cpu_mat bm;
+        KILN_TRY(cpu_as_mat(bias, KILN_DT_F32, "attention", "bias", &bm, err));
+        if (bm.rows != (int64_t)n_q_heads * j.q.rows || bm.cols != j.k.rows || (bm.rows > 1 && bm.ld != bm.cols))
+            return KILN_FAIL(err, KILN_E_INVALID,
+                             "attention: bias must be a contiguous f32 [%lld, %lld] (%d heads x %lld queries, %lld "
+                             "keys), got [%lld, %lld] with row stride %lld",
+                             (long long)n_q_heads * j.q.rows, (long long)j.k.rows, n_q_heads, (long long)j.q.rows,
+                             (long long)j.k.rows, (long long)bm.rows, (long long)bm.cols, (long long)bm.ld);
+        j.bias = (const float *)bm.data;
+        j.bias_ld = bm.cols;
+    }
     if (j.q.rows == 0 || j.dh == 0) return KILN_OK;
     j.bq = ATT_BQ;
     att_run r = {&j, att_task_scalar};
-    /* kernel choice: AMX for FAST when the head size fits whole tiles; else the f32 vector kernel of the tier */
-    bool amx = cb->tier >= KILN_CPU_AMX && be->precision == KILN_PREC_FAST && j.dh % 32 == 0 && j.dh <= 512 && j.k.rows > 0;
+    /* kernel choice: AMX for FAST when the head size fits whole tiles; else the f32 vector kernel of the tier.
+     * With a bias the f32 vector kernel runs instead of AMX: the AMX kernel has no bias path, because no machine
+     * that builds and tests kiln has AMX (its code would ship unrun), and the one model with a bias, T5, spends
+     * a few per cent of its encode in attention (64-wide heads over 512 tokens, next to 4096 x 10240 GEMMs). */
+    bool amx = cb->tier >= KILN_CPU_AMX && be->precision == KILN_PREC_FAST && j.dh % 32 == 0 && j.dh <= 512 &&
+               j.k.rows > 0 && !j.bias;
     size_t pack_bytes = 0;
     bool f32 = false;
     if (amx) {

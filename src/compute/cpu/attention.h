@@ -16,6 +16,8 @@
 typedef struct att_job {
     cpu_mat out, q, k, v;
     const uint8_t *mask;
+    const float *bias; /* NULL or [hq * Sq][bias_ld]: row h * Sq + i, added to query i's scaled scores (ops.h) */
+    int64_t bias_ld;
     int64_t hq, hkv, dh, nqb, bq; /* bq: queries per task (ATT_BQ, or ATT_BQ_AMX), nqb: tasks per head */
     float scale;
     bool causal;

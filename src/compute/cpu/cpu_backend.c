@@ -76,7 +76,8 @@ static void cpu_close(kiln_backend *be) {
     {                                                                                                         \
         .name = ops_name, .matmul = cpu_matmul, .attention = cpu_attention, .rms_norm = cpu_rms_norm,         \
         .layer_norm_modulate = cpu_layer_norm_modulate, .rope = cpu_rope, .swiglu = cpu_swiglu,               \
-        .silu_mul = cpu_silu_mul, .silu = cpu_silu, .gelu_tanh = cpu_gelu_tanh, .softmax = cpu_softmax,       \
+        .silu_mul = cpu_silu_mul, .gelu_mul = cpu_gelu_mul, .silu = cpu_silu, .gelu_tanh = cpu_gelu_tanh,     \
+        .softmax = cpu_softmax,                                                                               \
         .add = cpu_add, .gated_add = cpu_gated_add, .scale_shift = cpu_scale_shift, .copy = cpu_copy,         \
         .conv2d = cpu_conv2d, .group_norm = cpu_group_norm, .upsample2x = cpu_upsample2x, .alloc = cpu_alloc, \
         .free = cpu_free, .place = cpu_place, .unplace = cpu_unplace, .reserve = cpu_reserve,              \

@@ -73,13 +73,14 @@ static kiln_status s_matmul(kiln_backend *be, kiln_tensor *y, const kiln_tensor 
 
 static kiln_status s_attention(kiln_backend *be, kiln_tensor *out, const kiln_tensor *q, const kiln_tensor *k,
                                const kiln_tensor *v, int n_q_heads, int n_kv_heads, float scale, bool causal,
-                               const kiln_tensor *key_mask, kiln_err *err) {
+                               const kiln_tensor *key_mask, const kiln_tensor *bias, kiln_err *err) {
     CHECK_ARG("attention", out);
     CHECK_ARG("attention", q);
     CHECK_ARG("attention", k);
     CHECK_ARG("attention", v);
     CHECK_ARG("attention", key_mask);
-    return real(be)->attention(be, out, q, k, v, n_q_heads, n_kv_heads, scale, causal, key_mask, err);
+    CHECK_ARG("attention", bias);
+    return real(be)->attention(be, out, q, k, v, n_q_heads, n_kv_heads, scale, causal, key_mask, bias, err);
 }
 
 static kiln_status s_rms_norm(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, const kiln_tensor *gain,
@@ -120,6 +121,14 @@ static kiln_status s_silu_mul(kiln_backend *be, kiln_tensor *y, const kiln_tenso
     CHECK_ARG("silu_mul", a);
     CHECK_ARG("silu_mul", b);
     return real(be)->silu_mul(be, y, a, b, err);
+}
+
+static kiln_status s_gelu_mul(kiln_backend *be, kiln_tensor *y, const kiln_tensor *a, const kiln_tensor *b,
+                              kiln_err *err) {
+    CHECK_ARG("gelu_mul", y);
+    CHECK_ARG("gelu_mul", a);
+    CHECK_ARG("gelu_mul", b);
+    return real(be)->gelu_mul(be, y, a, b, err);
 }
 
 static kiln_status s_silu(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, kiln_err *err) {
@@ -201,9 +210,9 @@ static const kiln_ops *real(kiln_backend *be) { return cpu_tier_ops(cpu_be(be)->
     {                                                                                                         \
         .name = NULL, .matmul = s_matmul, .attention = s_attention, .rms_norm = s_rms_norm,                   \
         .layer_norm_modulate = s_layer_norm_modulate, .rope = s_rope, .swiglu = s_swiglu,                     \
-        .silu_mul = s_silu_mul, .silu = s_silu, .gelu_tanh = s_gelu_tanh, .softmax = s_softmax, .add = s_add, \
-        .gated_add = s_gated_add, .scale_shift = s_scale_shift, .copy = s_copy, .conv2d = s_conv2d,           \
-        .group_norm = s_group_norm, .upsample2x = s_upsample2x,                                               \
+        .silu_mul = s_silu_mul, .gelu_mul = s_gelu_mul, .silu = s_silu, .gelu_tanh = s_gelu_tanh,             \
+        .softmax = s_softmax, .add = s_add, .gated_add = s_gated_add, .scale_shift = s_scale_shift,           \
+        .copy = s_copy, .conv2d = s_conv2d, .group_norm = s_group_norm, .upsample2x = s_upsample2x,           \
     }
 
 #define N_TIERS (KILN_CPU_AMX + 1)

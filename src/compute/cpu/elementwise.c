@@ -1,10 +1,10 @@
-/* elementwise.c - activations and elementwise arithmetic: SiLU, GELU(tanh), SwiGLU, SiLU*mul, add, gated add,
+/* elementwise.c - activations and elementwise arithmetic: SiLU, GELU(tanh), SwiGLU, SiLU*mul, GELU*mul, add, gated add,
  * scale/shift and row softmax. All f32, row-parallel, honouring row strides; y may alias x where ops.h says. */
 #include <math.h>
 
 #include "compute/cpu/ew_kernels.h"
 
-typedef enum ew_kind { EW_SILU, EW_GELU, EW_SWIGLU, EW_SILU_MUL, EW_ADD, EW_GATED_ADD, EW_SCALE_SHIFT } ew_kind;
+typedef enum ew_kind { EW_SILU, EW_GELU, EW_SWIGLU, EW_SILU_MUL, EW_GELU_MUL, EW_ADD, EW_GATED_ADD, EW_SCALE_SHIFT } ew_kind;
 
 typedef struct ew_ctx {
     ew_kind kind;
@@ -25,8 +25,9 @@ static void ew_rows(void *p, int64_t r0, int64_t r1) {
         switch (c->kind) {
         case EW_SILU: k->silu(y, a, n); break;
         case EW_GELU: k->gelu_tanh(y, a, n); break;
-        case EW_SWIGLU: k->silu_mul(y, a, a + n, n); break;
-        case EW_SILU_MUL: k->silu_mul(y, a, b, n); break;
+        case EW_SWIGLU: k->act_mul(y, a, a + n, CPU_ACT_SILU, n); break;
+        case EW_SILU_MUL: k->act_mul(y, a, b, CPU_ACT_SILU, n); break;
+        case EW_GELU_MUL: k->act_mul(y, a, b, CPU_ACT_GELU, n); break;
         case EW_ADD: k->add(y, a, b, n); break;
         case EW_GATED_ADD: k->gated_add(y, c->gate, b, n); break; /* y is x (the residual), b the update */
         case EW_SCALE_SHIFT: k->axpb(y, a, c->alpha, c->beta, n); break;
@@ -93,6 +94,9 @@ static kiln_status binary(kiln_backend *be, ew_kind kind, const char *op, kiln_t
 
 kiln_status cpu_silu_mul(kiln_backend *be, kiln_tensor *y, const kiln_tensor *a, const kiln_tensor *b, kiln_err *err) {
     return binary(be, EW_SILU_MUL, "silu_mul", y, a, b, err);
+}
+kiln_status cpu_gelu_mul(kiln_backend *be, kiln_tensor *y, const kiln_tensor *a, const kiln_tensor *b, kiln_err *err) {
+    return binary(be, EW_GELU_MUL, "gelu_mul", y, a, b, err);
 }
 kiln_status cpu_add(kiln_backend *be, kiln_tensor *y, const kiln_tensor *a, const kiln_tensor *b, kiln_err *err) {
     return binary(be, EW_ADD, "add", y, a, b, err);

@@ -5,10 +5,14 @@
 
 #include "compute/cpu/cpu_internal.h"
 
+/* The activation of act_mul (one kernel for every gated product: y = act(a) * b). */
+typedef enum cpu_ew_act { CPU_ACT_SILU, CPU_ACT_GELU } cpu_ew_act;
+
 typedef struct cpu_ew_kernels {
     void (*silu)(float *y, const float *x, int64_t n);
     void (*gelu_tanh)(float *y, const float *x, int64_t n);
-    void (*silu_mul)(float *y, const float *a, const float *b, int64_t n); /* y = silu(a) * b; y may be a */
+    /* y = act(a) * b (SiLU: swiglu, silu_mul; GELU tanh: gelu_mul); y may be a */
+    void (*act_mul)(float *y, const float *a, const float *b, cpu_ew_act act, int64_t n);
     void (*axpb)(float *y, const float *x, float a, float b, int64_t n);   /* y = a x + b */
     void (*gated_add)(float *x, const float *gate, const float *y, int64_t n); /* x += gate * y */
     void (*add)(float *y, const float *a, const float *b, int64_t n);

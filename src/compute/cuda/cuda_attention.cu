@@ -1,11 +1,12 @@
-/* cuda_attention.cu - multi-head attention softmax(q k^T * scale + mask) v with online softmax (the
+/* cuda_attention.cu - multi-head attention softmax(q k^T * scale + bias + mask) v with online softmax (the
  * flash-attention recurrence): O(seq) memory, one pass over the keys, all arithmetic in f32.
  *
  * Version 1, chosen for being obviously correct rather than fast (no GPU was available when it was written;
  * see docs/cuda-backend.md "attention: what to measure next"): CUDA cores, no tensor cores.
  *   block  = 8 warps; each warp owns one query row of one head (grid: query blocks x heads)
  *   tile   = 32 keys; K and V tiles staged in shared memory as f32, shared by the block's 8 queries
- *   scores = lane j computes q . k_j for key j of the tile (K rows padded by one float: conflict-free)
+ *   scores = lane j computes q . k_j for key j of the tile (K rows padded by one float: conflict-free), plus
+ *            the query's bias row at key j when there is one (f32, read coalesced across the lanes)
  *   update = running max m, running sum l, accumulator acc[Dh] spread over the lanes (Dh/32 each), rescaled by
  *            exp(m_old - m_new) when the max grows; p_j broadcast with a shuffle for the PV product
  * Fully masked rows (no visible key) produce zeros, as the ops contract says. */
@@ -22,7 +23,8 @@
 template <int KT>
 static __global__ void __launch_bounds__(WARPS * 32) k_attention(kcu_mat out, kcu_mat q, kcu_mat k, kcu_mat v,
                                                                  int dh, int group, float scale, int causal,
-                                                                 const uint8_t *key_mask) {
+                                                                 const uint8_t *key_mask, const float *bias,
+                                                                 int64_t bias_ld) {
     KCU_DYNAMIC_SMEM(float, sm);
     float *ks = sm;                         /* [KT][dh + 1] */
     float *vs = ks + KT * (dh + 1);         /* [KT][dh] */
@@ -32,6 +34,7 @@ static __global__ void __launch_bounds__(WARPS * 32) k_attention(kcu_mat out, kc
     const int64_t q0 = (int64_t)blockIdx.x * WARPS, qi = q0 + warp, sq = q.rows, sk = k.rows;
     const bool active = qi < sq;
     const int nper = (dh + 31) / 32;
+    const float *brow = bias && active ? bias + ((int64_t)h * sq + qi) * bias_ld : NULL; /* row h * Sq + qi */
 
     if (active)
         for (int d = lane; d < dh; d += 32) qs[warp * dh + d] = kcu_ld(q.data, qi * q.ld + (int64_t)h * dh + d, q.dt);
@@ -68,6 +71,7 @@ static __global__ void __launch_bounds__(WARPS * 32) k_attention(kcu_mat out, kc
             const float *kr = ks + lane * (dh + 1), *qr = qs + warp * dh;
             for (int d = 0; d < dh; d++) dot = fmaf(qr[d], kr[d], dot);
             s = dot * scale;
+            if (brow) s += brow[key]; /* -inf excludes the key: p = exp(-inf - m) = 0 below */
         }
         float m_new = fmaxf(m, kcu_warp_max(s));
         if (m_new == -INFINITY) continue; /* nothing visible yet */
@@ -106,20 +110,22 @@ int kcu_attention_max_head_dim(const kiln_cuda_backend *cb) {
 template <int KT>
 static kiln_status launch(kiln_cuda_backend *cb, const kcu_mat *out, const kcu_mat *q, const kcu_mat *k,
                           const kcu_mat *v, int dh, int group, float scale, bool causal, const kcu_mat *key_mask,
-                          int64_t qblocks, int n_q_heads, kiln_err *err) {
+                          const kcu_mat *bias, int64_t qblocks, int n_q_heads, kiln_err *err) {
     size_t smem = kcu_att_smem(dh, KT);
     if (smem > 48 * 1024)
         KCU_CALL(err, cudaFuncSetAttribute(k_attention<KT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     dim3 grid((unsigned)qblocks, (unsigned)n_q_heads);
     KCU_LAUNCH(k_attention<KT>, grid, WARPS * 32, smem, KCU_STREAM(cb))(*out, *q, *k, *v, dh, group, scale, causal ? 1 : 0,
-                                                                key_mask ? (const uint8_t *)key_mask->data : NULL);
+                                                                key_mask ? (const uint8_t *)key_mask->data : NULL,
+                                                                bias ? (const float *)bias->data : NULL,
+                                                                bias ? bias->ld : 0);
     KCU_LAUNCHED(err, "attention");
     return KILN_OK;
 }
 
 kiln_status kcu_attention(kiln_cuda_backend *cb, const kcu_mat *out, const kcu_mat *q, const kcu_mat *k,
                           const kcu_mat *v, int n_q_heads, int n_kv_heads, float scale, bool causal,
-                          const kcu_mat *key_mask, kiln_err *err) {
+                          const kcu_mat *key_mask, const kcu_mat *bias, kiln_err *err) {
     int dh = (int)(q->cols / n_q_heads);
     if (q->rows == 0) return KILN_OK;
     int kt = kcu_att_pick_kt(dh, cb->smem_optin);
@@ -131,6 +137,6 @@ kiln_status kcu_attention(kiln_cuda_backend *cb, const kcu_mat *out, const kcu_m
         return KILN_FAIL(err, KILN_E_LIMIT, "attention: %lld queries x %d heads is too large a grid",
                          (long long)q->rows, n_q_heads);
     int group = n_q_heads / n_kv_heads;
-    return kt == 32 ? launch<32>(cb, out, q, k, v, dh, group, scale, causal, key_mask, qblocks, n_q_heads, err)
-                    : launch<16>(cb, out, q, k, v, dh, group, scale, causal, key_mask, qblocks, n_q_heads, err);
+    return kt == 32 ? launch<32>(cb, out, q, k, v, dh, group, scale, causal, key_mask, bias, qblocks, n_q_heads, err)
+                    : launch<16>(cb, out, q, k, v, dh, group, scale, causal, key_mask, bias, qblocks, n_q_heads, err);
 }

@@ -183,6 +183,7 @@ static const kiln_ops cuda_ops = {
     .rope = cuda_rope,
     .swiglu = cuda_swiglu,
     .silu_mul = cuda_silu_mul,
+    .gelu_mul = cuda_gelu_mul,
     .silu = cuda_silu,
     .gelu_tanh = cuda_gelu_tanh,
     .softmax = cuda_softmax,

@@ -1,5 +1,5 @@
 /* cuda_elementwise.cu - row-wise elementwise kernels over strided 2-D views: dtype conversion, the matmul
- * epilogue, SwiGLU / SiLU*mul, activations, add, gated residual, scale-shift, and the 4-D strided copy.
+ * epilogue, SwiGLU / SiLU*mul / GELU*mul, activations, add, gated residual, scale-shift, and the 4-D strided copy.
  *
  * One thread per element over a flat index (grid-stride); the row/column split costs a 64-bit division, which
  * is noise next to the memory traffic of these memory-bound kernels. First correct, then fast (the fused
@@ -11,6 +11,11 @@
 #define FOR_EACH(i, n) for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
 
 static __device__ __forceinline__ float silu_f(float a) { return a / (1.f + expf(-a)); }
+static __device__ __forceinline__ float gelu_f(float v) {
+    return 0.5f * v * (1.f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+}
+/* KCU_ACT_SILU or KCU_ACT_GELU: uniform across a launch, so the branch costs nothing */
+static __device__ __forceinline__ float act_f(float v, int act) { return act == KCU_ACT_SILU ? silu_f(v) : gelu_f(v); }
 
 static __global__ void k_convert(kcu_mat d, kcu_mat s) {
     FOR_EACH(i, d.rows * d.cols) {
@@ -65,29 +70,27 @@ kiln_status kcu_swiglu(kiln_cuda_backend *cb, const kcu_mat *y, const kcu_mat *a
     return KILN_OK;
 }
 
-static __global__ void k_silu_mul(kcu_mat y, kcu_mat a, kcu_mat b) {
+static __global__ void k_act_mul(kcu_mat y, kcu_mat a, kcu_mat b, int act) {
     FOR_EACH(i, y.rows * y.cols) {
         int64_t r = i / y.cols, c = i - r * y.cols;
         float av = kcu_ld(a.data, r * a.ld + c, a.dt), bv = kcu_ld(b.data, r * b.ld + c, b.dt);
-        kcu_st(y.data, r * y.ld + c, y.dt, silu_f(av) * bv);
+        kcu_st(y.data, r * y.ld + c, y.dt, act_f(av, act) * bv);
     }
 }
 
-kiln_status kcu_silu_mul(kiln_cuda_backend *cb, const kcu_mat *y, const kcu_mat *a, const kcu_mat *b, kiln_err *err) {
+kiln_status kcu_act_mul(kiln_cuda_backend *cb, const kcu_mat *y, const kcu_mat *a, const kcu_mat *b, int act,
+                        kiln_err *err) {
     int64_t n = y->rows * y->cols;
     if (n == 0) return KILN_OK;
-    KCU_LAUNCH(k_silu_mul, GRID(n), THREADS, 0, KCU_STREAM(cb))(*y, *a, *b);
-    KCU_LAUNCHED(err, "silu_mul");
+    KCU_LAUNCH(k_act_mul, GRID(n), THREADS, 0, KCU_STREAM(cb))(*y, *a, *b, act);
+    KCU_LAUNCHED(err, act == KCU_ACT_SILU ? "silu_mul" : "gelu_mul");
     return KILN_OK;
 }
 
 static __global__ void k_activation(kcu_mat y, kcu_mat x, int act) {
     FOR_EACH(i, y.rows * y.cols) {
         int64_t r = i / y.cols, c = i - r * y.cols;
-        float v = kcu_ld(x.data, r * x.ld + c, x.dt);
-        if (act == 0) v = silu_f(v);
-        else v = 0.5f * v * (1.f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
-        kcu_st(y.data, r * y.ld + c, y.dt, v);
+        kcu_st(y.data, r * y.ld + c, y.dt, act_f(kcu_ld(x.data, r * x.ld + c, x.dt), act));
     }
 }
 
@@ -95,7 +98,7 @@ kiln_status kcu_activation(kiln_cuda_backend *cb, const kcu_mat *y, const kcu_ma
     int64_t n = y->rows * y->cols;
     if (n == 0) return KILN_OK;
     KCU_LAUNCH(k_activation, GRID(n), THREADS, 0, KCU_STREAM(cb))(*y, *x, act);
-    KCU_LAUNCHED(err, act == 0 ? "silu" : "gelu_tanh");
+    KCU_LAUNCHED(err, act == KCU_ACT_SILU ? "silu" : "gelu_tanh");
     return KILN_OK;
 }
 

@@ -137,8 +137,12 @@ kiln_status kcu_quantize_fp8(kiln_cuda_backend *cb, const kcu_mat *dst, const kc
 kiln_status kcu_epilogue(kiln_cuda_backend *cb, const kcu_mat *y, const kcu_mat *p, const kcu_mat *bias,
                          const kcu_mat *gate, int kind, kiln_err *err);
 kiln_status kcu_swiglu(kiln_cuda_backend *cb, const kcu_mat *y, const kcu_mat *ab, kiln_err *err);
-kiln_status kcu_silu_mul(kiln_cuda_backend *cb, const kcu_mat *y, const kcu_mat *a, const kcu_mat *b, kiln_err *err);
-/* act: 0 SiLU, 1 GELU (tanh approximation). */
+/* act: 0 SiLU, 1 GELU (tanh approximation), here and in kcu_activation. */
+#define KCU_ACT_SILU 0
+#define KCU_ACT_GELU 1
+/* y = act(a) * b (silu_mul, gelu_mul): f32 arithmetic, one rounding to y's dtype. */
+kiln_status kcu_act_mul(kiln_cuda_backend *cb, const kcu_mat *y, const kcu_mat *a, const kcu_mat *b, int act,
+                        kiln_err *err);
 kiln_status kcu_activation(kiln_cuda_backend *cb, const kcu_mat *y, const kcu_mat *x, int act, kiln_err *err);
 kiln_status kcu_add(kiln_cuda_backend *cb, const kcu_mat *y, const kcu_mat *a, const kcu_mat *b, kiln_err *err);
 kiln_status kcu_gated_add(kiln_cuda_backend *cb, const kcu_mat *x, const kcu_mat *gate, const kcu_mat *y,
@@ -157,12 +161,14 @@ kiln_status kcu_rope(kiln_cuda_backend *cb, const kcu_mat *x, const kcu_mat *cos
                      bool interleaved, kiln_err *err);
 
 /* ---- attention (cuda_attention.cu) ---- */
+/* bias: NULL or f32 [n_q_heads * Sq, Sk] at bias->ld (compute/ops.h), added to the scaled scores. */
 kiln_status kcu_attention(kiln_cuda_backend *cb, const kcu_mat *out, const kcu_mat *q, const kcu_mat *k,
                           const kcu_mat *v, int n_q_heads, int n_kv_heads, float scale, bool causal,
-                          const kcu_mat *key_mask, kiln_err *err);
+                          const kcu_mat *key_mask, const kcu_mat *bias, kiln_err *err);
 /* Largest head dim the attention kernel takes on this device (shared-memory bound). */
 int kcu_attention_max_head_dim(const kiln_cuda_backend *cb);
-/* Variant 2 (cuda_attention_tc.cu): tensor cores, bf16 operands; head dims 64 and 128 on sm_80+. */
+/* Variant 2 (cuda_attention_tc.cu): tensor cores, bf16 operands; head dims 64 and 128 on sm_80+; no bias (an
+ * attention with one runs variant 1: cuda_ops.c). */
 bool kcu_attention_tc_supported(const kiln_cuda_backend *cb, int dh);
 kiln_status kcu_attention_tc(kiln_cuda_backend *cb, const kcu_mat *out, const kcu_mat *q, const kcu_mat *k,
                              const kcu_mat *v, int n_q_heads, int n_kv_heads, float scale, bool causal,

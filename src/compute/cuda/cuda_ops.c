@@ -259,14 +259,15 @@ kiln_status cuda_matmul(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt
 
 kiln_status cuda_attention(kiln_backend *be, kiln_tensor *ot, const kiln_tensor *qt, const kiln_tensor *kt,
                            const kiln_tensor *vt, int n_q_heads, int n_kv_heads, float scale, bool causal,
-                           const kiln_tensor *mt, kiln_err *err) {
+                           const kiln_tensor *mt, const kiln_tensor *bt, kiln_err *err) {
     KILN_TRY(kcu_use(cuda_be(be), err));
     RESIDE(ot);
     RESIDE(qt);
     RESIDE(kt);
     RESIDE(vt);
     RESIDE(mt);
-    kcu_mat o, q, k, v, mask = {0};
+    RESIDE(bt);
+    kcu_mat o, q, k, v, mask = {0}, bias = {0};
     KILN_TRY(kcu_as_mat(ot, -1, "attention", "out", &o, err));
     KILN_TRY(kcu_as_mat(qt, -1, "attention", "q", &q, err));
     KILN_TRY(kcu_as_mat(kt, -1, "attention", "k", &k, err));
@@ -288,10 +289,21 @@ kiln_status cuda_attention(kiln_backend *be, kiln_tensor *ot, const kiln_tensor 
         if (mask.rows * mask.cols != k.rows || (mask.rows > 1 && mask.ld != mask.cols))
             return KILN_FAIL(err, KILN_E_INVALID, "attention: key_mask must be a contiguous [%lld]", (long long)k.rows);
     }
+    if (bt) { /* f32 whatever the activations' dtype (compute/ops.h) */
+        KILN_TRY(kcu_as_mat(bt, KILN_DT_F32, "attention", "bias", &bias, err));
+        if (bias.rows != (int64_t)n_q_heads * q.rows || bias.cols != k.rows || (bias.rows > 1 && bias.ld != bias.cols))
+            return KILN_FAIL(err, KILN_E_INVALID,
+                             "attention: bias must be a contiguous f32 [%lld, %lld] (%d heads x %lld queries, %lld "
+                             "keys), got [%lld, %lld] with row stride %lld",
+                             (long long)n_q_heads * q.rows, (long long)k.rows, n_q_heads, (long long)q.rows,
+                             (long long)k.rows, (long long)bias.rows, (long long)bias.cols, (long long)bias.ld);
+    }
     kiln_cuda_backend *cb = cuda_be(be);
-    if (cb->attention == 2 && kcu_attention_tc_supported(cb, (int)dh))
+    /* the tensor-core variant has no bias: an attention with one runs the simple kernel */
+    if (cb->attention == 2 && !bt && kcu_attention_tc_supported(cb, (int)dh))
         return kcu_attention_tc(cb, &o, &q, &k, &v, n_q_heads, n_kv_heads, scale, causal, mt ? &mask : NULL, err);
-    return kcu_attention(cb, &o, &q, &k, &v, n_q_heads, n_kv_heads, scale, causal, mt ? &mask : NULL, err);
+    return kcu_attention(cb, &o, &q, &k, &v, n_q_heads, n_kv_heads, scale, causal, mt ? &mask : NULL,
+                         bt ? &bias : NULL, err);
 }
 
 /* ---- norms and RoPE ---- */
@@ -369,7 +381,8 @@ kiln_status cuda_swiglu(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *ab
     return kcu_swiglu(cuda_be(be), &y, &ab, err);
 }
 
-/* y = f(a, b) for three activations of one shape (silu_mul, add): the launcher fn runs once all are checked. */
+/* y = f(a, b) for three activations of one shape (silu_mul, gelu_mul, add): the launcher fn runs once all are
+ * checked. */
 typedef kiln_status (*binary_fn)(kiln_cuda_backend *cb, const kcu_mat *y, const kcu_mat *a, const kcu_mat *b,
                                  kiln_err *err);
 
@@ -388,8 +401,21 @@ static kiln_status binary(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *
     return fn(cuda_be(be), &y, &a, &b, err);
 }
 
+static kiln_status silu_mul_fn(kiln_cuda_backend *cb, const kcu_mat *y, const kcu_mat *a, const kcu_mat *b,
+                               kiln_err *err) {
+    return kcu_act_mul(cb, y, a, b, KCU_ACT_SILU, err);
+}
+static kiln_status gelu_mul_fn(kiln_cuda_backend *cb, const kcu_mat *y, const kcu_mat *a, const kcu_mat *b,
+                               kiln_err *err) {
+    return kcu_act_mul(cb, y, a, b, KCU_ACT_GELU, err);
+}
+
 kiln_status cuda_silu_mul(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *at, const kiln_tensor *bt, kiln_err *err) {
-    return binary(be, yt, at, bt, kcu_silu_mul, "silu_mul", err);
+    return binary(be, yt, at, bt, silu_mul_fn, "silu_mul", err);
+}
+
+kiln_status cuda_gelu_mul(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *at, const kiln_tensor *bt, kiln_err *err) {
+    return binary(be, yt, at, bt, gelu_mul_fn, "gelu_mul", err);
 }
 
 static kiln_status unary(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt, int act, const char *op,
@@ -401,12 +427,12 @@ static kiln_status unary(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *x
 
 kiln_status cuda_silu(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, kiln_err *err) {
     KILN_TRY(kcu_use(cuda_be(be), err));
-    return unary(be, y, x, 0, "silu", err);
+    return unary(be, y, x, KCU_ACT_SILU, "silu", err);
 }
 
 kiln_status cuda_gelu_tanh(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, kiln_err *err) {
     KILN_TRY(kcu_use(cuda_be(be), err));
-    return unary(be, y, x, 1, "gelu_tanh", err);
+    return unary(be, y, x, KCU_ACT_GELU, "gelu_tanh", err);
 }
 
 kiln_status cuda_add(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *at, const kiln_tensor *bt, kiln_err *err) {
