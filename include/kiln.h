@@ -287,6 +287,10 @@ struct kiln_result {
     double *step_ms;
     double total_ms;          /* engine end-to-end: InputValidation .. Decoding (+ Output when set) */
     size_t peak_memory_bytes; /* peak resident set of the process during the request */
+    /* The backend memory the request's activations took at their peak (what it allocated beyond what was live
+     * when it began: the CPU's host buffers, the GPU's arena blocks), and what the memory plan counted for them
+     * (the GPU arena is sized from the plan). */
+    size_t act_peak_bytes, act_planned_bytes;
     double timestamp;         /* Unix seconds when the request started */
     char request_id[64];
     char tag[64];

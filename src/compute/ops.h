@@ -159,7 +159,20 @@ struct kiln_backend {
     int device;
     kiln_precision precision;
     bool bf16_activations; /* its ops take bf16 activations, and FAST models keep theirs in bf16 (CUDA) */
+    /* Bytes of memory from alloc that are live now, and the most live since the last reset of alloc_peak (the
+     * pipeline resets it per request and reports the peak beside its plan: kiln_result.act_peak_bytes). Kept by
+     * the backend's alloc/free (CUDA: the arena's rounded blocks); one caller at a time, like the backend. */
+    size_t alloc_live, alloc_peak;
 };
+
+/* alloc/free's bookkeeping of alloc_live and alloc_peak. */
+static inline void kiln_backend_count_alloc(kiln_backend *be, size_t bytes) {
+    be->alloc_live += bytes;
+    if (be->alloc_live > be->alloc_peak) be->alloc_peak = be->alloc_live;
+}
+static inline void kiln_backend_count_free(kiln_backend *be, size_t bytes) {
+    be->alloc_live = bytes < be->alloc_live ? be->alloc_live - bytes : 0;
+}
 
 /* The dtype a model allocates its activations in on be: bf16 where the backend takes them and the precision is
  * FAST (CUDA; KILN_CUDA_ACT=f32 keeps f32), else f32 (the CPU; EXACT everywhere). */
@@ -187,19 +200,20 @@ void kiln_backend_close(kiln_backend *be);
 #define kiln_matmul(be, y, x, w, bias, err) (be)->ops->matmul((be), (y), (x), (w), (bias), NULL, (err))
 #define kiln_matmul_epi(be, y, x, w, bias, epi, err) (be)->ops->matmul((be), (y), (x), (w), (bias), (epi), (err))
 
-/* n floats of backend memory (plus 64 bytes of slack for vector tails), NOT initialised: for workspaces whose
- * every element is written before it is read. On failure NULL and *ok = false, so a run of allocations is
- * checked once at its end. Free with be->ops->free. */
-static inline float *kiln_backend_alloc_floats(kiln_backend *be, size_t n, bool *ok) {
-    float *p = (float *)be->ops->alloc(be, n * sizeof(float) + 64); /* the cast: CUDA sources include this as C++ */
+/* What kiln_backend_alloc_elems asks the backend for: n elements of dt and 64 bytes of slack (the memory plan's
+ * unit: models' workspace functions sum it over the buffers they allocate). */
+static inline size_t kiln_backend_elems_bytes(size_t n, kiln_dtype dt) { return n * kiln_dtype_size(dt) + 64; }
+/* n elements of dtype dt (an activation buffer in kiln_backend_act_dtype; plus 64 bytes of slack for vector
+ * tails) of backend memory, NOT initialised: for workspaces whose every element is written before it is read. On
+ * failure NULL and *ok = false, so a run of allocations is checked once at its end. Free with be->ops->free. */
+static inline void *kiln_backend_alloc_elems(kiln_backend *be, size_t n, kiln_dtype dt, bool *ok) {
+    void *p = be->ops->alloc(be, kiln_backend_elems_bytes(n, dt));
     if (!p) *ok = false;
     return p;
 }
-/* n elements of dtype dt (an activation buffer in kiln_backend_act_dtype), as kiln_backend_alloc_floats. */
-static inline void *kiln_backend_alloc_elems(kiln_backend *be, size_t n, kiln_dtype dt, bool *ok) {
-    void *p = be->ops->alloc(be, n * kiln_dtype_size(dt) + 64);
-    if (!p) *ok = false;
-    return p;
+/* n floats, as kiln_backend_alloc_elems. */
+static inline float *kiln_backend_alloc_floats(kiln_backend *be, size_t n, bool *ok) {
+    return (float *)kiln_backend_alloc_elems(be, n, KILN_DT_F32, ok); /* the cast: CUDA sources include this as C++ */
 }
 
 #endif

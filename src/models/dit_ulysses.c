@@ -1,5 +1,6 @@
 /* dit_ulysses.c - Ulysses sequence-parallel attention (see dit_ulysses.h). */
 #include <math.h>
+#include <string.h>
 
 #include "models/dit_ulysses.h"
 #include "models/views.h"
@@ -14,12 +15,28 @@ kiln_status kiln_dit_ulysses_check(int size, int heads, int64_t n_img, kiln_err 
     return KILN_OK;
 }
 
+/* The buffers' sizes in floats, in kiln_dit_sp's order (send, recv, cat, cato, tgather, x_l, v_l). */
+static void sp_sizes(int64_t P, int64_t B, int64_t L, int64_t Nf, int64_t D, int64_t in_ch, int64_t out_ch,
+                     int64_t n[7]) {
+    const int64_t Nl = Nf / P, Dp = D / P;
+    const int64_t all[7] = {Nl * 3 * D, Nl * 3 * D, (L + Nf) * 3 * Dp, (L + Nf) * Dp, P * L * Dp, B * Nl * in_ch,
+                            B * Nl * out_ch};
+    memcpy(n, all, sizeof all);
+}
+
+size_t kiln_dit_sp_bytes(int P, int64_t B, int64_t L, int64_t Nf, int64_t D, int64_t in_ch, int64_t out_ch) {
+    int64_t n[7];
+    sp_sizes(P, B, L, Nf, D, in_ch, out_ch, n);
+    size_t bytes = 0;
+    for (int i = 0; i < 7; i++) bytes += kiln_backend_elems_bytes((size_t)n[i], KILN_DT_F32);
+    return bytes;
+}
+
 bool kiln_dit_sp_alloc(kiln_dit_sp *sp, kiln_backend *be, kiln_comm *comm, int64_t B, int64_t L, int64_t Nf,
                        int64_t D, int64_t in_ch, int64_t out_ch) {
-    const int64_t P = comm->size, Nl = Nf / P, Dp = D / P;
     float **buf[] = {&sp->send, &sp->recv, &sp->cat, &sp->cato, &sp->tgather, &sp->x_l, &sp->v_l};
-    const int64_t n[] = {Nl * 3 * D, Nl * 3 * D, (L + Nf) * 3 * Dp, (L + Nf) * Dp, P * L * Dp, B * Nl * in_ch,
-                         B * Nl * out_ch};
+    int64_t n[7];
+    sp_sizes(comm->size, B, L, Nf, D, in_ch, out_ch, n);
     sp->comm = comm;
     sp->N = Nf;
     bool ok = true;

@@ -29,6 +29,8 @@ typedef struct kiln_dit_sp {
 /* sp's buffers for B samples of Nf image tokens (all ranks together) and L text tokens, D attention columns
  * (the model's hidden, or this rank's share under tensor parallelism), in_ch/out_ch token channels. false when out
  * of memory (kiln_dit_sp_free frees what was made). */
+/* What kiln_dit_sp_alloc allocates over P ranks (the memory plan's figure). */
+size_t kiln_dit_sp_bytes(int P, int64_t B, int64_t L, int64_t Nf, int64_t D, int64_t in_ch, int64_t out_ch);
 bool kiln_dit_sp_alloc(kiln_dit_sp *sp, kiln_backend *be, kiln_comm *comm, int64_t B, int64_t L, int64_t Nf,
                        int64_t D, int64_t in_ch, int64_t out_ch);
 void kiln_dit_sp_free(kiln_dit_sp *sp, kiln_backend *be);

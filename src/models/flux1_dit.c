@@ -86,6 +86,25 @@ kiln_status kiln_flux1_dit_ws_create(const kiln_flux1_dit *m, kiln_backend *be, 
     return kiln_flux1_dit_ws_create_sp(m, be, NULL, batch, n_txt, h, w, out, err);
 }
 
+size_t kiln_flux1_dit_workspace(const kiln_flux1_dit *m, int batch, int n_txt, int n_img, int sp, kiln_dtype dt) {
+    /* what ws_create_sp allocates on each rank, buffer by buffer in its order */
+    if (sp < 1) sp = 1;
+    if (sp > 1) dt = KILN_DT_F32;
+    const size_t D = m->hidden, F = m->mlp_hidden, B = batch, L = n_txt, N = (size_t)n_img / sp, T = L + N;
+    const size_t rmax = B * (N > L ? N : L), Dh2 = m->head_dim / 2;
+    const size_t act[] = {B * N * D,     B * L * D, B * L * D, B * T * D, B * N * 3 * D, B * L * 3 * D, T * 3 * D,
+                          T * D,         B * N * D, B * L * D, rmax * F,  B * T * D,     B * T * D,     B * T * 3 * D,
+                          B * T * (D + F)};
+    const size_t Tf = L + (size_t)n_img; /* the RoPE tables: every rank's tokens */
+    const size_t f32[] = {2 * (size_t)m->t_ch, 4 * D, B * D, B * D, B * 6 * D, B * 6 * D, B * 3 * D, B * 2 * D,
+                          Tf * Dh2, Tf * Dh2};
+    size_t bytes = 0;
+    for (size_t i = 0; i < sizeof act / sizeof *act; i++) bytes += kiln_backend_elems_bytes(act[i], dt);
+    for (size_t i = 0; i < sizeof f32 / sizeof *f32; i++) bytes += kiln_backend_elems_bytes(f32[i], KILN_DT_F32);
+    if (sp > 1) bytes += kiln_dit_sp_bytes(sp, batch, n_txt, n_img, (int64_t)D, m->in_ch, m->out_ch);
+    return bytes;
+}
+
 kiln_status kiln_flux1_dit_ws_create_sp(const kiln_flux1_dit *m, kiln_backend *be, kiln_comm *comm, int batch,
                                         int n_txt, int h, int w, kiln_flux1_dit_ws **out, kiln_err *err) {
     if (batch < 1 || n_txt < 1 || h < 1 || w < 1)

@@ -106,6 +106,10 @@ void kiln_flux1_dit_ws_free(kiln_backend *be, kiln_flux1_dit_ws *ws);
 void kiln_flux1_dit_ws_new_text(kiln_flux1_dit_ws *ws);
 /* The dtype ws keeps its activations in (compute/ops.h kiln_backend_act_dtype; f32 under SP). */
 kiln_dtype kiln_flux1_dit_ws_act_dtype(const kiln_flux1_dit_ws *ws);
+/* Bytes a workspace allocates on each of sp sequence-parallel ranks (1: ws_create) for n_img = h * w image tokens,
+ * activations in dt (f32 under SP, as the workspace keeps them; test_models_flux1_dit checks it against the
+ * allocations). */
+size_t kiln_flux1_dit_workspace(const kiln_flux1_dit *m, int batch, int n_txt, int n_img, int sp, kiln_dtype dt);
 
 /* One evaluation: x [batch*h*w, in_ch] packed latent tokens, txt [batch*n_txt, ctx_dim] T5 features, pooled
  * [batch, pooled_dim] CLIP pooled vectors, sigma = the timestep as FluxPipeline passes it (scheduler timestep /

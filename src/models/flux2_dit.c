@@ -77,13 +77,72 @@ void kiln_flux2_timestep_embedding(float s, int t_ch, float *out) {
     }
 }
 
-size_t kiln_flux2_dit_workspace(const kiln_flux2_dit *m, int batch, int n_txt, int n_img) {
-    size_t D = m->hidden, F = m->mlp_hidden, B = batch, L = n_txt, N = n_img, T = L + N;
-    size_t rmax = B * (N > L ? N : L);
-    size_t fl = B * N * D * 2 + B * L * D * 2 + B * T * D + B * N * 3 * D + B * L * 3 * D + T * 4 * D +
-                B * N * D + B * L * D + rmax * 3 * F + B * T * D + B * T * (3 * D + 2 * F) + B * T * (D + F) +
-                2 * D + (size_t)m->t_ch + 17 * D + T * (size_t)m->head_dim;
-    return fl * sizeof(float);
+/* A workspace's buffers, as one list: ws_make allocates it and kiln_flux2_dit_workspace sums it, so the memory plan
+ * counts what is allocated. act: n elements in the activation dtype; else n f32. */
+typedef struct ws_buf {
+    void **slot;
+    size_t n;
+    bool act;
+} ws_buf;
+#define WS_LAYOUT_MAX 26
+
+/* w's buffers for B samples of L text and N image tokens on this rank (Tf: the RoPE tables' rows, every rank's
+ * tokens), Dq/Fl attention and MLP columns per tensor-parallel rank (tp: more than one), with the KV cache of
+ * R reference tokens (kv). Returns the count. */
+static size_t ws_layout(const kiln_flux2_dit *m, kiln_flux2_dit_ws *w, size_t B, size_t L, size_t N, size_t Tf,
+                        size_t Dq, size_t Fl, bool tp, bool kv, size_t R, ws_buf b[WS_LAYOUT_MAX]) {
+    const size_t D = m->hidden, T = L + N, rmax = B * (N > L ? N : L), Dh2 = (size_t)m->head_dim / 2;
+    size_t k = 0;
+#define BUF(p, count, is_act) (b[k++] = (ws_buf){(void **)&(p), (count), (is_act)})
+    BUF(w->img, B * N * D, true);
+    BUF(w->txt, B * L * D, true);
+    BUF(w->txt0, B * L * D, true);
+    BUF(w->nrm, B * T * D, true);
+    BUF(w->qkv_i, B * N * 3 * Dq, true);
+    BUF(w->qkv_t, B * L * 3 * Dq, true);
+    BUF(w->cat, T * 3 * Dq, true);
+    BUF(w->catout, T * Dq, true);
+    BUF(w->att_i, B * N * Dq, true);
+    BUF(w->att_t, B * L * Dq, true);
+    BUF(w->mlp, rmax * 2 * Fl, true);
+    BUF(w->act, rmax * Fl, true);
+    BUF(w->S, B * T * D, true);
+    BUF(w->P, B * T * (3 * Dq + 2 * Fl), true);
+    BUF(w->OM, B * T * (Dq + Fl), true);
+    if (tp) BUF(w->red, B * T * D, false);
+    BUF(w->vec, D, false);
+    BUF(w->temb, (size_t)m->t_ch + D, false);
+    BUF(w->mods, 17 * D, false);
+    BUF(w->rcos, Tf * Dh2, false);
+    BUF(w->rsin, Tf * Dh2, false);
+    if (kv) { /* the cache of every block, its scratch, and the references' own modulation */
+        BUF(w->kv_cache, (size_t)(m->n_double + m->n_single) * B * R * 2 * D, true);
+        BUF(w->kv.kv, T * 2 * D, true);
+        BUF(w->temb_ref, (size_t)m->t_ch, false);
+        BUF(w->mods_ref, 9 * D, false);
+    }
+#undef BUF
+    return k;
+}
+
+static size_t layout_bytes(const ws_buf *b, size_t n, kiln_dtype dt) {
+    size_t bytes = 0;
+    for (size_t i = 0; i < n; i++) bytes += kiln_backend_elems_bytes(b[i].n, b[i].act ? dt : KILN_DT_F32);
+    return bytes;
+}
+
+size_t kiln_flux2_dit_workspace(const kiln_flux2_dit *m, int batch, int n_txt, int n_img, int n_ref_tok, bool kv,
+                                int sp, int tp, kiln_dtype dt) {
+    kiln_flux2_dit_ws w;
+    ws_buf b[WS_LAYOUT_MAX];
+    if (sp < 1) sp = 1;
+    if (tp < 1) tp = 1;
+    const size_t Nf = (size_t)n_img + (size_t)n_ref_tok, Dq = (size_t)m->hidden / tp;
+    size_t n = ws_layout(m, &w, (size_t)batch, (size_t)n_txt, Nf / sp, (size_t)n_txt + Nf, Dq,
+                         (size_t)m->mlp_hidden / tp, tp > 1, kv && n_ref_tok > 0, (size_t)n_ref_tok, b);
+    size_t bytes = layout_bytes(b, n, sp > 1 || tp > 1 ? KILN_DT_F32 : dt);
+    if (sp > 1) bytes += kiln_dit_sp_bytes(sp, batch, n_txt, (int64_t)Nf, (int64_t)Dq, m->in_ch, m->out_ch);
+    return bytes;
 }
 
 kiln_status kiln_flux2_dit_ws_create(const kiln_flux2_dit *m, kiln_backend *be, int batch, int n_txt, int h16,
@@ -144,12 +203,6 @@ kiln_status kiln_flux2_dit_ws_create_kv(const kiln_flux2_dit *m, kiln_backend *b
     return ws_make(m, be, NULL, NULL, batch, n_txt, h16, w16, n_refs, ref_h16, ref_w16, true, out, err);
 }
 
-size_t kiln_flux2_dit_kv_cache_bytes(const kiln_flux2_dit *m, int batch, int n_txt, int n_img, int n_ref_tok) {
-    size_t D = m->hidden, R = n_ref_tok, T = (size_t)n_txt + n_img + R;
-    return ((size_t)(m->n_double + m->n_single) * batch * R * 2 * D + T * 2 * D + 9 * D + (size_t)m->t_ch) *
-           sizeof(float);
-}
-
 void kiln_flux2_dit_kv_set_mode(kiln_flux2_dit_ws *w, bool cached) {
     if (w->kv.mode == KILN_DIT_KV_OFF) return;
     w->kv.mode = cached ? KILN_DIT_KV_CACHED : KILN_DIT_KV_EXTRACT;
@@ -169,8 +222,8 @@ static kiln_status ws_make(const kiln_flux2_dit *m, kiln_backend *be, kiln_comm 
     if (P > 1) KILN_TRY(kiln_dit_ulysses_check(P, m->heads / Tp, (int64_t)Nf, err));
     kiln_flux2_dit_ws *w = kiln_calloc(1, sizeof *w);
     if (!w) return KILN_FAIL(err, KILN_E_NOMEM, "DiT: out of memory");
-    size_t D = m->hidden, F = m->mlp_hidden, B = batch, L = n_txt, N = Nf / P, T = L + N;
-    size_t rmax = B * (N > L ? N : L), Dh2 = m->head_dim / 2, Dq = D / Tp, Fl = F / Tp;
+    size_t D = m->hidden, F = m->mlp_hidden, B = batch, L = n_txt, N = Nf / P;
+    size_t Dh2 = m->head_dim / 2, Dq = D / Tp, Fl = F / Tp;
     w->Dq = (int64_t)Dq;
     w->Fl = (int64_t)Fl;
     w->B = batch;
@@ -179,53 +232,27 @@ static kiln_status ws_make(const kiln_flux2_dit *m, kiln_backend *be, kiln_comm 
     /* the communicators' collectives move f32 (comm.h): with sequence or tensor parallelism the DiT stays f32 */
     const kiln_dtype dt = P > 1 || Tp > 1 ? KILN_DT_F32 : kiln_backend_act_dtype(be);
     w->dt = w->kv.dt = dt;
-    bool ok = true;
-#define ACT(n) kiln_backend_alloc_elems(be, (n), dt, &ok)
-    w->img = ACT(B * N * D);
-    w->txt = ACT(B * L * D);
-    w->txt0 = ACT(B * L * D);
-    w->nrm = ACT(B * T * D);
-    w->qkv_i = ACT(B * N * 3 * Dq);
-    w->qkv_t = ACT(B * L * 3 * Dq);
-    w->cat = ACT(T * 3 * Dq);
-    w->catout = ACT(T * Dq);
-    w->att_i = ACT(B * N * Dq);
-    w->att_t = ACT(B * L * Dq);
-    w->mlp = ACT(rmax * 2 * Fl);
-    w->act = ACT(rmax * Fl);
-    w->S = ACT(B * T * D);
-    w->P = ACT(B * T * (3 * Dq + 2 * Fl));
-    w->OM = ACT(B * T * (Dq + Fl));
-    if (Tp > 1) {
-        w->tp = tp;
-        w->red = kiln_backend_alloc_floats(be, B * T * D, &ok);
+    if (kv && (P > 1 || Tp > 1)) {
+        kiln_flux2_dit_ws_free(be, w);
+        return KILN_FAIL(err, KILN_E_UNSUPPORTED, "DiT: Flux2KleinKVPipeline's reference cache with sequence or "
+                         "tensor parallelism is not implemented");
     }
-    w->vec = kiln_backend_alloc_floats(be, D, &ok);
-    w->temb = kiln_backend_alloc_floats(be, (size_t)m->t_ch + D, &ok);
-    w->mods = kiln_backend_alloc_floats(be, 17 * D, &ok);
-    w->rcos = kiln_backend_alloc_floats(be, Tf * Dh2, &ok);
-    w->rsin = kiln_backend_alloc_floats(be, Tf * Dh2, &ok);
-    if (kv) { /* the cache of every block, its scratch, and the references' own modulation */
-        if (P > 1 || Tp > 1) {
-            kiln_flux2_dit_ws_free(be, w);
-            return KILN_FAIL(err, KILN_E_UNSUPPORTED, "DiT: Flux2KleinKVPipeline's reference cache with sequence or "
-                             "tensor parallelism is not implemented");
-        }
+    if (Tp > 1) w->tp = tp;
+    if (kv) {
         w->kv.mode = KILN_DIT_KV_EXTRACT;
         w->kv.R = (int64_t)n_ref_tok;
-        w->kv_cache = ACT((size_t)(m->n_double + m->n_single) * B * n_ref_tok * 2 * D);
-        w->kv.kv = ACT(T * 2 * D);
-        w->temb_ref = kiln_backend_alloc_floats(be, (size_t)m->t_ch, &ok);
-        w->mods_ref = kiln_backend_alloc_floats(be, 9 * D, &ok);
     }
-#undef ACT
+    bool ok = true;
+    ws_buf bufs[WS_LAYOUT_MAX];
+    size_t nb = ws_layout(m, w, B, L, N, Tf, Dq, Fl, Tp > 1, kv, n_ref_tok, bufs);
+    for (size_t i = 0; i < nb; i++) *bufs[i].slot = kiln_backend_alloc_elems(be, bufs[i].n, bufs[i].act ? dt : KILN_DT_F32, &ok);
     if (P > 1) /* Ulysses over the attention columns this rank holds (all of them without TP) */
         ok = kiln_dit_sp_alloc(&w->sp, be, comm, (int64_t)B, (int64_t)L, (int64_t)Nf, (int64_t)Dq, m->in_ch,
                                m->out_ch) && ok;
     if (!ok) {
         kiln_flux2_dit_ws_free(be, w);
         return KILN_FAIL(err, KILN_E_NOMEM, "DiT: out of memory for activations (batch %d, %zu text + %zu image "
-                         "tokens: %.1f MB)", batch, L, N, kiln_flux2_dit_workspace(m, batch, n_txt, (int)N) / 1e6);
+                         "tokens: %.1f MB)", batch, L, N, layout_bytes(bufs, nb, dt) / 1e6);
     }
     /* RoPE tables for [txt ids ; img ids] (spec 1.5), built on the host and uploaded. */
     int32_t *ids = kiln_malloc(Tf * 4 * sizeof(int32_t));

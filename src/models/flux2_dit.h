@@ -128,9 +128,6 @@ kiln_status kiln_flux2_dit_ws_create_kv(const kiln_flux2_dit *m, kiln_backend *b
                                         kiln_flux2_dit_ws **out, kiln_err *err);
 /* EXTRACT (false) or CACHED (true); no effect on a workspace that is not KV. */
 void kiln_flux2_dit_kv_set_mode(kiln_flux2_dit_ws *ws, bool cached);
-/* Bytes a KV workspace adds to kiln_flux2_dit_workspace(m, batch, n_txt, n_img + n_ref_tok): the cache of every
- * block, its scratch and the references' modulation. */
-size_t kiln_flux2_dit_kv_cache_bytes(const kiln_flux2_dit *m, int batch, int n_txt, int n_img, int n_ref_tok);
 /* KILN_OK when tensor parallelism over t ranks can split m: t divides the heads and the MLP units, and no block
  * weight is GGML-quantised (blocks cannot be cut by columns) or LoRA-patched; else the reason. */
 kiln_status kiln_flux2_dit_tp_check(const kiln_flux2_dit *m, int t, kiln_err *err);
@@ -138,8 +135,11 @@ void kiln_flux2_dit_ws_free(kiln_backend *be, kiln_flux2_dit_ws *ws);
 void kiln_flux2_dit_ws_new_text(kiln_flux2_dit_ws *ws);
 /* The dtype ws keeps its activations in (compute/ops.h kiln_backend_act_dtype; f32 under SP or TP). */
 kiln_dtype kiln_flux2_dit_ws_act_dtype(const kiln_flux2_dit_ws *ws);
-/* Bytes kiln_flux2_dit_ws_create allocates. */
-size_t kiln_flux2_dit_workspace(const kiln_flux2_dit *m, int batch, int n_txt, int n_img);
+/* Bytes a workspace allocates on each rank (ws_create_full over sp sequence- and tp tensor-parallel ranks, 1 =
+ * none; kv: ws_create_kv, whose cache of every block, scratch and reference modulation it adds) for n_img noisy and
+ * n_ref_tok reference tokens, activations in dt (f32 under SP or TP, as the workspace keeps them). */
+size_t kiln_flux2_dit_workspace(const kiln_flux2_dit *m, int batch, int n_txt, int n_img, int n_ref_tok, bool kv,
+                                int sp, int tp, kiln_dtype dt);
 
 /* One evaluation: x [batch*N, in_ch] noisy tokens, txt [batch*n_txt, ctx_dim] text features, t = the
  * timestep value (kiln_flux2_timestep_value(sigma)), v [batch*N, out_ch] velocity out. All backend memory.

@@ -37,9 +37,9 @@ static size_t max_act(const kiln_flux2_vae *m, int h, int w) {
     return best;
 }
 
-size_t kiln_flux2_vae_workspace(const kiln_flux2_vae *m, int h, int w) {
+size_t kiln_flux2_vae_workspace(const kiln_flux2_vae *m, int h, int w, kiln_dtype dt) {
     size_t c = (size_t)m->conv_in_w.shape[0];
-    return (3 * max_act(m, h, w) + 4 * c * h * w) * sizeof(float);
+    return (3 * max_act(m, h, w) + 4 * c * h * w) * kiln_dtype_size(dt);
 }
 
 /* x [cin, h, w] in place -> [cout, h, w]:  x = shortcut(x) + conv2(SiLU(GN2(conv1(SiLU(GN1(x)))))). */
@@ -116,12 +116,12 @@ kiln_status kiln_flux2_vae_decode(const kiln_flux2_vae *m, kiln_backend *be, con
     size_t big = max_act(m, h, w), cmid = (size_t)m->conv_in_w.shape[0];
     const kiln_dtype dt = kiln_backend_act_dtype(be);
     const size_t es = kiln_dtype_size(dt);
-    void *x = op->alloc(be, big * es), *t1 = op->alloc(be, big * es), *t2 = op->alloc(be, big * es);
-    void *abuf = op->alloc(be, 4 * cmid * h * w * es);
+    void *x = op->alloc(be, big * es), *t1 = op->alloc(be, big * es), *t2 = op->alloc(be, big * es); /* as */
+    void *abuf = op->alloc(be, 4 * cmid * h * w * es); /* kiln_flux2_vae_workspace counts them */
     kiln_status s = KILN_OK;
     if (!x || !t1 || !t2 || !abuf) {
         s = KILN_FAIL(err, KILN_E_NOMEM, "VAE: out of memory for a %dx%d latent (%.1f MB)", h, w,
-                      kiln_flux2_vae_workspace(m, h, w) / 1e6);
+                      kiln_flux2_vae_workspace(m, h, w, dt) / 1e6);
         goto done;
     }
     {
@@ -182,6 +182,12 @@ static size_t enc_max_act(const kiln_flux2_vae *m, int h, int w) {
     return best;
 }
 
+size_t kiln_flux2_vae_encode_workspace(const kiln_flux2_vae *m, int H, int W, kiln_dtype dt) {
+    if (!m->has_encoder) return 0;
+    size_t es = kiln_dtype_size(dt);
+    return 3 * enc_max_act(m, H, W) * es + 4 * (size_t)m->enc_mid_res[0].cin * (size_t)(H / 8) * (size_t)(W / 8) * es + 64;
+}
+
 kiln_status kiln_flux2_vae_encode(const kiln_flux2_vae *m, kiln_backend *be, const float *img, int H, int W,
                                   float *mean, kiln_err *err) {
     if (!m->has_encoder) return KILN_FAIL(err, KILN_E_UNSUPPORTED, "VAE: this file has no encoder weights");
@@ -192,6 +198,7 @@ kiln_status kiln_flux2_vae_encode(const kiln_flux2_vae *m, kiln_backend *be, con
     size_t big = enc_max_act(m, H, W), cmid = (size_t)m->enc_mid_res[0].cin;
     const kiln_dtype dt = kiln_backend_act_dtype(be);
     const size_t es = kiln_dtype_size(dt);
+    /* as kiln_flux2_vae_encode_workspace counts them */
     void *x = op->alloc(be, big * es), *t1 = op->alloc(be, big * es), *t2 = op->alloc(be, big * es);
     void *abuf = op->alloc(be, 4 * cmid * (size_t)(H / 8) * (size_t)(W / 8) * es + 64);
     kiln_status s = KILN_OK;

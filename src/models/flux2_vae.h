@@ -95,8 +95,10 @@ kiln_status kiln_flux2_vae_load_config(const kiln_st_file *ck, const char *confi
                                        kiln_err *err);
 void kiln_flux2_vae_free(kiln_flux2_vae *m);
 
-/* Bytes of activations a decode of an h x w latent allocates. */
-size_t kiln_flux2_vae_workspace(const kiln_flux2_vae *m, int h, int w);
+/* Bytes of activations a decode of an h x w latent allocates, in dt (kiln_backend_act_dtype); and an encode of an
+ * H x W image (0 without an encoder). */
+size_t kiln_flux2_vae_workspace(const kiln_flux2_vae *m, int h, int w, kiln_dtype dt);
+size_t kiln_flux2_vae_encode_workspace(const kiln_flux2_vae *m, int H, int W, kiln_dtype dt);
 
 /* z [z_ch, h, w] -> img [3, H, W] with H = h * 2^(levels that upsample). Backend memory both. */
 kiln_status kiln_flux2_vae_decode(const kiln_flux2_vae *m, kiln_backend *be, const float *z, int h, int w,

@@ -384,6 +384,14 @@ void kiln_lora_detach(kiln_lora_set *set) {
 
 int kiln_lora_term_count(const kiln_lora_set *set) { return set ? set->n_terms : 0; }
 
+int64_t kiln_lora_max_rank(const kiln_lora_set *set) {
+    int64_t best = 0;
+    for (int i = 0; set && i < set->n_touched; i++)
+        for (const kiln_lora_term *t = set->touched[i]->lora; t; t = t->next)
+            if (t->a.shape[0] > best) best = t->a.shape[0];
+    return best;
+}
+
 static kiln_status own(kiln_lora_set *set, void *buf, size_t bytes, kiln_err *err) {
     if (set->n_bufs == set->cap_bufs) {
         int c = set->cap_bufs ? 2 * set->cap_bufs : 64;

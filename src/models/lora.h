@@ -58,6 +58,9 @@ kiln_status kiln_lora_attach_image(kiln_flux2_dit *dit, kiln_backend *be, const 
 void kiln_lora_detach(kiln_lora_set *set);
 /* Terms attached (one per adapted module and model weight). */
 int kiln_lora_term_count(const kiln_lora_set *set);
+/* The largest rank of the terms a matmul runs beside its weight (0 when merged or none): each such matmul of M
+ * rows allocates an [M, rank] f32 intermediate for its time (compute/lora.c), which the memory plan counts. */
+int64_t kiln_lora_max_rank(const kiln_lora_set *set);
 
 /* Parses "FILE[:STRENGTH]" (strength default 1; a trailing ":number" is the strength, so paths with ':' work when
  * they end in a strength). KILN_E_INVALID for an empty path or a strength that is not a finite number. */

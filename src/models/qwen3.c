@@ -171,10 +171,10 @@ void kiln_qwen3_free(kiln_qwen3 *m) {
     kiln_free(m);
 }
 
-size_t kiln_qwen3_workspace(const kiln_qwen3 *m, int batch, int seq) {
+size_t kiln_qwen3_workspace(const kiln_qwen3 *m, int batch, int seq, kiln_dtype dt) {
     size_t R = (size_t)batch * seq, D = m->hidden, Q = (size_t)m->n_heads * m->head_dim;
     size_t KV = (size_t)m->n_kv_heads * m->head_dim, F = m->ffn;
-    return sizeof(float) * (R * (2 * D + 2 * Q + 2 * KV + 2 * F) + (size_t)seq * m->head_dim) + R;
+    return kiln_dtype_size(dt) * R * (2 * D + 2 * Q + 2 * KV + 2 * F) + sizeof(float) * (size_t)seq * m->head_dim + R;
 }
 
 /* X += a . w^T: fused into the residual on one rank; under TP this rank's columns c0.. of w, all-reduced. */

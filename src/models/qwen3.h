@@ -87,7 +87,7 @@ kiln_status kiln_qwen3_encode_tp(const kiln_qwen3 *m, kiln_backend *be, kiln_com
  * in one (Qwen3-4B: 32 q / 8 kv heads: t = 2, 4, 8, 16, 32); else the reason. */
 kiln_status kiln_qwen3_tp_check(const kiln_qwen3 *m, int t, kiln_err *err);
 
-/* Bytes of activations kiln_qwen3_encode allocates for batch x seq. */
-size_t kiln_qwen3_workspace(const kiln_qwen3 *m, int batch, int seq);
+/* Bytes of activations kiln_qwen3_encode allocates for batch x seq, in dt (kiln_backend_act_dtype; f32 under TP). */
+size_t kiln_qwen3_workspace(const kiln_qwen3 *m, int batch, int seq, kiln_dtype dt);
 
 #endif

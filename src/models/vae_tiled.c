@@ -30,11 +30,11 @@ void kiln_vae_tile_rect(const kiln_vae_tiles *t, int i, int j, int *y0, int *x0,
     *tw = t->w - *x0 < t->tile ? t->w - *x0 : t->tile;
 }
 
-size_t kiln_vae_tiles_workspace(const kiln_flux2_vae *m, const kiln_vae_tiles *t, size_t *host_bytes) {
+size_t kiln_vae_tiles_workspace(const kiln_flux2_vae *m, const kiln_vae_tiles *t, kiln_dtype dt, size_t *host_bytes) {
     size_t T = (size_t)t->tile, S = T * t->scale;
     if (host_bytes) /* one tile + the strips of a row of tiles above + the left strip */
         *host_bytes = (3 * S * S + (size_t)t->nx * 3 * t->blend * S + 3 * S * t->blend) * sizeof(float);
-    return kiln_flux2_vae_workspace(m, t->tile, t->tile) + ((size_t)m->z_ch * T * T + 3 * S * S) * sizeof(float);
+    return kiln_flux2_vae_workspace(m, t->tile, t->tile, dt) + ((size_t)m->z_ch * T * T + 3 * S * S) * sizeof(float);
 }
 
 kiln_status kiln_vae_decode_one_tile(const kiln_flux2_vae *m, kiln_backend *be, const kiln_vae_tiles *t,

@@ -38,8 +38,9 @@ kiln_status kiln_vae_tiles_plan(const kiln_flux2_vae *m, int h, int w, int tile,
 /* Latent origin and size of tile (i, j). */
 void kiln_vae_tile_rect(const kiln_vae_tiles *t, int i, int j, int *y0, int *x0, int *th, int *tw);
 
-/* Backend bytes (one tile's decode) and host bytes (tile, strips; not the image) of a tiled decode. */
-size_t kiln_vae_tiles_workspace(const kiln_flux2_vae *m, const kiln_vae_tiles *t, size_t *host_bytes);
+/* Backend bytes (one tile's decode, activations in dt) and host bytes (tile, strips; not the image) of a tiled
+ * decode. */
+size_t kiln_vae_tiles_workspace(const kiln_flux2_vae *m, const kiln_vae_tiles *t, kiln_dtype dt, size_t *host_bytes);
 
 /* Decodes tile (i, j) of z (backend [z_ch, h, w]) into out (HOST [3, 8th, 8tw]); zt and pt are backend scratch
  * of z_ch*T*T and 3*S*S floats. */

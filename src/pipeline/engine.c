@@ -186,7 +186,6 @@ static kiln_status open_all(kiln_engine *e, kiln_err *err) {
         return KILN_FAIL(err, KILN_E_UNSUPPORTED, "DiT: %d input channels (in_channels; FLUX.2 [klein] has 128)",
                          e->dit->in_ch);
     e->te_bytes = kiln_engine_weight_bytes(e->te_ck, e->te->n_layers);
-    e->te_ws_seq = kiln_qwen3_workspace(e->te, 1, KILN_TOK_DEFAULT_MAX_LEN);
     int scale = kiln_flux2_vae_scale(e->vae);
     if (scale != 8)
         return KILN_FAIL(err, KILN_E_UNSUPPORTED, "VAE: upscales by %d (%d decoder levels: block_out_channels; "
@@ -226,6 +225,8 @@ static kiln_status open_all(kiln_engine *e, kiln_err *err) {
         } else e->comm = nc;
     }
     e->be->precision = e->cfg.exact ? KILN_PREC_EXACT : KILN_PREC_FAST;
+    e->te_ws_seq = kiln_qwen3_workspace(e->te, 1, KILN_TOK_DEFAULT_MAX_LEN,
+                                        e->cfg.tp > 1 ? KILN_DT_F32 : kiln_backend_act_dtype(e->be));
     if (e->cfg.tp > 1 && e->kv)
         return KILN_FAIL(err, KILN_E_UNSUPPORTED, "--tp %d with Flux2KleinKVPipeline: its reference cache is not "
                          "implemented with tensor parallelism", e->cfg.tp);

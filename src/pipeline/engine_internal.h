@@ -38,6 +38,7 @@ struct kiln_engine {
     size_t te_bytes, dit_bytes, vae_bytes; /* weight bytes each model touches */
     size_t te_ws_seq;            /* Qwen3 activation bytes for one 512-token sequence (kept while te is closed) */
     bool te_released;            /* the last request closed the text encoder to make room for the DiT */
+    size_t act_base, act_planned; /* the request's start: be's live allocations; its plan's activation bytes */
     uint64_t n_requests;
     char describe[512];
     /* FLUX.1 [dev] / [schnell] (engine_flux1.h): non-NULL when the files are FLUX.1's; the FLUX.2 fields above

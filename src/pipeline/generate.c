@@ -102,26 +102,57 @@ static bool cfg_decision(const kiln_engine *e, const kiln_request *q) {
 }
 
 /* Bytes the request needs if every model stays resident (*keep) and if the text encoder is released before
- * the DiT runs (*release). */
+ * the DiT runs (*release): the weights and, per phase, every buffer live in it - the backend's (which the CUDA
+ * arena is sized from; KILN_STRICT_PLAN checks them against what was allocated: run_common.h) and the host's
+ * (the CPU's limit is the process's memory). */
 static void estimate(const kiln_engine *e, const run *r, size_t *keep, size_t *release) {
-    size_t seqs = r->n_seq ? (size_t)r->n_seq : (r->cfg ? 2 : 1);
-    size_t feats = (size_t)r->Bd * r->L * e->dit->ctx_dim * sizeof(float);
-    size_t te_act = seqs * e->te_ws_seq + feats;
-    size_t lat = (size_t)(r->B * 2 + r->Bd * 2) * r->N * e->dit->in_ch * sizeof(float);
-    size_t dit_act = kiln_flux2_dit_workspace(e->dit, r->Bd, r->L, r->N + r->n_ref_tok) + lat + feats +
-                     (size_t)r->Bd * 2 * r->n_ref_tok * e->dit->in_ch * sizeof(float);
-    if (e->kv && r->n_refs) dit_act += kiln_flux2_dit_kv_cache_bytes(e->dit, r->Bd, r->L, r->N, r->n_ref_tok);
-    size_t px = (size_t)r->h16 * 16 * r->w16 * 16;
-    size_t vae_act = kiln_vae_plan_bytes(e->vae, 2 * r->h16, 2 * r->w16, r->vae_tile) + px * 3 * (sizeof(float) + r->B) + lat;
-    for (int k = 0; k < r->n_refs; k++) { /* encoding a reference: about a decode's activations at its size */
-        size_t enc = kiln_flux2_vae_workspace(e->vae, 2 * r->ref_h16[k], 2 * r->ref_w16[k]) +
-                     (size_t)r->ref_h16[k] * r->ref_w16[k] * 256 * 3 * 4 * sizeof(float);
-        if (enc > vae_act) vae_act = enc;
+    const kiln_dtype act = kiln_backend_act_dtype(e->be);
+    /* the DiT's ranks, as denoise decides them: tensor-parallel groups, the sequence-parallel ranks Ulysses can
+     * split the heads and image tokens over (the KV cache runs whole on every rank) */
+    const int tp = e->grid_tp ? e->grid_tp->size : 1, heads = e->dit->heads / tp;
+    int sp = e->grid_tp ? e->grid_sp->size : e->comm ? e->comm->size : 1;
+    kiln_err why = {0};
+    if (sp > 1 && ((e->kv && r->n_refs) || kiln_dit_ulysses_check(sp, heads, r->N + r->n_ref_tok, &why) != KILN_OK))
+        sp = 1;
+    const size_t f = sizeof(float), C = (size_t)e->dit->ctx_dim, ch = (size_t)e->dit->in_ch;
+    const size_t seqs = r->n_seq ? (size_t)r->n_seq : (r->cfg ? 2 : 1), L = (size_t)r->L;
+    const size_t feats = (size_t)r->Bd * L * C * f; /* r->feat, through the denoising */
+    /* encode_text: the encoder's activations for every sequence, its output `one`, and the features */
+    size_t te_act = seqs * e->te_ws_seq + seqs * L * C * f + feats;
+    /* prepare_latents: x, tmp, v; xin (CFG or references) and vfull (references) hold the references too */
+    const size_t per = (size_t)r->N * ch, Tt = (size_t)r->N + r->n_ref_tok;
+    size_t lat = (2 * (size_t)r->B + (size_t)r->Bd) * per * f;
+    if (r->cfg || r->n_refs) lat += (size_t)r->Bd * Tt * ch * f;
+    if (r->n_refs) lat += (size_t)r->Bd * Tt * ch * f;
+    /* encoding an init or reference image (kiln_edit_encode_tokens: pixels and latent on the backend and three
+     * copies on the host, the encoder's activations), with the features and latents live */
+    size_t enc = 0;
+    for (int k = -1; k < r->n_refs; k++) {
+        int H = k < 0 ? (r->init_rgb ? r->H : 0) : 16 * r->ref_h16[k], W = k < 0 ? r->W : 16 * r->ref_w16[k];
+        if (!H) continue;
+        size_t npx = (size_t)3 * H * W, nz = (size_t)e->vae->z_ch * (H / 8) * (W / 8);
+        size_t one = kiln_flux2_vae_encode_workspace(e->vae, H, W, act) + (2 * npx + 4 * nz) * f;
+        if (one > enc) enc = one;
     }
-    size_t act = te_act > dit_act ? te_act : dit_act;
-    if (vae_act > act) act = vae_act;
-    *keep = e->te_bytes + e->dit_bytes + e->vae_bytes + act;
-    size_t a = e->te_bytes + te_act, b = e->dit_bytes + e->vae_bytes + feats + (dit_act > vae_act ? dit_act : vae_act);
+    size_t host_lat = ((size_t)r->B + 2) * per * f + (size_t)r->n_ref_tok * ch * f; /* prepare_latents' host copies */
+    size_t enc_act = feats + lat + enc + host_lat;
+    /* the denoising: the DiT's workspace (with the KV cache) and the step's 128-value buffer */
+    size_t dit_act = kiln_flux2_dit_workspace(e->dit, r->Bd, r->L, r->N, r->n_ref_tok, e->kv && r->n_refs, sp, tp, act) +
+                     feats + lat + 128 * f;
+    /* the decode (release_denoiser freed the rest): x, the latent and the image on the backend (the tiled decode
+     * writes the image on the host), the decoder's work memory, and on the host the latent's copies, the image
+     * and the batch's 8-bit images */
+    size_t px = (size_t)r->h16 * 16 * r->w16 * 16;
+    size_t vae_act = (size_t)r->B * per * f + per * f + (r->vae_tile ? 0 : px * 3 * f) +
+                     kiln_vae_plan_bytes(e->vae, 2 * r->h16, 2 * r->w16, r->vae_tile, act) + 3 * per * f +
+                     px * 3 * (f + r->B);
+    size_t after_te = dit_act > vae_act ? dit_act : vae_act;
+    if (enc_act > after_te) after_te = enc_act;
+    size_t act_peak = te_act > after_te ? te_act : after_te;
+    log_debug("memory plan (VAE tile %d): text %zu, image encode %zu, denoise %zu, decode %zu bytes", r->vae_tile,
+              te_act, enc_act, dit_act, vae_act);
+    *keep = e->te_bytes + e->dit_bytes + e->vae_bytes + act_peak;
+    size_t a = e->te_bytes + te_act, b = e->dit_bytes + e->vae_bytes + after_te;
     *release = a > b ? a : b;
 }
 
@@ -509,14 +540,25 @@ static kiln_status decode(run *r, kiln_err *err) {
     return kiln_decode_batch_run(&d, err);
 }
 
+/* What only the denoising reads - the DiT's workspace, the text features, the step's buffers - freed before the
+ * decode, which then has the memory to itself (the plan counts the two apart: estimate's max). */
+static void release_denoiser(run *r) {
+    kiln_backend *be = r->e->be;
+    float **bufs[] = {&r->feat, &r->xin, &r->v, &r->tmp, &r->dt, &r->vfull};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
+        if (*bufs[i]) be->ops->free(be, *bufs[i]);
+        *bufs[i] = NULL;
+    }
+    kiln_flux2_dit_ws_free(be, r->ws);
+    r->ws = NULL;
+}
+
 static void run_free(run *r) {
     kiln_backend *be = r->e->be;
     for (int i = 0; i <= MAX_BATCH; i++) kiln_tokens_free(&r->tok[i]);
-    float *bufs[] = {r->feat, r->x, r->xin, r->v, r->tmp, r->dt, r->vfull};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-        if (bufs[i]) be->ops->free(be, bufs[i]);
+    release_denoiser(r);
+    if (r->x) be->ops->free(be, r->x);
     kiln_free(r->sigmas);
-    kiln_flux2_dit_ws_free(be, r->ws);
     for (int k = 0; k < KILN_MAX_REFS; k++) kiln_free(r->ref_rgb[k]);
     kiln_free(r->init_rgb);
 }
@@ -557,6 +599,10 @@ kiln_status kiln_generate_traced(kiln_engine *e, const kiln_request *req, kiln_t
 
     STAGE(KILN_STAGE_INPUT_VALIDATION, validate(&r, err));
     if ((s = kiln_engine_lora_attach(e, req, &lora, err)) != KILN_OK) goto done; /* adapters checked up front */
+    /* the adapters' [rows, rank] intermediates (compute/lora.c), at most one at a time, for the DiT's most rows */
+    s = kiln_request_plan_more(e, (size_t)r.Bd * (size_t)(r.L + r.N + r.n_ref_tok) * (size_t)kiln_lora_max_rank(lora) *
+                                      sizeof(float), err);
+    if (s != KILN_OK) goto done;
     fill_meta(&r);
     if ((s = kiln_result_alloc_arrays(r.res, r.B, r.steps, &r.sigmas, err)) != KILN_OK) goto done;
     r.res->n_steps = r.steps - r.k0;
@@ -567,13 +613,14 @@ kiln_status kiln_generate_traced(kiln_engine *e, const kiln_request *req, kiln_t
     r.res->sigmas_first = r.sigmas[r.k0];
     r.res->sigmas_last_nonzero = r.sigmas[r.steps - 1];
     STAGE(KILN_STAGE_DENOISING, denoise(&r, err));
+    release_denoiser(&r);
     STAGE(KILN_STAGE_DECODING, decode(&r, err));
 #undef STAGE
     kiln_result_finish(r.res, &r.clk);
 done:
     kiln_lora_detach(lora);
     run_free(&r);
-    return kiln_request_end(e, s, r.res, out);
+    return kiln_request_end(e, s, r.res, out, err);
 }
 
 kiln_status kiln_estimate_memory(kiln_engine *e, const kiln_request *req, size_t *bytes, kiln_err *err) {

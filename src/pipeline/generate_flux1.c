@@ -67,22 +67,35 @@ static void trace(run *r, const char *name, const float *data, size_t n) {
 /* T5's token budget: what FLUX.1's model cards run (dev 512, schnell 256; FluxPipeline's own default is 512). */
 static int t5_length(const kiln_flux1_models *f) { return f->dev ? 512 : 256; }
 
-/* Activation bytes of a request: T5 (the largest text stage) and the DiT + latents; the VAE is FLUX.2's decoder. */
+/* Bytes of a request, as generate.c's estimate: per phase every buffer live in it, the backend's (KILN_STRICT_PLAN
+ * checks them: run_common.h) and the host's. Text: T5 (the largest text stage) beside the features; the DiT with
+ * its latents; the decode (FLUX.2's decoder) after release_denoiser. */
 static void estimate(const kiln_flux1_models *f, const run *r, size_t *keep, size_t *release) {
+    const kiln_backend *be = r->e->be;
+    const kiln_dtype act = kiln_backend_act_dtype(be);
+    int sp = r->e->comm ? r->e->comm->size : 1; /* as denoise decides it */
+    kiln_err why = {0};
+    if (sp > 1 && kiln_dit_ulysses_check(sp, f->dit->heads, r->N, &why) != KILN_OK) sp = 1;
+    const size_t fs = sizeof(float);
     size_t R = (size_t)r->n_seq * r->L, D = (size_t)f->t5_d, I = (size_t)f->t5_inner;
     size_t S = (size_t)r->L, F = (size_t)f->t5_ff;
-    size_t feats = ((size_t)r->B * r->L * f->dit->ctx_dim + (size_t)r->B * f->dit->pooled_dim) * sizeof(float);
-    size_t t5_act = (R * (2 * D + 4 * I + 3 * F) + ((size_t)f->t5_heads + 2) * S * S + 2 * S * (size_t)f->t5_dkv) * 4 + 2 * feats;
-    size_t T = (size_t)r->L + r->N, Dd = (size_t)f->dit->hidden, Fd = (size_t)f->dit->mlp_hidden;
-    size_t lat = (size_t)3 * r->B * r->N * r->C * sizeof(float);
-    size_t dit_act = ((size_t)r->B * T * (14 * Dd + 2 * Fd) + 4 * T * Dd) * 4 + lat + feats;
-    size_t px = (size_t)r->h16 * 16 * r->w16 * 16;
-    size_t vae_act = kiln_vae_plan_bytes(f->vae, 2 * r->h16, 2 * r->w16, r->vae_tile) + px * 3 * (sizeof(float) + r->B) + lat;
-    size_t act = t5_act > dit_act ? t5_act : dit_act;
-    if (vae_act > act) act = vae_act;
-    *keep = f->clip_bytes + f->t5_bytes + f->dit_bytes + f->vae_bytes + act;
+    size_t feats = ((size_t)r->B * r->L * f->dit->ctx_dim + (size_t)r->B * f->dit->pooled_dim) * fs;
+    /* T5's buffers (t5_encoder.c), the encoders' outputs and the features, and comfy_weights' empty-prompt pass */
+    size_t t5_act = (R * (2 * D + 4 * I + 3 * F) + ((size_t)f->t5_heads + 2) * S * S + 2 * S * (size_t)f->t5_dkv) * fs +
+                    2 * feats + S * D * fs;
+    size_t lat = (size_t)3 * r->B * r->N * r->C * fs; /* x, v, tmp */
+    size_t dit_act = kiln_flux1_dit_workspace(f->dit, r->B, r->L, r->N, sp, act) + lat + feats;
+    size_t px = (size_t)r->h16 * 16 * r->w16 * 16, per = (size_t)r->N * r->C;
+    size_t vae_act = (size_t)r->B * per * fs + per * fs + (r->vae_tile ? 0 : px * 3 * fs) +
+                     kiln_vae_plan_bytes(f->vae, 2 * r->h16, 2 * r->w16, r->vae_tile, act) + 3 * per * fs +
+                     px * 3 * (fs + r->B);
+    size_t act_peak = t5_act > dit_act ? t5_act : dit_act;
+    log_debug("memory plan (VAE tile %d): text %zu, denoise %zu, decode %zu bytes", r->vae_tile, t5_act, dit_act,
+              vae_act);
+    if (vae_act > act_peak) act_peak = vae_act;
+    *keep = f->clip_bytes + f->t5_bytes + f->dit_bytes + f->vae_bytes + act_peak;
     size_t a = f->clip_bytes + f->t5_bytes + t5_act;
-    size_t b = f->clip_bytes + f->dit_bytes + f->vae_bytes + feats + (dit_act > vae_act ? dit_act : vae_act);
+    size_t b = f->clip_bytes + f->dit_bytes + f->vae_bytes + (dit_act > vae_act ? dit_act : vae_act);
     *release = a > b ? a : b;
 }
 
@@ -432,6 +445,19 @@ static kiln_status decode(run *r, kiln_err *err) {
     return kiln_decode_batch_run(&d, err);
 }
 
+/* What only the denoising reads - the DiT's workspace, the text features, the step's buffers - freed before the
+ * decode, which then has the memory to itself (the plan counts the two apart: estimate's max). */
+static void release_denoiser(run *r) {
+    kiln_backend *be = r->e->be;
+    float **bufs[] = {&r->txt, &r->pooled, &r->v, &r->tmp};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
+        if (*bufs[i]) be->ops->free(be, *bufs[i]);
+        *bufs[i] = NULL;
+    }
+    kiln_flux1_dit_ws_free(be, r->ws);
+    r->ws = NULL;
+}
+
 static void run_free(run *r) {
     kiln_backend *be = r->e->be;
     for (int i = 0; i < MAX_BATCH; i++) {
@@ -439,11 +465,9 @@ static void run_free(run *r) {
         kiln_tokens_free(&r->t5[i]);
         kiln_free(r->t5_weights[i]);
     }
-    float *bufs[] = {r->txt, r->pooled, r->x, r->v, r->tmp};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
-        if (bufs[i]) be->ops->free(be, bufs[i]);
+    release_denoiser(r);
+    if (r->x) be->ops->free(be, r->x);
     kiln_free(r->sigmas);
-    kiln_flux1_dit_ws_free(be, r->ws);
 }
 
 static void fill_meta(run *r) {
@@ -489,12 +513,13 @@ kiln_status kiln_generate_flux1(kiln_engine *e, const kiln_request *req, kiln_tr
     r.res->sigmas_first = r.sigmas[0];
     r.res->sigmas_last_nonzero = r.sigmas[r.steps - 1];
     STAGE(KILN_STAGE_DENOISING, denoise(&r, err));
+    release_denoiser(&r);
     STAGE(KILN_STAGE_DECODING, decode(&r, err));
 #undef STAGE
     kiln_result_finish(r.res, &r.clk);
 done:
     run_free(&r);
-    return kiln_request_end(e, s, r.res, out);
+    return kiln_request_end(e, s, r.res, out, err);
 }
 
 kiln_status kiln_estimate_memory_flux1(kiln_engine *e, const kiln_request *req, size_t *bytes, kiln_err *err) {

@@ -9,7 +9,7 @@
  *     kiln_result_finish(r.res, &r.clk);                                   (total time, peak memory)
  * done:
  *     ... free the run ...
- *     return kiln_request_end(e, s, r.res, out);                           (unlocks e; r.res to *out or freed)
+ *     return kiln_request_end(e, s, r.res, out, err);                           (unlocks e; r.res to *out or freed)
  */
 #ifndef KILN_PIPELINE_RUN_COMMON_H
 #define KILN_PIPELINE_RUN_COMMON_H
@@ -54,8 +54,10 @@ kiln_status kiln_result_alloc_arrays(kiln_result *res, int n_images, int steps, 
 /* Once every stage ran: the request's total wall time (from clk's start) and peak memory into res. */
 void kiln_result_finish(kiln_result *res, const kiln_stage_clock *clk);
 /* Ends a request started with kiln_request_begin, after the caller freed its run: releases the engine's lock, then
- * hands res to *out when s is KILN_OK, else frees it (*out stays NULL). Returns s. */
-kiln_status kiln_request_end(kiln_engine *e, kiln_status s, kiln_result *res, kiln_result **out);
+ * hands res to *out when s is KILN_OK, else frees it (*out stays NULL). Returns s. A request that ran records its
+ * activations' peak beside the memory plan's figure (kiln_result.act_peak_bytes); a peak above the plan is logged,
+ * and with KILN_STRICT_PLAN=1 (the tests) fails the request, KILN_E_INTERNAL. */
+kiln_status kiln_request_end(kiln_engine *e, kiln_status s, kiln_result *res, kiln_result **out, kiln_err *err);
 
 /* One prompt of the batch: i its index, what its name in messages ("prompt 2", or "prompt" when the request has
  * one prompt for every image). */
@@ -74,6 +76,10 @@ kiln_status kiln_request_each_prompt(const kiln_request *q, int B, kiln_prompt_f
 kiln_status kiln_request_plan_memory(kiln_engine *e, const kiln_mem_limit *lim, size_t keep, size_t release,
                                      size_t weights, const char *encoder, int W, int H, int B, bool *release_te,
                                      kiln_err *err);
+
+/* Adds bytes to the plan's activations (a need found after kiln_request_plan_memory: the request's LoRA adapters'
+ * intermediates, once they are attached) and reserves again. */
+kiln_status kiln_request_plan_more(kiln_engine *e, size_t bytes, kiln_err *err);
 
 /* Appends one line to res->warnings (kiln.h) and logs it; out of memory: the warning stays in the log only. */
 void kiln_result_add_warning(kiln_result *res, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

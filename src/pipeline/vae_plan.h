@@ -6,7 +6,7 @@
 
 /* Bytes of work memory a decode of an h x w latent needs: untiled (tile 0) or in tile x tile tiles (backend and
  * host work buffers together; the image itself is not counted). */
-size_t kiln_vae_plan_bytes(const kiln_flux2_vae *m, int h, int w, int tile);
+size_t kiln_vae_plan_bytes(const kiln_flux2_vae *m, int h, int w, int tile, kiln_dtype dt);
 
 /* The decode's tile side for a request: `forced` when > 0, untiled when < 0; when 0, 0 (untiled) when the request's bytes with the
  * untiled decode fit `limit` (0: no limit), else the largest of 128, 64 and 32 latent pixels whose bytes fit (32

@@ -26,8 +26,10 @@ static void test_basic(void) {
     CHECK_EQ_INT(o2 % KCU_ARENA_ALIGN, 0);
     CHECK(o1 != o2 && o2 != o3 && o1 != o3);
     CHECK_EQ_INT(a.in_use, 1024 + 256 + 256);
+    CHECK_EQ_INT(a.asked_in_use, 1000 + 1 + 0); /* what the allocations asked for, as the memory plan counts */
     CHECK(kcu_arena_check(&a));
     CHECK(kcu_arena_free(&a, o2));
+    CHECK_EQ_INT(a.asked_in_use, 1000);
     CHECK(!kcu_arena_free(&a, o2)); /* double free refused */
     CHECK(!kcu_arena_free(&a, o1 + 256)); /* not a block start */
     CHECK(kcu_arena_free(&a, o1));
@@ -44,6 +46,7 @@ static void test_basic(void) {
     CHECK(!kcu_arena_alloc(&a, UINT64_MAX, &o1)); /* rounding overflow is a failure, not a wrap */
     kcu_arena_reset(&a);
     CHECK_EQ_INT(a.in_use, 0);
+    CHECK_EQ_INT(a.asked_in_use, 0);
     CHECK(kcu_arena_check(&a));
     kcu_arena_destroy(&a);
 }

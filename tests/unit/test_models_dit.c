@@ -156,6 +156,55 @@ out:
 }
 
 /* Loading a VAE or a text encoder as the DiT gives a clear error, not a crash. */
+/* kiln_flux2_dit_workspace is what the memory plan counts and the CUDA arena is sized from: it must equal what a
+ * workspace allocates (the backend's live bytes), in f32 and bf16 activations, with references, and with the KV
+ * cache. */
+static void test_workspace_bytes(void) {
+    kiln_err err = {0};
+    kiln_st_file *ck = NULL;
+    kiln_flux2_dit *m = NULL;
+    kiln_backend *be = open_be();
+    CHECK(kiln_st_open(test_src_path("tests/data/tiny/diffusers/transformer/diffusion_pytorch_model.safetensors"),
+                       &ck, &err) == KILN_OK);
+    if (!ck || !be || kiln_flux2_dit_load(ck, test_src_path("tests/data/tiny/diffusers/transformer/config.json"), &m,
+                                          &err) != KILN_OK) {
+        CHECK_MSG(0, "%s", err.msg);
+        goto out;
+    }
+    const int rh[2] = {2, 3}, rw[2] = {4, 2};
+    for (int bf16 = 0; bf16 < 2; bf16++) {
+        be->bf16_activations = bf16; /* the CUDA backend's FAST activations (allocation only: no op runs here) */
+        be->precision = KILN_PREC_FAST;
+        kiln_dtype dt = bf16 ? KILN_DT_BF16 : KILN_DT_F32;
+        for (int refs = 0; refs < 2; refs++) {
+            size_t live = be->alloc_live;
+            kiln_flux2_dit_ws *ws = NULL;
+            CHECK_MSG(kiln_flux2_dit_ws_create_refs(m, be, 2, 37, 3, 5, refs ? 2 : 0, rh, rw, &ws, &err) == KILN_OK,
+                      "%s", err.msg);
+            if (!ws) continue;
+            CHECK_EQ_INT(kiln_flux2_dit_ws_act_dtype(ws), dt);
+            size_t want = kiln_flux2_dit_workspace(m, 2, 37, 15, refs ? 14 : 0, false, 1, 1, dt);
+            CHECK_MSG(be->alloc_live - live == want, "%s, %d refs: allocated %zu bytes, counted %zu",
+                      kiln_dtype_name(dt), refs ? 2 : 0, be->alloc_live - live, want);
+            kiln_flux2_dit_ws_free(be, ws);
+            CHECK_EQ_INT(be->alloc_live, live);
+        }
+    }
+    be->bf16_activations = false;
+    size_t live = be->alloc_live;
+    kiln_flux2_dit_ws *ws = NULL;
+    CHECK_MSG(kiln_flux2_dit_ws_create_kv(m, be, 1, 37, 3, 5, 2, rh, rw, &ws, &err) == KILN_OK, "%s", err.msg);
+    if (ws) {
+        size_t want = kiln_flux2_dit_workspace(m, 1, 37, 15, 14, true, 1, 1, KILN_DT_F32);
+        CHECK_MSG(be->alloc_live - live == want, "KV: allocated %zu bytes, counted %zu", be->alloc_live - live, want);
+        kiln_flux2_dit_ws_free(be, ws);
+    }
+out:
+    kiln_flux2_dit_free(m);
+    if (be) kiln_backend_close(be);
+    kiln_st_close(ck);
+}
+
 static void test_wrong_file(void) {
     kiln_err err = {0};
     kiln_st_file *ck = NULL;
@@ -172,6 +221,7 @@ int main(void) {
     RUN(test_diffusers_folder);
     RUN(test_fast_precision_vs_bf16);
     RUN(test_split_forward);
+    RUN(test_workspace_bytes);
     RUN(test_wrong_file);
     return test_summary();
 }

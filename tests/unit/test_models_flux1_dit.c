@@ -133,6 +133,33 @@ static void against_golden(const char *variant, bool guidance) {
 
 static void test_dev(void) { against_golden("dev", true); }
 static void test_schnell(void) { against_golden("schnell", false); }
+/* kiln_flux1_dit_workspace (the memory plan's figure, the CUDA arena's size) equals what a workspace allocates,
+ * with f32 and with bf16 activations (the CUDA backend's FAST; only allocation runs here). */
+static void test_workspace_bytes(void) {
+    run r;
+    if (!open_run(&r, "dev")) {
+        close_run(&r);
+        return;
+    }
+    kiln_err err = {0};
+    for (int bf16 = 0; bf16 < 2; bf16++) {
+        r.be->bf16_activations = bf16;
+        r.be->precision = KILN_PREC_FAST;
+        const kiln_dtype dt = bf16 ? KILN_DT_BF16 : KILN_DT_F32;
+        size_t live = r.be->alloc_live;
+        kiln_flux1_dit_ws *ws = NULL;
+        CHECK_MSG(kiln_flux1_dit_ws_create(r.m, r.be, 3, 29, 4, 6, &ws, &err) == KILN_OK, "%s", err.msg);
+        if (!ws) continue;
+        CHECK_EQ_INT(kiln_flux1_dit_ws_act_dtype(ws), dt);
+        size_t want = kiln_flux1_dit_workspace(r.m, 3, 29, 24, 1, dt);
+        CHECK_MSG(r.be->alloc_live - live == want, "%s: allocated %zu bytes, counted %zu", kiln_dtype_name(dt),
+                  r.be->alloc_live - live, want);
+        kiln_flux1_dit_ws_free(r.be, ws);
+        CHECK_EQ_INT(r.be->alloc_live, live);
+    }
+    close_run(&r);
+}
+
 /* The same weights under BFL names (ComfyUI's flux1-dev.safetensors layout: fused qkv and linear1, final layer
  * [shift; scale]), with the config for the tiny RoPE axes. */
 static void test_bfl(void) {
@@ -201,6 +228,7 @@ static void test_flux2_refused(void) {
 int main(void) {
     RUN(test_dev);
     RUN(test_schnell);
+    RUN(test_workspace_bytes);
     RUN(test_bfl);
     RUN(test_bfl_no_config);
     RUN(test_config_refusals);

@@ -119,18 +119,24 @@ static void test_refusals(void) {
         CHECK(kiln_generate(eng, &req, &res, &err) == KILN_OK);
         if (res) CHECK_EQ_INT(res->n_steps, 1);
         kiln_result_free(res);
-        /* the memory estimate counts the references (tokens, encoder) and takes the size from the first */
-        size_t b0 = 0, b1 = 0;
+        /* the memory estimate counts the references (tokens, encoder) - three, so that the denoising, not the
+         * decode, is the peak phase of these tiny models - and takes the size from the first */
+        size_t b0 = 0, b1 = 0, b2 = 0;
         kiln_request q2 = kiln_request_default();
         q2.width = 96;
         q2.height = 64;
         CHECK(kiln_estimate_memory(eng, &q2, &b0, &err) == KILN_OK);
-        kiln_image_in r100 = {px, 100, 70};
-        q2.refs = &r100;
-        q2.n_refs = 1;
-        q2.width = q2.height = 0;
+        kiln_image_in r100 = {px, 100, 70}, refs3[3] = {r100, r100, r100};
+        q2.refs = refs3;
+        q2.n_refs = 3;
         CHECK_MSG(kiln_estimate_memory(eng, &q2, &b1, &err) == KILN_OK, "%s", err.msg);
         CHECK_MSG(b1 > b0, "estimate with a reference %zu, without %zu", b1, b0);
+        q2.refs = &r100;
+        q2.n_refs = 1;
+        CHECK(kiln_estimate_memory(eng, &q2, &b1, &err) == KILN_OK);
+        q2.width = q2.height = 0;
+        CHECK_MSG(kiln_estimate_memory(eng, &q2, &b2, &err) == KILN_OK, "%s", err.msg);
+        CHECK_MSG(b2 == b1, "estimate with the size from the reference %zu, with its 96x64 given %zu", b2, b1);
         r100.width = 40; /* refused as kiln_generate refuses it */
         CHECK(kiln_estimate_memory(eng, &q2, &b1, &err) == KILN_E_INVALID);
         kiln_engine_close(eng);

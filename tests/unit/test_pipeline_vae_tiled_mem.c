@@ -60,9 +60,9 @@ static void test_bound(void) {
     for (size_t i = 0; i < n; i++) img[i] = NAN; /* touched: resident before the reset; every pixel must be written */
     kiln_vae_tiles t;
     CHECK(kiln_vae_tiles_plan(vae, zh, zw, tile, &t, &err) == KILN_OK);
-    size_t host = 0, dev = kiln_vae_tiles_workspace(vae, &t, &host);
+    size_t host = 0, dev = kiln_vae_tiles_workspace(vae, &t, KILN_DT_F32, &host);
     double bound = (double)(dev + host) / 1e6 + SLACK_MB;
-    double untiled = (double)kiln_flux2_vae_workspace(vae, zh, zw) / 1e6;
+    double untiled = (double)kiln_flux2_vae_workspace(vae, zh, zw, KILN_DT_F32) / 1e6;
     kiln_mem_reset_peak();
     size_t rss0 = kiln_mem_peak_rss();
     CHECK_MSG(kiln_flux2_vae_decode_tiled(vae, be, &t, z, img, &err) == KILN_OK, "%s", err.msg);

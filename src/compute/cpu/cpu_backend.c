@@ -7,20 +7,33 @@
 #include "base/log.h"
 #include "compute/cpu/cpu_internal.h"
 
+/* Each allocation carries its size in a header one alignment unit long, for free's count of live bytes. */
+#define ALLOC_HEADER 64
+
 static void *cpu_alloc(kiln_backend *be, size_t bytes) {
-    void *p = kiln_aligned_alloc(bytes ? bytes : 1);
+    if (bytes > SIZE_MAX - ALLOC_HEADER) return NULL;
+    char *base = kiln_aligned_alloc(ALLOC_HEADER + (bytes ? bytes : 1));
+    if (!base) return NULL;
+    memcpy(base, &bytes, sizeof bytes);
+    void *p = base + ALLOC_HEADER;
     kiln_err err = {0};
-    if (p && cpu_strict_own(cpu_be(be), p, bytes, "allocation", &err) != KILN_OK) {
+    if (cpu_strict_own(cpu_be(be), p, bytes, "allocation", &err) != KILN_OK) {
         log_error("%s", err.msg);
-        kiln_aligned_free(p);
+        kiln_aligned_free(base);
         return NULL;
     }
+    kiln_backend_count_alloc(be, bytes);
     return p;
 }
 
 static void cpu_free(kiln_backend *be, void *p) {
+    if (!p) return;
     cpu_strict_disown(cpu_be(be), p, "free of an allocation");
-    kiln_aligned_free(p);
+    char *base = (char *)p - ALLOC_HEADER;
+    size_t bytes;
+    memcpy(&bytes, base, sizeof bytes);
+    kiln_backend_count_free(be, bytes);
+    kiln_aligned_free(base);
 }
 
 /* Placement on the CPU is zero copy: the host bytes are used where they are (a mapped checkpoint stays mapped,

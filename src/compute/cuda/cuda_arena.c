@@ -28,7 +28,7 @@ void kcu_arena_reset(kcu_arena *a) {
     if (!a->blocks) return;
     a->blocks[0] = (kcu_block){0, a->capacity, false};
     a->n = a->capacity ? 1 : 0;
-    a->in_use = 0;
+    a->in_use = a->asked_in_use = 0;
 }
 
 bool kcu_arena_alloc(kcu_arena *a, uint64_t bytes, uint64_t *off) {
@@ -64,7 +64,9 @@ bool kcu_arena_alloc(kcu_arena *a, uint64_t bytes, uint64_t *off) {
         a->n++;
     }
     b->used = true;
+    b->asked = bytes;
     a->in_use += b->size;
+    a->asked_in_use += bytes;
     if (a->in_use > a->peak) a->peak = a->in_use;
     a->n_allocs++;
     *off = b->off;
@@ -87,6 +89,7 @@ bool kcu_arena_free(kcu_arena *a, uint64_t off) {
     size_t i = lo;
     a->blocks[i].used = false;
     a->in_use -= a->blocks[i].size;
+    a->asked_in_use -= a->blocks[i].asked;
     if (i + 1 < a->n && !a->blocks[i + 1].used) {
         a->blocks[i].size += a->blocks[i + 1].size;
         remove_block(a, i + 1);
@@ -106,15 +109,16 @@ uint64_t kcu_arena_largest_free(const kcu_arena *a) {
 }
 
 bool kcu_arena_check(const kcu_arena *a) {
-    uint64_t off = 0, used = 0;
+    uint64_t off = 0, used = 0, asked = 0;
     for (size_t i = 0; i < a->n; i++) {
         const kcu_block *b = &a->blocks[i];
         if (b->off != off || b->size == 0 || b->size % KCU_ARENA_ALIGN) return false;
         if (i > 0 && !b->used && !a->blocks[i - 1].used) return false;
-        if (b->used) used += b->size;
+        if (b->used && b->asked > b->size) return false;
+        if (b->used) used += b->size, asked += b->asked;
         off += b->size;
     }
-    return off == a->capacity && used == a->in_use;
+    return off == a->capacity && used == a->in_use && asked == a->asked_in_use;
 }
 
 /* ---- offline planner ---- */

@@ -30,6 +30,7 @@
 typedef struct kcu_block {
     uint64_t off, size;
     bool used;
+    uint64_t asked; /* a used block: the bytes its allocation asked for (size rounds it up) */
 } kcu_block;
 
 typedef struct kcu_arena {
@@ -37,6 +38,7 @@ typedef struct kcu_arena {
     kcu_block *blocks; /* sorted by offset, covering [0, capacity) exactly, no two adjacent free blocks */
     size_t n, cap;
     uint64_t in_use, peak; /* bytes */
+    uint64_t asked_in_use; /* the used blocks' asked bytes (what the pipeline's memory plan counts) */
     uint64_t n_allocs, n_fails;
 } kcu_arena;
 
@@ -52,7 +54,7 @@ bool kcu_arena_free(kcu_arena *a, uint64_t off);
 void kcu_arena_reset(kcu_arena *a);
 /* Size of the largest free block. */
 uint64_t kcu_arena_largest_free(const kcu_arena *a);
-/* Checks the invariants (sorted, contiguous, coalesced, in_use adds up). For tests and debug builds. */
+/* Checks the invariants (sorted, contiguous, coalesced, in_use and asked_in_use add up). For tests and debug builds. */
 bool kcu_arena_check(const kcu_arena *a);
 
 /* Arena sizing from the request's plan (ops->reserve), not a fixed share of free memory at open (a quarter of

@@ -97,7 +97,10 @@ static void *cuda_alloc(kiln_backend *be, size_t bytes) {
     kiln_cuda_backend *cb = cuda_be(be);
     if (kcu_use(cb, NULL) != KILN_OK) return NULL;
     uint64_t off;
-    if (cb->arena_base && kcu_arena_alloc(&cb->arena, bytes, &off)) return (char *)cb->arena_base + off;
+    if (cb->arena_base && kcu_arena_alloc(&cb->arena, bytes, &off)) {
+        kiln_backend_count_alloc(be, bytes); /* as asked, as the memory plan counts (the arena's slack covers rounding) */
+        return (char *)cb->arena_base + off;
+    }
     if (cb->capturing) {
         log_error("cuda: allocation of %zu bytes during CUDA-graph capture does not fit the arena", bytes);
         return NULL;
@@ -108,6 +111,7 @@ static void *cuda_alloc(kiln_backend *be, size_t bytes) {
         return NULL;
     }
     if (p) {
+        kiln_backend_count_alloc(be, bytes ? bytes : 1); /* as the range records it */
         cb->devmem_bytes += bytes;
         if (cb->devmem_bytes > cb->devmem_peak) cb->devmem_peak = cb->devmem_bytes;
     }
@@ -119,12 +123,17 @@ static void cuda_free(kiln_backend *be, void *p) {
     if (!p) return;
     kcu_use(cb, NULL);
     if (in_arena(cb, p)) {
+        uint64_t asked = cb->arena.asked_in_use;
         if (!kcu_arena_free(&cb->arena, (uint64_t)((char *)p - (char *)cb->arena_base)))
             log_error("cuda: free of %p: not the start of a live arena block (double free?)", p);
+        kiln_backend_count_free(be, asked - cb->arena.asked_in_use);
         return;
     }
     const kiln_range *r = kiln_ranges_find(&cb->devmem, p);
-    if (r && r->base == (uintptr_t)p) cb->devmem_bytes -= r->size;
+    if (r && r->base == (uintptr_t)p) {
+        cb->devmem_bytes -= r->size;
+        kiln_backend_count_free(be, r->size);
+    }
     if (!kiln_ranges_remove(&cb->devmem, p, NULL)) log_error("cuda: free of %p: not allocated by this backend", p);
     kcu_free(p);
 }
