@@ -171,6 +171,7 @@ struct warp_state {
     int size, alive, arrived;
     unsigned seq;
     uint64_t slot[2][32];
+    uint32_t mma_a[32][4], mma_b[32][2]; /* the lanes' fragments of the mma.sync in progress */
 };
 
 struct block_state {
@@ -259,7 +260,7 @@ static void install_handler() {
 
 /* ---- the scheduler ---------------------------------------------------------------------------------------- */
 
-#define STACK_BYTES ((size_t)32 << 10) /* the WMMA kernel, the deepest, needs about 6 KB */
+#define STACK_BYTES ((size_t)32 << 10) /* the deepest kernel (the tensor-core attention) needs a few KB */
 
 struct stack_pool {
     std::vector<char *> stacks; /* each: one guard page, then STACK_BYTES */
@@ -381,7 +382,6 @@ static void warp_arrive(unsigned mask, int line, const char *what) {
 }
 
 void syncwarp(unsigned mask, int line) { warp_arrive(mask, line, "__syncwarp"); }
-void wmma_converge(int line) { warp_arrive(0xffffffffu, line, "wmma::mma_sync"); }
 
 uint64_t warp_exchange(unsigned mask, uint64_t bits, int src, int line) {
     block_state *b = cur_block;
@@ -394,14 +394,35 @@ uint64_t warp_exchange(unsigned mask, uint64_t bits, int src, int line) {
     return w.slot[parity][src];
 }
 
-void trap(const char *what) { fatal("%s", what); }
+static float bf16_bits(uint32_t reg, int half) { return __uint_as_float(((reg >> (16 * half)) & 0xffffu) << 16); }
 
-void wmma_check_ptr(const void *p, unsigned ldm, size_t elem, const char *what) {
-    if ((uintptr_t)p % 32)
-        fatal("wmma::%s: pointer %p is not 256-bit aligned (the hardware needs 32 bytes)", what, p);
-    if ((ldm * elem) % 16)
-        fatal("wmma::%s: leading dimension %u (%zu-byte elements) is not a multiple of 16 bytes", what, ldm, elem);
+void mma_m16n8k16_bf16(float d[4], const uint32_t a[4], const uint32_t b[2], int line) {
+    block_state *bs = cur_block;
+    if (!bs) fatal("mma.sync outside a kernel");
+    thread_state *t = cur_thread;
+    warp_state &w = bs->warps[(size_t)t->warp];
+    memcpy(w.mma_a[t->lane], a, sizeof w.mma_a[0]);
+    memcpy(w.mma_b[t->lane], b, sizeof w.mma_b[0]);
+    warp_arrive(0xffffffffu, line, "mma.sync");
+    /* A[r][k]: lane (r % 8) * 4 + (k % 8) / 2, register (r >= 8) + 2 (k >= 8), half k % 2;
+     * B[k][n]: lane n * 4 + (k % 8) / 2, register (k >= 8), half k % 2 */
+    const int g = t->lane >> 2, tg = t->lane & 3;
+    float out[4];
+    for (int i = 0; i < 4; i++) {
+        int r = g + (i >= 2 ? 8 : 0), n = 2 * tg + (i & 1);
+        float s = d[i];
+        for (int k = 0; k < 16; k++) {
+            float av = bf16_bits(w.mma_a[(r % 8) * 4 + (k % 8) / 2][(r >= 8) + 2 * (k >= 8)], k % 2);
+            float bv = bf16_bits(w.mma_b[n * 4 + (k % 8) / 2][k >= 8], k % 2);
+            s += av * bv;
+        }
+        out[i] = s;
+    }
+    warp_arrive(0xffffffffu, line, "mma.sync"); /* every lane has read the posts before any posts again */
+    memcpy(d, out, sizeof out);
 }
+
+void trap(const char *what) { fatal("%s", what); }
 
 void check_device_range(const void *p, size_t bytes, const char *kernel, int arg) {
     if (device_range(p, bytes)) return;

@@ -1,7 +1,7 @@
 /* emu_selftest.cc - the CUDA emulator's own test (ctest emu_selftest, KILN_CUDA_EMU build): every check it claims
  * (kcu_emu.h) is shown to fire on a kernel or call with that bug, and the same code without the bug to pass.
  * A case that must be reported runs in a child process; it passes when the child aborts and its stderr holds
- * the expected words. Kernels here are written as a .cu file is (KCU_LAUNCH, __shared__, shuffles, WMMA). */
+ * the expected words. Kernels here are written as a .cu file is (KCU_LAUNCH, __shared__, shuffles, mma.sync). */
 #include "kcu_emu.h"
 
 #include <cublasLt.h>
@@ -105,20 +105,24 @@ static __global__ void k_dyn(float *y) {
     __syncthreads();
     y[threadIdx.x] = sm[blockDim.x - 1 - threadIdx.x];
 }
-/* one 16x16x16 bf16 WMMA product: d = a . b with a = row index, b = 1 */
-static __global__ void k_wmma(float *d, int misalign) {
-    using namespace nvcuda;
-    __shared__ __align__(128) __nv_bfloat16 a[16 * 16 + 8], b[16 * 16];
-    for (int i = threadIdx.x; i < 256; i += 32) a[i + (misalign ? 1 : 0)] = __float2bfloat16_rn((float)(i / 16)), b[i] = __float2bfloat16_rn(1.f);
-    __syncwarp();
-    wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa;
-    wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> fb;
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-    wmma::fill_fragment(acc, 0.f);
-    wmma::load_matrix_sync(fa, a + (misalign ? 1 : 0), 16);
-    wmma::load_matrix_sync(fb, b, 16);
-    wmma::mma_sync(acc, fa, fb, acc);
-    wmma::store_matrix_sync(d, acc, 16, wmma::mem_row_major);
+/* one mma.sync m16n8k16: A[r][k] = r + k / 16 (k's share distinguishes the halves), B[k][n] = (k + 1) * (n + 1) / 8,
+ * fragments filled by the PTX ISA's layout (cuda_kernels.cuh); y[r * 8 + n] = D[r][n] */
+static uint32_t pack2(float lo, float hi) {
+    return (uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(lo)) | ((uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(hi)) << 16);
+}
+static __global__ void k_mma(float *y) {
+    const int lane = threadIdx.x, g = lane >> 2, t = lane & 3;
+    auto A = [](int r, int k) { return (float)r + (float)k / 16.f; };
+    auto B = [](int k, int n) { return (float)((k + 1) * (n + 1)) / 8.f; };
+    uint32_t a[4], b[2];
+    for (int i = 0; i < 4; i++) {
+        int r = g + (i & 1) * 8, k = 2 * t + (i >> 1) * 8;
+        a[i] = pack2(A(r, k), A(r, k + 1));
+    }
+    for (int i = 0; i < 2; i++) b[i] = pack2(B(2 * t + 8 * i, g), B(2 * t + 8 * i + 1, g));
+    float d[4] = {1.f, 1.f, 1.f, 1.f};
+    kcu_emu::mma_m16n8k16_bf16(d, a, b, __LINE__);
+    for (int i = 0; i < 4; i++) y[(g + (i >> 1) * 8) * 8 + 2 * t + (i & 1)] = d[i];
 }
 
 /* ---- the cases ---- */
@@ -154,10 +158,6 @@ static void shuffle_after_exit() {
 static void deadlock() {
     float *y = dev_floats(32);
     KCU_LAUNCH(k_deadlock, 1, 32, 0, 0)(y);
-}
-static void wmma_misaligned() {
-    float *d = dev_floats(256);
-    KCU_LAUNCH(k_wmma, 1, 32, 0, 0)(d, 1);
 }
 static void graph_replays_freed_buffer() {
     cudaStream_t s;
@@ -200,10 +200,17 @@ static void test_results() {
     h = download(y, 64);
     EXPECT(h[0] == 63.f && h[63] == 0.f, "dynamic shared memory reversed (%g, %g)", h[0], h[63]);
 
-    /* WMMA: row r of a . ones = 16 r */
-    KCU_LAUNCH(k_wmma, 1, 32, 0, 0)(y, 0);
-    h = download(y, 256);
-    EXPECT(h[0] == 0.f && h[16 * 5 + 3] == 80.f && h[255] == 240.f, "wmma product (%g %g %g)", h[0], h[83], h[255]);
+    /* mma.sync: D = 1 + A . B against the product computed here (every value exact in bf16 and f32) */
+    KCU_LAUNCH(k_mma, 1, 32, 0, 0)(y);
+    h = download(y, 128);
+    int mma_bad = 0;
+    for (int r = 0; r < 16; r++)
+        for (int n = 0; n < 8; n++) {
+            float want = 1.f;
+            for (int k = 0; k < 16; k++) want += ((float)r + (float)k / 16.f) * ((float)((k + 1) * (n + 1)) / 8.f);
+            if (h[r * 8 + n] != want) mma_bad++;
+        }
+    EXPECT(mma_bad == 0, "mma.sync m16n8k16 product: %d of 128 values wrong (D[5][3] %g)", mma_bad, h[43]);
 
     /* a capture: a launch is recorded, not run; a cudaMalloc inside invalidates it */
     cudaStream_t s;
@@ -363,7 +370,6 @@ int main() {
     dies_with(divergent_barrier, "divergent __syncthreads", "divergent __syncthreads");
     dies_with(shuffle_after_exit, "with exited lanes", "shuffle with exited lanes");
     dies_with(deadlock, "deadlock", "shuffle and __syncthreads deadlock");
-    dies_with(wmma_misaligned, "not 256-bit aligned", "misaligned WMMA load");
     dies_with(graph_replays_freed_buffer, "freed device memory", "graph replays a freed buffer");
     printf(failures ? "emu_selftest: %d FAILED\n" : "emu_selftest: all passed\n", failures);
     return failures ? 1 : 0;

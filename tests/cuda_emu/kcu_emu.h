@@ -3,19 +3,18 @@
  *
  * Why: a GPU is lent to this project rarely and for minutes. Everything a GPU run could find that does not
  * depend on the GPU's speed - a kernel indexing past its buffer, a missing __syncthreads, a host pointer handed
- * to a kernel, a WMMA tile read misaligned, a cuBLASLt layout the wrong way round, a graph replaying stale
+ * to a kernel, a tensor-core fragment filled from the wrong rows, a cuBLASLt layout the wrong way round, a graph replaying stale
  * pointers, a download during capture - this emulator finds on every commit, by running the backend's own .cu
  * sources unchanged (bar the KCU_LAUNCH macro) on the CPU, one emulated GPU thread per fiber:
  *
  *   blocks     run one after another; the threads of a block are fibers (emu_fiber.c), each runs until it
- *              reaches a barrier (__syncthreads, __syncwarp, a shuffle, a WMMA operation) or returns
+ *              reaches a barrier (__syncthreads, __syncwarp, a shuffle, an mma.sync) or returns
  *   __shared__ static storage: shared by the threads of the block that is running, as on the GPU, and
  *              filled with NaN bytes before each block (so is dynamic shared memory)
  *   shuffles   each lane posts its value and waits for the whole warp; a shuffle with lanes that have exited
  *              is reported (undefined on the GPU)
- *   WMMA       each lane holds the whole 16x16 tile (the layout of a fragment is opaque to kernels); mma_sync
- *              is warp-collective (every lane has loaded before any lane stores), a store writes each lane's
- *              share, and pointer and leading-dimension alignment are checked as the hardware requires
+ *   mma.sync   m16n8k16 bf16: warp-collective; each lane's fragment registers are read with the PTX ISA's
+ *              layout, so a kernel that fills a fragment from the wrong rows or columns computes a wrong product
  *   order      KCU_EMU_ORDER=reverse runs the threads of each phase last-to-first: a read of shared memory that
  *              lacks its barrier then sees stale data and the op's comparison fails
  *   memory     kernel pointer arguments (and every kcu_mat / kcu_view4 range) must lie inside one device
@@ -181,81 +180,11 @@ static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f
 static inline float __uint_as_float(unsigned u) { float f; memcpy(&f, &u, 4); return f; }
 static inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
 
-/* ---- WMMA: nvcuda::wmma for bf16 x bf16 -> f32, 16x16x16 ---- */
+/* ---- tensor cores: mma.sync.m16n8k16 bf16 x bf16 -> f32 (cuda_kernels.cuh kcu_mma_bf16_16816) ---- */
 namespace kcu_emu {
-/* mma_sync is warp-collective: every lane's fragments are loaded before any lane goes on to store */
-void wmma_converge(int line);
-void wmma_check_ptr(const void *p, unsigned ldm, size_t elem, const char *what);
+/* Warp-collective: every lane posts its fragments and waits for the whole warp; each lane then gets its share
+ * of D = A . B + D from the fragment layout of the PTX ISA (products of bf16 exact in f32, summed in f32). */
+void mma_m16n8k16_bf16(float d[4], const uint32_t a[4], const uint32_t b[2], int line);
 } /* namespace kcu_emu */
-
-namespace nvcuda {
-namespace wmma {
-struct matrix_a {};
-struct matrix_b {};
-struct accumulator {};
-struct row_major {};
-struct col_major {};
-enum layout_t { mem_row_major, mem_col_major };
-
-/* every lane keeps the whole tile, in row-major [M][N] (matrix_a: M x K, matrix_b: K x N) */
-template <class Use, int M, int N, int K, class T, class Layout = void> struct fragment {
-    static constexpr int rows = std::is_same<Use, matrix_b>::value ? K : M;
-    static constexpr int cols = std::is_same<Use, matrix_a>::value ? K : N;
-    float x[rows * cols];
-    static constexpr int num_elements = rows * cols;
-};
-
-static inline float emu_ld_(const __nv_bfloat16 *p) { return __bfloat162float(*p); }
-static inline float emu_ld_(const float *p) { return *p; }
-
-template <class Use, int M, int N, int K, class T, class Layout>
-inline void load_matrix_sync(fragment<Use, M, N, K, T, Layout> &f, const T *p, unsigned ldm) {
-    typedef fragment<Use, M, N, K, T, Layout> F;
-    kcu_emu::wmma_check_ptr(p, ldm, sizeof(T), "load_matrix_sync");
-    bool colmaj = std::is_same<Layout, col_major>::value;
-    for (int r = 0; r < F::rows; r++)
-        for (int c = 0; c < F::cols; c++) f.x[r * F::cols + c] = emu_ld_(colmaj ? p + c * ldm + r : p + r * ldm + c);
-}
-
-template <int M, int N, int K>
-inline void load_matrix_sync(fragment<accumulator, M, N, K, float, void> &f, const float *p, unsigned ldm,
-                             layout_t l) {
-    kcu_emu::wmma_check_ptr(p, ldm, sizeof(float), "load_matrix_sync (accumulator)");
-    for (int r = 0; r < M; r++)
-        for (int c = 0; c < N; c++) f.x[r * N + c] = l == mem_row_major ? p[r * ldm + c] : p[c * ldm + r];
-}
-
-template <int M, int N, int K>
-inline void store_matrix_sync(float *p, const fragment<accumulator, M, N, K, float, void> &f, unsigned ldm,
-                              layout_t l) {
-    kcu_emu::wmma_check_ptr(p, ldm, sizeof(float), "store_matrix_sync");
-    /* each lane writes its share of the tile, as on the GPU: a read of the tile by another lane needs a barrier */
-    int lane = kcu_emu::cur_lane;
-    for (int i = lane; i < M * N; i += 32) {
-        int r = i / N, c = i % N;
-        (l == mem_row_major ? p[r * ldm + c] : p[c * ldm + r]) = f.x[i];
-    }
-}
-
-template <int M, int N, int K> inline void fill_fragment(fragment<accumulator, M, N, K, float, void> &f, float v) {
-    for (int i = 0; i < M * N; i++) f.x[i] = v;
-}
-
-/* d = a . b + c; the products of bf16 operands are exact in f32, summed in f32 */
-template <int M, int N, int K, class T, class LA, class LB>
-inline void mma_sync(fragment<accumulator, M, N, K, float, void> &d, const fragment<matrix_a, M, N, K, T, LA> &a,
-                     const fragment<matrix_b, M, N, K, T, LB> &b, const fragment<accumulator, M, N, K, float, void> &c) {
-    kcu_emu::wmma_converge(__LINE__);
-    float out[M * N];
-    for (int r = 0; r < M; r++)
-        for (int col = 0; col < N; col++) {
-            float s = c.x[r * N + col];
-            for (int k = 0; k < K; k++) s += a.x[r * K + k] * b.x[k * N + col];
-            out[r * N + col] = s;
-        }
-    memcpy(d.x, out, sizeof out);
-}
-} /* namespace wmma */
-} /* namespace nvcuda */
 
 #endif

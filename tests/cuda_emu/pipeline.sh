@@ -10,7 +10,9 @@
 #             two images differ (the bf16 activations ran), and the bf16 one is within 1 dB of the f32 one's
 #             distance to the bf16 golden (41.5 vs 41.8 dB: kiln's bf16 roundings are not PyTorch's, so two bf16
 #             runs differ by both; the DiT alone in bf16 gave 42.0)
-# and FLUX.1 [dev] (below). ~5 min on 2 cores: the emulator runs every GPU thread.
+#   tc        FAST with the tensor-core attention (KILN_CUDA_ATTENTION=tc), klein and FLUX.1: >= 30 dB and within
+#             1 dB of the simple kernel's image
+# and FLUX.1 [dev] (below). ~6 min on 2 cores: the emulator runs every GPU thread.
 set -uo pipefail
 : "${KILN_BIN:?KILN_BIN must point at the kiln of the emulator build}"
 : "${KILN_SOURCE_DIR:?}"
@@ -30,6 +32,7 @@ gen() { # gen PNG [args]: the golden's request on cuda:0, the log in $D/PNG.log
     { tail -20 "$D/$png.log"; return 1; }
 }
 report() { python3 "$ROOT/tests/gpu/report.py" "$@"; }
+db() { sed -E 's/.*PSNR ([0-9.]+|inf) dB.*/\1/' <<<"$1"; }
 source "$ROOT/tests/cuda_emu/graphs.bash"
 
 if gen exact.png --exact && r=$(report golden "$GOLD/pipeline_b1_f32.safetensors" "$D/exact.png" 40); then
@@ -50,7 +53,6 @@ else
 fi
 if KILN_CUDA_ACT=f32 gen fast32.png && r32=$(report golden "$GOLD/pipeline_b1_bf16.safetensors" "$D/fast32.png" 30); then
   ok "FAST, f32 activations (KILN_CUDA_ACT=f32): $r32"
-  db() { sed -E 's/.*PSNR ([0-9.]+|inf) dB.*/\1/' <<<"$1"; }
   if ! grep -q "DiT activations in bf16" "$D/fast.png.log" || ! grep -q "DiT activations in f32" "$D/fast32.png.log"; then
     fail "the DiT's activations: '$(grep -h "DiT activations" "$D/fast.png.log" "$D/fast32.png.log" | tr '\n' ' ')' (want bf16, then f32)"
   elif report png "$D/fast.png" "$D/fast32.png" inf >/dev/null 2>&1; then
@@ -62,6 +64,25 @@ if KILN_CUDA_ACT=f32 gen fast32.png && r32=$(report golden "$GOLD/pipeline_b1_bf
   fi
 else
   fail "FAST, f32 activations: ${r32:-kiln generate failed}"
+fi
+
+# the tensor-core attention (KILN_CUDA_ATTENTION=tc: mma.sync, bf16 Q/K/V/P) through the whole pipeline: >= 30 dB
+# from the bf16 golden and within 1 dB of the simple kernel's FAST image
+tc_check() { # tc_check WHAT GOLDEN PNG_TC PNG_SIMPLE RESULT_SIMPLE
+  local r
+  if ! grep -q "attention tensor cores" "$D/$3.log"; then
+    fail "$1: the backend did not say 'attention tensor cores': $(grep -h "cuda: .*attention" "$D/$3.log" | head -1)"
+  elif r=$(report golden "$2" "$D/$3" 30) &&
+       python3 -c "import sys; sys.exit(not float('$(db "$r")') >= float('$(db "$5")') - 1.0)"; then
+    ok "$1, tensor-core attention: $r (simple kernel: $(db "$5") dB)"
+  else
+    fail "$1, tensor-core attention: ${r:-no image} (simple kernel: $(db "$5") dB)"
+  fi
+}
+if [ -n "${r:-}" ] && KILN_CUDA_ATTENTION=tc gen fasttc.png; then
+  tc_check "FAST" "$GOLD/pipeline_b1_bf16.safetensors" fasttc.png fast.png "$r"
+else
+  fail "FAST, tensor-core attention: kiln generate failed"
 fi
 
 # FLUX.1 [dev] (its tiny model, the official fp32 golden flux1_dev_b1_f32): --exact >= 40 dB (inf on the CPU);
@@ -85,6 +106,11 @@ if gen1 f1fast.png && r=$(report golden "$G1" "$D/f1fast.png" 35); then
     ok "FLUX.1 FAST, bf16 activations: $r"
   else
     fail "FLUX.1: the DiT's activations: '$(grep -h "DiT activations" "$D/f1fast.png.log")' (want bf16)"
+  fi
+  if KILN_CUDA_ATTENTION=tc gen1 f1fasttc.png; then
+    tc_check "FLUX.1 FAST (T5's bias, CLIP)" "$G1" f1fasttc.png f1fast.png "$r"
+  else
+    fail "FLUX.1 FAST, tensor-core attention: kiln generate failed"
   fi
 else
   fail "FLUX.1 FAST: ${r:-kiln generate failed}"

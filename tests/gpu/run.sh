@@ -12,17 +12,20 @@
 #   build     Release, KILN_CUDA=ON, sm_$KILN_GPU_ARCH (90), the kiln program and the CUDA tests only
 #   units     tests/unit/test_compute_cuda_* host logic with the GPU present (KILN_REQUIRE_GPU=1)
 #   ops       every op against float64 references (test_compute_cuda_ops: default kernels, timed; then
-#             KILN_DETERMINISTIC=1; then attention on tensor cores, KILN_CUDA_ATTENTION=tc); run-to-run bit-identity
+#             KILN_DETERMINISTIC=1; then attention on tensor cores, KILN_CUDA_ATTENTION=tc, timed); run-to-run
+#             bit-identity
 #   peak      bf16 GEMM ceiling through cuBLASLt (tests/gpu/gemm_peak.cu); the ops run's GEMM and attention
 #             TFLOP/s as fractions of it
 #   tiny      the whole CUDA pipeline on tests/data/tiny/diffusers with the goldens' injected noise against the
 #             official pipeline's images: --exact vs pipeline_b1_f32 (>= 40 dB, as test_pipeline_golden), FAST vs
-#             pipeline_b1_bf16 (>= 30 dB), with bf16 activations (the default) and with KILN_CUDA_ACT=f32
+#             pipeline_b1_bf16 (>= 30 dB), with bf16 activations (the default), with KILN_CUDA_ACT=f32 and with
+#             the tensor-core attention
 #   graphs    4 steps: the denoising step must be captured (>= 1) AND replayed (>= 1) - read from the backend's
 #             "cuda: memory peak:" close line - and the image equal to eager launches (KILN_CUDA_GRAPHS=0)
 #   full      random full-size klein-4B weights (kiln mkweights, ComfyUI layout); `kiln bench run` in ONE process:
 #             the seed-000 style 8-step graph from the prompt bank, 1024x1024 x 4 steps, 512x512 batch 3 x 4 steps,
-#             warm-up submit first so the timed ones are later requests in the same process, NVML telemetry
+#             warm-up submit first so the timed ones are later requests in the same process, NVML telemetry; with
+#             the tensor-core attention when its op comparison passed and it timed faster than the simple kernel
 #   memory    device memory kiln used at its peak (arena, placed weights, outside the arena) from the backend's
 #             close line of that bench process - not nvidia-smi's memory.used
 #   parallel  Ulysses SP and TP (--tp 2) over 2 GPUs under mpirun vs one GPU, >= 60 dB; SP x TP on 4 (optional:
@@ -86,7 +89,8 @@ exit 0'
   done
   if fail_is ops; then ops_body='echo "  add   rel_l2 0.0e+00 tol 1e-06  ok"; echo "  matmul bf16 77x300x256   rel_l2 3.1e-02 tol 1e-05  FAIL"; echo "1 passed, 1 failed"; exit 1'
   else ops_body='echo "device under test: cuda"; for i in 1 2 3; do echo "  matmul case $i rel_l2 1.0e-07 tol 1e-05  ok"; done
-[ "${KILN_OPS_TIME:-0}" = 1 ] && echo "  time attention 4608 tokens x 24 heads x 128        2.100 ms    155.0 TFLOP/s" &&
+[ "${KILN_OPS_TIME:-0}" = 1 ] && [ "${KILN_CUDA_ATTENTION:-}" = tc ] && echo "  time attention 4608 tokens x 24 heads x 128        0.700 ms    465.0 TFLOP/s"
+[ "${KILN_OPS_TIME:-0}" = 1 ] && [ "${KILN_CUDA_ATTENTION:-}" != tc ] && echo "  time attention 4608 tokens x 24 heads x 128        2.100 ms    155.0 TFLOP/s" &&
   echo "  time matmul 4608 x 27648 x 3072 (single linear1)   1.200 ms    650.0 TFLOP/s" &&
   echo "  time e4m3 weight widened 4608 x 27648 x 3072         1.400 ms    557.0 TFLOP/s" &&
   echo "  time e4m3 x e4m3 4608 x 27648 x 3072 (KILN_CUDA_FP8)   0.700 ms   1114.0 TFLOP/s"
@@ -205,13 +209,13 @@ else
 fi
 
 # ---- ops: CUDA vs float64 -------------------------------------------------------------------------------------------
-ATT_TF="" MM_TF=""
+ATT_TF="" MM_TF="" ATT_TC_TF="" TC_OK=0
 if [ $BUILT = 1 ] && [ -x "$BUILD/test_compute_cuda_ops" ]; then
   for mode in default deterministic tc; do
     det=0 att=simple tim=0
     [ $mode = default ] && tim=1
     [ $mode = deterministic ] && det=1
-    [ $mode = tc ] && att=tc
+    [ $mode = tc ] && att=tc tim=1
     log=$OUT/ops-$mode.tmp
     KILN_REQUIRE_GPU=1 KILN_DETERMINISTIC=$det KILN_CUDA_ATTENTION=$att KILN_OPS_TIME=$tim \
       timeout 150 "$BUILD/test_compute_cuda_ops" >"$log" 2>&1
@@ -219,6 +223,7 @@ if [ $BUILT = 1 ] && [ -x "$BUILD/test_compute_cuda_ops" ]; then
     n_ok=$(grep -c ' ok$' "$log")
     if [ $rc = 0 ] && [ "$n_ok" -gt 0 ]; then
       row ops PASS "$mode: $n_ok comparisons within tolerance (float64 references), run-to-run bit-identical"
+      [ $mode = tc ] && TC_OK=1
     elif [ $rc = 77 ]; then
       row ops "not run" "$mode: the test found no GPU"
     else
@@ -229,6 +234,7 @@ if [ $BUILT = 1 ] && [ -x "$BUILD/test_compute_cuda_ops" ]; then
       ATT_TF=$(awk '/time attention/ {print $(NF-1)}' "$log")
       MM_TF=$(awk '/time matmul/ {print $(NF-1)}' "$log")
     fi
+    [ $mode = tc ] && ATT_TC_TF=$(awk '/time attention/ {print $(NF-1)}' "$log")
     { echo "== test_compute_cuda_ops ($mode) =="; cat "$log"; } >>"$OUT/ops.log"
     rm -f "$log"
   done
@@ -250,10 +256,18 @@ else
   else
     row peak PASS "bf16 peak ${PEAK} TFLOP/s (cuBLASLt 8192^3)"
     info "$(awk -v m="$MM_TF" -v a="$ATT_TF" -v p="$PEAK" 'BEGIN { printf "DiT matmul 4608x27648x3072: %s TFLOP/s = %.1f%% of peak; attention 4608 tokens x 24 heads: %s TFLOP/s = %.1f%% of peak", m, 100*m/p, a, 100*a/p }')"
+    [ -n "$ATT_TC_TF" ] && info "$(awk -v a="$ATT_TC_TF" -v p="$PEAK" 'BEGIN { printf "attention on tensor cores (KILN_CUDA_ATTENTION=tc): %s TFLOP/s = %.1f%% of peak", a, 100*a/p }')"
     # the fp8 checkpoint's linear1, widened per matmul vs e4m3 x e4m3 (KILN_CUDA_FP8=1): reported, not required
     while read -r line; do info "$line"; done < <(sed -n 's/^  time \(e4m3 .*\)$/\1/p' "$OUT/ops.log")
   fi
 fi
+
+# ---- the attention kernel of the full-size run: the tensor-core one when its op comparison passed and it was faster
+ATT=simple
+if [ $TC_OK = 1 ] && [ -n "$ATT_TC_TF" ] && [ -n "$ATT_TF" ] && awk -v t="$ATT_TC_TF" -v s="$ATT_TF" 'BEGIN { exit !(t > s) }'; then
+  ATT=tc
+fi
+say "attention for the full-size run: $ATT (tensor cores ${ATT_TC_TF:-?} TFLOP/s, passed: $TC_OK; simple ${ATT_TF:-?})"
 
 # ---- tiny pipeline vs the official goldens, and graph capture + replay --------------------------------------------------
 TINY="$ROOT/tests/data/tiny/diffusers"
@@ -292,6 +306,13 @@ else
     row tiny PASS "FAST (f32 activations, KILN_CUDA_ACT=f32): $r"
   else
     row tiny FAIL "FAST (f32 activations): ${r:-kiln generate failed: $(tail -1 "$OUT/pipeline.log" | cut -c1-160)}"
+  fi
+  r="" # the tensor-core attention through the pipeline (the emulated GPU: within 1 dB of the simple kernel's image)
+  if KILN_CUDA_ATTENTION=tc gen "$d/fasttc.png" &&
+     r=$("$PY" "$ROOT/tests/gpu/report.py" golden "$GOLD/pipeline_b1_bf16.safetensors" "$d/fasttc.png" 30); then
+    row tiny PASS "FAST (tensor-core attention, KILN_CUDA_ATTENTION=tc): $r"
+  else
+    row tiny FAIL "FAST (tensor-core attention): ${r:-kiln generate failed: $(tail -1 "$OUT/pipeline.log" | cut -c1-160)}"
   fi
   # step 1 eager, step 2 captured and launched, steps 3-4 replayed (src/pipeline/denoise_step.h)
   : >"$d/graph.log"
@@ -345,11 +366,11 @@ EOF
   if [ ! -f "$WEIGHTS/vae/flux2-vae.safetensors" ]; then
     row full FAIL "kiln mkweights failed (pipeline.log)"
     row memory "not run" "no weights"
-  elif KILN_LOG=info timeout 300 "$KILN" bench run --url "engine@cuda:0:$WEIGHTS" --arm h200-gpu-run --warmup 1 --timed 3 \
+  elif KILN_CUDA_ATTENTION=$ATT KILN_LOG=info timeout 300 "$KILN" bench run --url "engine@cuda:0:$WEIGHTS" --arm h200-gpu-run --warmup 1 --timed 3 \
         --graph "$SEED_GRAPH" --graph "$g/klein-4b-1024x1024-b1-4st.json" --graph "$g/klein-4b-512x512-b3-4st.json" \
         --bank "$BANK" --gpu 0 -o "$OUT/bench.json" >"$blog" 2>&1; then
     if r=$("$PY" "$ROOT/tests/gpu/report.py" bench "$OUT/bench.json"); then
-      row full PASS "kiln bench, one process, warm-up excluded (bench.json)"
+      row full PASS "kiln bench, one process, warm-up excluded, attention $ATT (bench.json)"
     else
       row full FAIL "a graph without timed submits (bench.json)"
     fi

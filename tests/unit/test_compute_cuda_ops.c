@@ -9,7 +9,7 @@
  * tolerance measures only the device's own f32 arithmetic:
  *   1e-5  everything in f32 on the device (FAST/EXACT matmul and conv against bf16-rounded operands, attention,
  *         norms, elementwise, RoPE, softmax)
- *   2e-2  the tensor-core attention (P is rounded to bf16 too, which the reference does not model)
+ *   5e-3  the tensor-core attention (P is rounded to bf16 too, which the reference does not model)
  *   0     data movement (upsample, raw copies): bit-exact
  *
  * Without a GPU (CI) the CUDA backend is NOT run: the harness runs with the CPU backend as the device under test
@@ -60,6 +60,7 @@ typedef struct pair {
 } pair;
 
 #define MAX_PAIRS 64
+#define TC_TOL 5e-3 /* the tensor-core attention: P rounded to bf16 (~1e-3 rel. L2 on the emulated GPU; a bf16 output ~2.5e-3) */
 static pair *pairs[MAX_PAIRS];
 static int n_pairs;
 
@@ -530,12 +531,12 @@ static void attn_case_full(const char *what, int64_t sq, int64_t sk, int hq, int
     DUT(dut->ops->attention(dut, &o->d, &q->d, &k->d, &v->d, hq, hkv, scale, causal, km ? &km->d : NULL,
                             bias ? &bias->d : NULL, &e_));
     dut->precision = KILN_PREC_FAST;
-    /* KILN_CUDA_ATTENTION=tc rounds q, k, v (and p) to bf16 (tensor-core operands); with a bias the simple f32
-     * kernel runs instead (cuda_ops.c), held to its 1e-5 */
+    /* KILN_CUDA_ATTENTION=tc rounds q, k, v (and p) to bf16 (tensor-core operands) for head dims up to 128;
+     * past that the simple f32 kernel runs (cuda_ops.c), held to its 1e-5 */
     const char *att = getenv("KILN_CUDA_ATTENTION");
-    bool tc = dut->kind == KILN_BACKEND_CUDA && att && strcmp(att, "tc") == 0 && !bias;
+    bool tc = dut->kind == KILN_BACKEND_CUDA && att && strcmp(att, "tc") == 0 && dh <= 128;
     ref_attention(o, q, k, v, hq, hkv, dh, scale, causal, km, bias, tc);
-    compare(what, o, tc ? 2e-2 : 1e-5);
+    compare(what, o, tc ? TC_TOL : 1e-5);
 }
 
 static void attn_case(const char *what, int64_t sq, int64_t sk, int hq, int hkv, int dh, bool causal, bool mask) {
@@ -669,6 +670,20 @@ static void compare_bf16(const char *what, pair *t, const pair *r) {
     compare(what, t, 1e-3);
 }
 
+/* A bf16 attention output against the f32 reference o: the bf16 tolerance, or (tc: P rounded to bf16 too) the
+ * tensor-core variant's on the widened output. */
+static void compare_attention_bf16(const char *what, pair *o16, pair *o, bool tc) {
+    if (!tc) {
+        compare_bf16(what, o16, o);
+        return;
+    }
+    pair *of = mk2(KILN_DT_F32, o->h.shape[0], o->h.shape[1], FILL_NAN);
+    BOTH(ref->ops->copy(ref, &of->h, &o->h, &e_), dut->ops->copy(dut, &of->d, &o16->d, &e_));
+    char name[160];
+    snprintf(name, sizeof name, "%s (tensor cores)", what);
+    compare(name, of, TC_TOL);
+}
+
 /* matmul with x, y or both in bf16: y in bf16 is written by the GEMM itself (kind NONE / ADD without a bias) or by
  * the epilogue kernel (bias, gate; an EXACT f32 GEMM); ADD and the gated residual read the bf16 y they add to. */
 static void matmul_bf16_case(const char *what, int64_t m, int64_t n, int64_t k, bool x16, bool y16, bool bias,
@@ -728,19 +743,12 @@ static void test_bf16_activations(void) {
     float scale = 1.0f / sqrtf((float)dh);
     BOTH(ref->ops->attention(ref, &o->h, &q.h, &k.h, &v.h, H, H, scale, false, NULL, NULL, &e_),
          dut->ops->attention(dut, &o16->d, &q16.d, &k16.d, &v16.d, H, H, scale, false, NULL, NULL, &e_));
-    if (tc) { /* P rounded to bf16 too: the f32 tolerance of the tensor-core variant, on the widened output */
-        pair *of = mk2(KILN_DT_F32, S, D, FILL_NAN);
-        BOTH(ref->ops->copy(ref, &of->h, &o->h, &e_), dut->ops->copy(dut, &of->d, &o16->d, &e_));
-        compare("attention bf16 views -> bf16 (tensor cores)", of, 2e-2);
-    } else {
-        compare_bf16("attention bf16 q/k/v views -> bf16", o16, o);
-    }
-    /* T5's attention on bf16 activations: the f32 position bias, scale 1; the simple kernel runs also under
-     * KILN_CUDA_ATTENTION=tc (no bias there), so the bf16 tolerance holds either way */
+    compare_attention_bf16("attention bf16 q/k/v views -> bf16", o16, o, tc);
+    /* T5's attention on bf16 activations: the f32 position bias, scale 1 */
     pair *tb = attn_bias(S, S, H), *t16 = mk2(KILN_DT_BF16, S, D, FILL_NAN);
     BOTH(ref->ops->attention(ref, &o->h, &q.h, &k.h, &v.h, H, H, 1.0f, false, NULL, &tb->h, &e_),
          dut->ops->attention(dut, &t16->d, &q16.d, &k16.d, &v16.d, H, H, 1.0f, false, NULL, &tb->d, &e_));
-    compare_bf16("attention bf16 views + f32 bias -> bf16 (T5)", t16, o);
+    compare_attention_bf16("attention bf16 views + f32 bias -> bf16 (T5)", t16, o, tc);
 
     pair *x = mk2(KILN_DT_F32, 29, 293, FILL_RAND), *x16 = bf16_twin(x);
     pair *y = mk2(KILN_DT_F32, 29, 293, FILL_NAN), *y16 = mk2(KILN_DT_BF16, 29, 293, FILL_NAN);

@@ -1,20 +1,21 @@
-/* cuda_attention_tc.cu - attention variant 2: tensor cores through WMMA (bf16 operands, f32 accumulation),
- * the flash-attention recurrence with the running statistics in shared memory. Opt-in with
- * KILN_CUDA_ATTENTION=tc until tests/gpu/run.sh has validated and timed it against variant 1
- * (cuda_attention.cu): it was written without a GPU.
+/* cuda_attention_tc.cu - attention variant 2: tensor cores through mma.sync m16n8k16 (bf16 operands, f32
+ * accumulation), the flash-attention recurrence with everything a warp updates in registers. Opt-in with
+ * KILN_CUDA_ATTENTION=tc until tests/gpu/run.sh has validated and timed it against variant 1 (cuda_attention.cu):
+ * it was written without a GPU, and runs on the emulated one (tests/cuda_emu), which computes mma.sync from the
+ * PTX ISA's fragment layout.
  *
- *   block  = 4 warps, 64 query rows (16 per warp) of one head; K/V tiles of 64 keys
- *   S      = Q K^T per warp: 16 x 64 scores from (Dh/16) x 4 WMMA products, stored f32 in shared memory
- *   softmax: per row (one warp per its 16 rows, two columns per lane): running max m, sum l, the rescale
- *            factor c = exp(m_old - m_new); P = exp(S - m_new) rounded to bf16
- *   O      = O * c + P V: the warp's 16 rows of O live in shared memory as f32, rescaled by the lanes, then
- *            loaded as WMMA accumulators, updated, stored back
- * Head dims 64 and 128. Q, K, V and P are rounded to bf16 (the tensor cores' operands), so the result matches
- * the f32 CPU reference to about 1e-3 relative, not 1e-5: the precision a FAST bf16 path has anyway. */
-#ifndef KCU_EMU
-#include <mma.h> /* the emulator brings its own nvcuda::wmma */
-#endif
-
+ *   block  = 4 warps, 64 query rows (16 per warp) of one head; K and V tiles of 64 keys in shared memory (bf16;
+ *            V transposed, so that both products read their B fragments as 32-bit words)
+ *   Q      = the warp's 16 rows as A fragments, loaded once (dh/4 registers per lane)
+ *   S      = Q K^T: 16 x 64 per warp in 8 accumulator tiles of 16 x 8 (32 f32 per lane)
+ *   softmax: a lane holds 2 rows x 16 columns of S; row max and sum over the 4 lanes of a quad (two shuffles);
+ *            running max m and (per-lane partial) sum l, the rescale c = 2^(m_old - m_new) applied to O
+ *   O      = O c + P V: S's accumulator tiles ARE P's A fragments once rounded to bf16 (the m16n8 accumulator
+ *            layout of two adjacent tiles is the m16n8k16 A layout); O is dh/8 accumulator tiles (dh/2 f32)
+ * Scores are taken in base 2 (scale and bias times log2 e; exp2 is one instruction): the same softmax. Any head dim
+ * up to 128 (instantiated for 64 and 128; the columns past dh are zeros), GQA, causal, key mask and the additive
+ * f32 bias (T5's positions); fully masked rows give zeros. Q, K, V and P are rounded to bf16 (the tensor cores'
+ * operands), l sums the unrounded P: the numerics of FlashAttention-2 in bf16. */
 #include "compute/cuda/cuda_kernels.cuh"
 
 #include "compute/cuda/cuda_launch.h"
@@ -22,129 +23,187 @@
 #define BQ KCU_TC_BQ
 #define BK KCU_TC_BK
 #define TC_WARPS KCU_TC_WARPS
-typedef kcu_tc_layout tc_layout;
-#define tc_plan kcu_tc_plan
+#define LOG2E 1.4426950408889634f
 
-static __global__ void __launch_bounds__(TC_WARPS * 32) k_attention_tc(kcu_mat out, kcu_mat q, kcu_mat k, kcu_mat v,
-                                                                       int dh, int group, float scale, int causal,
-                                                                       const uint8_t *key_mask) {
-#if (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800) || defined(KCU_EMU)
-    using namespace nvcuda;
-    KCU_DYNAMIC_SMEM(unsigned char, smem);
-    const tc_layout t = tc_plan(dh);
-    __nv_bfloat16 *qs = (__nv_bfloat16 *)(smem + t.q), *ks = (__nv_bfloat16 *)(smem + t.k);
-    __nv_bfloat16 *vs = (__nv_bfloat16 *)(smem + t.v), *ps = (__nv_bfloat16 *)(smem + t.p);
-    float *ss = (float *)(smem + t.s), *os = (float *)(smem + t.o);
-    float *ms = (float *)(smem + t.m), *ls = (float *)(smem + t.l), *cs = (float *)(smem + t.c);
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, r0 = warp * 16;
+/* rows [row0, row0 + 64) x columns [col0, col0 + dh) of m into dst as bf16, zero past m's rows and past dh:
+ * row-major [64][DH + 8], or transposed [DH][64 + 8]. vec: m is bf16 with 16-byte aligned rows and dh % 8 == 0
+ * (8 values per load). */
+template <int DH, bool TRANS>
+static __device__ __forceinline__ void load_tile(__nv_bfloat16 *dst, const kcu_mat &m, int64_t row0, int64_t col0,
+                                                 int dh, bool vec) {
+    if (vec) {
+        for (int c = threadIdx.x; c < BK * (DH / 8); c += blockDim.x) {
+            int r = c / (DH / 8), d = (c % (DH / 8)) * 8;
+            __nv_bfloat16 x[8];
+            if (row0 + r < m.rows && d < dh) {
+                const __nv_bfloat16 *src = (const __nv_bfloat16 *)m.data + (row0 + r) * m.ld + col0 + d;
+#ifdef KCU_EMU
+                memcpy(x, src, 16);
+#else
+                *(uint4 *)x = *(const uint4 *)src;
+#endif
+            } else {
+                for (int j = 0; j < 8; j++) x[j] = __float2bfloat16_rn(0.f);
+            }
+            if (TRANS) {
+                for (int j = 0; j < 8; j++) dst[(d + j) * (BK + 8) + r] = x[j];
+            } else {
+#ifdef KCU_EMU
+                memcpy(dst + r * (DH + 8) + d, x, 16);
+#else
+                *(uint4 *)(dst + r * (DH + 8) + d) = *(const uint4 *)x;
+#endif
+            }
+        }
+        return;
+    }
+    for (int i = threadIdx.x; i < BK * DH; i += blockDim.x) {
+        int r = i / DH, d = i - r * DH;
+        float x = row0 + r < m.rows && d < dh ? kcu_ld(m.data, (row0 + r) * m.ld + col0 + d, m.dt) : 0.f;
+        dst[TRANS ? d * (BK + 8) + r : r * (DH + 8) + d] = __float2bfloat16_rn(x);
+    }
+}
+
+/* vec: bit 0 q, bit 1 k, bit 2 v may be loaded 8 values at a time (load_tile) */
+template <int DH>
+static __global__ void __launch_bounds__(TC_WARPS * 32)
+    k_attention_tc(kcu_mat out, kcu_mat q, kcu_mat k, kcu_mat v, int dh, int group, float scale, int causal,
+                   const uint8_t *key_mask, const float *bias, int64_t bias_ld, int vec) {
+    constexpr int LDK = DH + 8, LDV = BK + 8;
+    constexpr int KD = DH / 16; /* k-steps of Q K^T */
+    constexpr int NT = BK / 8;  /* accumulator tiles of S */
+    constexpr int ND = DH / 8;  /* accumulator tiles of O */
+    KCU_DYNAMIC_SMEM(__nv_bfloat16, smem);
+    __nv_bfloat16 *ks = smem, *vt = smem + BK * LDK;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     const int h = blockIdx.y, hk = h / group;
     const int64_t q0 = (int64_t)blockIdx.x * BQ, sq = q.rows, sk = k.rows;
+    const int64_t row[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8}; /* this lane's two query rows */
+    const float sl2 = scale * LOG2E;
 
-    for (int i = threadIdx.x; i < BQ * dh; i += blockDim.x) {
-        int r = i / dh, d = i - r * dh;
-        float x = q0 + r < sq ? kcu_ld(q.data, (q0 + r) * q.ld + (int64_t)h * dh + d, q.dt) : 0.f;
-        qs[r * t.ldq + d] = __float2bfloat16_rn(x);
+    /* Q through shared memory (the K tile's space) into A fragments */
+    load_tile<DH, false>(ks, q, q0, (int64_t)h * dh, dh, vec & 1);
+    __syncthreads();
+    uint32_t qf[KD][4];
+    {
+        const __nv_bfloat16 *qw = ks + warp * 16 * LDK;
+#pragma unroll
+        for (int kd = 0; kd < KD; kd++) {
+            qf[kd][0] = kcu_ld_u32(qw + g * LDK + kd * 16 + 2 * t);
+            qf[kd][1] = kcu_ld_u32(qw + (g + 8) * LDK + kd * 16 + 2 * t);
+            qf[kd][2] = kcu_ld_u32(qw + g * LDK + kd * 16 + 8 + 2 * t);
+            qf[kd][3] = kcu_ld_u32(qw + (g + 8) * LDK + kd * 16 + 8 + 2 * t);
+        }
     }
-    for (int i = threadIdx.x; i < BQ * t.ldo; i += blockDim.x) os[i] = 0.f;
-    for (int i = threadIdx.x; i < BQ; i += blockDim.x) ms[i] = -INFINITY, ls[i] = 0.f;
+    float o[ND][4];
+#pragma unroll
+    for (int nd = 0; nd < ND; nd++) o[nd][0] = o[nd][1] = o[nd][2] = o[nd][3] = 0.f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+    const float *brow[2] = {NULL, NULL};
+    for (int r = 0; r < 2; r++)
+        if (bias && row[r] < sq) brow[r] = bias + ((int64_t)h * sq + row[r]) * bias_ld;
 
     int64_t kend = sk;
     if (causal) kend = q0 + BQ < sk ? q0 + BQ : sk;
     for (int64_t j0 = 0; j0 < kend; j0 += BK) {
-        __syncthreads(); /* the previous tile is consumed; Q, O, m, l are initialised */
-        for (int i = threadIdx.x; i < BK * dh; i += blockDim.x) {
-            int j = i / dh, d = i - j * dh;
-            int64_t key = j0 + j;
-            float kv = 0.f, vv = 0.f;
-            if (key < sk) {
-                kv = kcu_ld(k.data, key * k.ld + (int64_t)hk * dh + d, k.dt);
-                vv = kcu_ld(v.data, key * v.ld + (int64_t)hk * dh + d, v.dt);
-            }
-            ks[j * t.ldq + d] = __float2bfloat16_rn(kv);
-            vs[j * t.ldq + d] = __float2bfloat16_rn(vv);
-        }
+        __syncthreads(); /* Q's fragments are read; the previous tile is consumed */
+        load_tile<DH, false>(ks, k, j0, (int64_t)hk * dh, dh, (vec >> 1) & 1);
+        load_tile<DH, true>(vt, v, j0, (int64_t)hk * dh, dh, (vec >> 2) & 1);
         __syncthreads();
 
-        /* S[r0 .. r0+16, 0 .. BK) = Q K^T */
-        for (int kb = 0; kb < BK / 16; kb++) {
-            wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-            wmma::fill_fragment(acc, 0.f);
-            for (int dc = 0; dc < dh / 16; dc++) {
-                wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa;
-                wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> fb;
-                wmma::load_matrix_sync(fa, qs + r0 * t.ldq + dc * 16, t.ldq);
-                wmma::load_matrix_sync(fb, ks + kb * 16 * t.ldq + dc * 16, t.ldq); /* B[d][key] = K[key][d] */
-                wmma::mma_sync(acc, fa, fb, acc);
+        float s[NT][4];
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++) {
+            s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
+            const __nv_bfloat16 *kr = ks + (nt * 8 + g) * LDK + 2 * t; /* B[d][key] = K[key][d] */
+#pragma unroll
+            for (int kd = 0; kd < KD; kd++) {
+                uint32_t b[2] = {kcu_ld_u32(kr + kd * 16), kcu_ld_u32(kr + kd * 16 + 8)};
+                kcu_mma_bf16_16816(s[nt], qf[kd], b);
             }
-            wmma::store_matrix_sync(ss + r0 * t.lds + kb * 16, acc, t.lds, wmma::mem_row_major);
         }
-        __syncwarp();
 
-        /* online softmax over the warp's 16 rows; lane owns columns lane and lane + 32 */
-        for (int r = r0; r < r0 + 16; r++) {
-            int64_t qi = q0 + r;
-            float s2[2], p2[2];
-            bool vis[2];
-            for (int u = 0; u < 2; u++) {
-                int64_t key = j0 + lane + 32 * u;
-                vis[u] = key < sk && (!causal || key <= qi) && (!key_mask || key_mask[key]);
-                s2[u] = vis[u] ? ss[r * t.lds + lane + 32 * u] * scale : -INFINITY;
+        /* scores in base 2, hidden keys -inf; the row max over the quad */
+        float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const int r = i >> 1;
+                const int64_t key = j0 + nt * 8 + 2 * t + (i & 1);
+                bool vis = key < sk && (!causal || key <= row[r]) && (!key_mask || key_mask[key]);
+                float x = s[nt][i] * sl2;
+                if (vis && brow[r]) x += brow[r][key] * LOG2E; /* -inf hides the key */
+                s[nt][i] = vis ? x : -INFINITY;
+                mx[r] = fmaxf(mx[r], s[nt][i]);
             }
-            float m_old = ms[r], l_old = ls[r];
-            float m_new = fmaxf(m_old, kcu_warp_max(fmaxf(s2[0], s2[1])));
-            float corr = 1.f;
-            if (m_new == -INFINITY) {
-                p2[0] = p2[1] = 0.f;
-            } else {
-                corr = expf(m_old - m_new); /* m_old = -inf: 0 (O and l are 0 anyway) */
-                for (int u = 0; u < 2; u++) p2[u] = vis[u] ? expf(s2[u] - m_new) : 0.f;
+        float mu[2], corr[2];
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+            float m_new = fmaxf(m[r], mx[r]);
+            mu[r] = m_new == -INFINITY ? 0.f : m_new; /* nothing visible yet: p = 2^-inf = 0, no NaN */
+            corr[r] = exp2f(m[r] - mu[r]);           /* m = -inf the first time: 0 (O and l are 0 anyway) */
+            m[r] = m_new;
+            l[r] *= corr[r];
+        }
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                s[nt][i] = exp2f(s[nt][i] - mu[i >> 1]);
+                l[i >> 1] += s[nt][i];
             }
-            float l_new = l_old * corr + kcu_warp_sum(p2[0] + p2[1]);
-            for (int u = 0; u < 2; u++) ps[r * t.ldp + lane + 32 * u] = __float2bfloat16_rn(p2[u]);
-            if (lane == 0) ms[r] = m_new, ls[r] = l_new, cs[r] = corr;
+#pragma unroll
+        for (int nd = 0; nd < ND; nd++) {
+            o[nd][0] *= corr[0], o[nd][1] *= corr[0];
+            o[nd][2] *= corr[1], o[nd][3] *= corr[1];
         }
-        __syncwarp();
-        for (int i = lane; i < 16 * dh; i += 32) {
-            int r = r0 + i / dh, d = i % dh;
-            os[r * t.ldo + d] *= cs[r];
-        }
-        __syncwarp();
 
-        /* O[r0 .. r0+16, :] += P V */
-        for (int db = 0; db < dh / 16; db++) {
-            wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-            wmma::load_matrix_sync(acc, os + r0 * t.ldo + db * 16, t.ldo, wmma::mem_row_major);
-            for (int kc = 0; kc < BK / 16; kc++) {
-                wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa;
-                wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> fb;
-                wmma::load_matrix_sync(fa, ps + r0 * t.ldp + kc * 16, t.ldp);
-                wmma::load_matrix_sync(fb, vs + kc * 16 * t.ldq + db * 16, t.ldq);
-                wmma::mma_sync(acc, fa, fb, acc);
+        /* O += P V: keys 16 kk .. 16 kk + 15 are S's tiles 2 kk and 2 kk + 1 */
+#pragma unroll
+        for (int kk = 0; kk < BK / 16; kk++) {
+            uint32_t pa[4] = {kcu_pack_bf16(s[2 * kk][0], s[2 * kk][1]), kcu_pack_bf16(s[2 * kk][2], s[2 * kk][3]),
+                              kcu_pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                              kcu_pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+            for (int nd = 0; nd < ND; nd++) {
+                const __nv_bfloat16 *vr = vt + (nd * 8 + g) * LDV + kk * 16 + 2 * t; /* B[key][d] = Vt[d][key] */
+                uint32_t b[2] = {kcu_ld_u32(vr), kcu_ld_u32(vr + 8)};
+                kcu_mma_bf16_16816(o[nd], pa, b);
             }
-            wmma::store_matrix_sync(os + r0 * t.ldo + db * 16, acc, t.ldo, wmma::mem_row_major);
         }
-        __syncwarp();
     }
-    __syncthreads(); /* no tile ran (kend = 0): make the initialisation visible before the reads below */
-    for (int i = lane; i < 16 * dh; i += 32) {
-        int r = r0 + i / dh, d = i % dh;
-        int64_t qi = q0 + r;
-        if (qi >= sq) continue;
-        float l = ls[r];
-        kcu_st(out.data, qi * out.ld + (int64_t)h * dh + d, out.dt, l > 0.f ? os[r * t.ldo + d] / l : 0.f);
+
+    float inv[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+        inv[r] = l[r] > 0.f ? 1.f / l[r] : 0.f;
     }
-#else
-    __trap(); /* bf16 WMMA needs sm_80; the launcher never selects this kernel below that */
-#endif
+#pragma unroll
+    for (int nd = 0; nd < ND; nd++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const int r = i >> 1, d = nd * 8 + 2 * t + (i & 1);
+            if (row[r] < sq && d < dh) kcu_st(out.data, row[r] * out.ld + (int64_t)h * dh + d, out.dt, o[nd][i] * inv[r]);
+        }
 }
 
 bool kcu_attention_tc_supported(const kiln_cuda_backend *cb, int dh) {
     return kcu_tc_fits(cb->cc_major * 10 + cb->cc_minor, dh, cb->smem_optin);
 }
 
+/* whether m can be read 8 bf16 at a time from column h * dh (load_tile) */
+static bool vec_ok(const kcu_mat *m, int dh) {
+    return m->dt == KILN_DT_BF16 && dh % 8 == 0 && m->ld % 8 == 0 && (uintptr_t)m->data % 16 == 0;
+}
+
 kiln_status kcu_attention_tc(kiln_cuda_backend *cb, const kcu_mat *out, const kcu_mat *q, const kcu_mat *k,
                              const kcu_mat *v, int n_q_heads, int n_kv_heads, float scale, bool causal,
-                             const kcu_mat *key_mask, kiln_err *err) {
+                             const kcu_mat *key_mask, const kcu_mat *bias, kiln_err *err) {
     int dh = (int)(q->cols / n_q_heads);
     if (q->rows == 0) return KILN_OK;
     if (!kcu_attention_tc_supported(cb, dh))
@@ -153,12 +212,19 @@ kiln_status kcu_attention_tc(kiln_cuda_backend *cb, const kcu_mat *out, const kc
     if (qblocks > 0x7fffffff || n_q_heads > 65535)
         return KILN_FAIL(err, KILN_E_LIMIT, "attention: %lld queries x %d heads is too large a grid",
                          (long long)q->rows, n_q_heads);
-    size_t smem = tc_plan(dh).bytes;
-    KCU_CALL(err, cudaFuncSetAttribute(k_attention_tc, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    int vec = (vec_ok(q, dh) ? 1 : 0) | (vec_ok(k, dh) ? 2 : 0) | (vec_ok(v, dh) ? 4 : 0);
+    size_t smem = kcu_tc_smem(dh);
     dim3 grid((unsigned)qblocks, (unsigned)n_q_heads);
-    KCU_LAUNCH(k_attention_tc, grid, TC_WARPS * 32, smem, KCU_STREAM(cb))(*out, *q, *k, *v, dh, n_q_heads / n_kv_heads, scale,
-                                                                  causal ? 1 : 0,
-                                                                  key_mask ? (const uint8_t *)key_mask->data : NULL);
+    const uint8_t *km = key_mask ? (const uint8_t *)key_mask->data : NULL;
+    const float *bp = bias ? (const float *)bias->data : NULL;
+    int64_t bld = bias ? bias->ld : 0;
+    int group = n_q_heads / n_kv_heads, c = causal ? 1 : 0;
+    if (kcu_tc_dh(dh) == 64)
+        KCU_LAUNCH(k_attention_tc<64>, grid, TC_WARPS * 32, smem, KCU_STREAM(cb))(*out, *q, *k, *v, dh, group, scale, c,
+                                                                             km, bp, bld, vec);
+    else
+        KCU_LAUNCH(k_attention_tc<128>, grid, TC_WARPS * 32, smem, KCU_STREAM(cb))(*out, *q, *k, *v, dh, group, scale, c,
+                                                                              km, bp, bld, vec);
     KCU_LAUNCHED(err, "attention (tensor cores)");
     return KILN_OK;
 }

@@ -97,6 +97,42 @@ static __device__ __forceinline__ float kcu_block_max(float v, float *shared32) 
     return kcu_warp_max(v);
 }
 
+/* ---- tensor cores: mma.sync.m16n8k16, bf16 operands, f32 accumulation (sm_80+) ----
+ * d (16 x 8, f32) += a (16 x 16, bf16) . b (16 x 8, bf16), one warp collectively. Fragments, as the PTX ISA
+ * ("Matrix Fragments for mma.m16n8k16 with floating point type") lays them out, with g = lane / 4 and
+ * t = lane % 4, each 32-bit register holding two bf16, the lower column (or row, for b) in the low half:
+ *   a[0] = A[g][2t, 2t+1]   a[1] = A[g+8][2t, 2t+1]   a[2] = A[g][2t+8, 2t+9]   a[3] = A[g+8][2t+8, 2t+9]
+ *   b[0] = B[2t, 2t+1][g]   b[1] = B[2t+8, 2t+9][g]
+ *   d[0], d[1] = D[g][2t, 2t+1]                         d[2], d[3] = D[g+8][2t, 2t+1]
+ * The emulator (tests/cuda_emu) computes the same product from the same layout. */
+static __device__ __forceinline__ void kcu_mma_bf16_16816(float d[4], const uint32_t a[4], const uint32_t b[2]) {
+#if defined(KCU_EMU)
+    kcu_emu::mma_m16n8k16_bf16(d, a, b, __LINE__);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+                 "{%0, %1, %2, %3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#else
+    __trap(); /* bf16 mma needs sm_80; the launchers never select it below that */
+#endif
+}
+/* Two f32 rounded to bf16 in one register, lo in the low half (a fragment's lower column). */
+static __device__ __forceinline__ uint32_t kcu_pack_bf16(float lo, float hi) {
+    return (uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(lo)) |
+           ((uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(hi)) << 16);
+}
+/* The 32 bits at p (4-byte aligned): two bf16 of shared memory as one fragment register. */
+static __device__ __forceinline__ uint32_t kcu_ld_u32(const void *p) {
+#ifdef KCU_EMU
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+#else
+    return *(const uint32_t *)p;
+#endif
+}
+
 static inline unsigned kcu_blocks(int64_t n, int threads) {
     int64_t b = (n + threads - 1) / threads;
     return (unsigned)(b < 1 ? 1 : b > 0x7fffffff ? 0x7fffffff : b);

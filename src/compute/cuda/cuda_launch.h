@@ -67,39 +67,26 @@ static inline int kcu_att_pick_kt(int dh, size_t smem_limit) {
     return 0;
 }
 
-/* ---- attention variant 2 (cuda_attention_tc.cu): WMMA tensor cores, bf16 operands ---- */
-#define KCU_TC_BQ 64
-#define KCU_TC_BK 64
+/* ---- attention variant 2 (cuda_attention_tc.cu): tensor cores through mma.sync m16n8k16, bf16 operands ---- */
+#define KCU_TC_BQ 64     /* query rows per block: 16 per warp */
+#define KCU_TC_BK 64     /* keys per shared-memory tile */
 #define KCU_TC_WARPS 4
+#define KCU_TC_MAX_DH 128 /* the Q fragments and the O accumulator live in registers: dh/4 + dh/2 per lane */
 
-typedef struct kcu_tc_layout {
-    int dh, ldq, lds, ldp, ldo; /* leading dimensions (elements) of Q/K/V, S, P, O tiles */
-    size_t q, k, v, s, p, o, m, l, c, bytes; /* byte offsets in shared memory, each 128-byte aligned */
-} kcu_tc_layout;
+/* The head dim the kernel is instantiated for: dh rounded up to 64 or 128 (the extra columns are zeros). */
+static inline KCU_HD int kcu_tc_dh(int dh) { return dh <= 64 ? 64 : 128; }
 
-static inline KCU_HD size_t kcu_al128(size_t n) { return (n + 127) & ~(size_t)127; }
-
-static inline KCU_HD kcu_tc_layout kcu_tc_plan(int dh) {
-    kcu_tc_layout t;
-    t.dh = dh, t.ldq = dh + 8, t.lds = KCU_TC_BK + 4, t.ldp = KCU_TC_BK + 8, t.ldo = dh + 4;
-    size_t off = 0;
-    t.q = off, off += kcu_al128((size_t)KCU_TC_BQ * t.ldq * 2);
-    t.k = off, off += kcu_al128((size_t)KCU_TC_BK * t.ldq * 2);
-    t.v = off, off += kcu_al128((size_t)KCU_TC_BK * t.ldq * 2);
-    t.s = off, off += kcu_al128((size_t)KCU_TC_BQ * t.lds * 4);
-    t.p = off, off += kcu_al128((size_t)KCU_TC_BQ * t.ldp * 2);
-    t.o = off, off += kcu_al128((size_t)KCU_TC_BQ * t.ldo * 4);
-    t.m = off, off += kcu_al128(KCU_TC_BQ * 4);
-    t.l = off, off += kcu_al128(KCU_TC_BQ * 4);
-    t.c = off, off += kcu_al128(KCU_TC_BQ * 4);
-    t.bytes = off;
-    return t;
+/* Shared memory of one block: K tile [BK][DH + 8] (also Q's staging), V transposed [DH][BK + 8], bf16. The pads
+ * put the 8 rows a fragment load touches in different banks. */
+static inline KCU_HD size_t kcu_tc_smem(int dh) {
+    int DH = kcu_tc_dh(dh);
+    return ((size_t)KCU_TC_BK * (DH + 8) + (size_t)DH * (KCU_TC_BK + 8)) * 2;
 }
 
-/* Whether variant 2 can run head dim dh on a device with this limit (else the launcher uses variant 1). At dh 128
- * it needs 110.75 KB: A100 and H100/H200 only. */
+/* Whether variant 2 can run head dim dh on a device with this limit (else the launcher uses variant 1): any head
+ * dim up to 128 on sm_80+ (35 KB at dh 128: every architecture). */
 static inline bool kcu_tc_fits(int sm, int dh, size_t smem_limit) {
-    return sm >= 80 && (dh == 64 || dh == 128) && kcu_tc_plan(dh).bytes <= smem_limit;
+    return sm >= 80 && dh > 0 && dh <= KCU_TC_MAX_DH && kcu_tc_smem(dh) <= smem_limit;
 }
 
 #endif
