@@ -13,7 +13,8 @@
  *   O      = O c + P V: S's accumulator tiles ARE P's A fragments once rounded to bf16 (the m16n8 accumulator
  *            layout of two adjacent tiles is the m16n8k16 A layout); O is dh/8 accumulator tiles (dh/2 f32)
  * Scores are taken in base 2 (scale and bias times log2 e; exp2 is one instruction): the same softmax. Any head dim
- * up to 128 (instantiated for 64 and 128; the columns past dh are zeros), GQA, causal, key mask and the additive
+ * up to 128 (instantiated for 64 and 128; the columns past dh are zeros; over 128, to 512, k_attention_tc_wide
+ * below splits the dims across the warps), GQA, causal, key mask and the additive
  * f32 bias (T5's positions); fully masked rows give zeros. Q, K, V and P are rounded to bf16 (the tensor cores'
  * operands), l sums the unrounded P: the numerics of FlashAttention-2 in bf16. */
 #include "compute/cuda/cuda_kernels.cuh"
@@ -25,14 +26,14 @@
 #define TC_WARPS KCU_TC_WARPS
 #define LOG2E 1.4426950408889634f
 
-/* rows [row0, row0 + 64) x columns [col0, col0 + dh) of m into dst as bf16, zero past m's rows and past dh:
- * row-major [64][DH + 8], or transposed [DH][64 + 8]. vec: m is bf16 with 16-byte aligned rows and dh % 8 == 0
- * (8 values per load). */
-template <int DH, bool TRANS>
+/* rows [row0, row0 + ROWS) x columns [col0, col0 + dh) of m into dst as bf16, zero past m's rows and past dh:
+ * row-major [ROWS][DH + 8], or transposed [DH][ROWS + 8]. vec: m is bf16 with 16-byte aligned rows and
+ * dh % 8 == 0 (8 values per load). */
+template <int ROWS, int DH, bool TRANS>
 static __device__ __forceinline__ void load_tile(__nv_bfloat16 *dst, const kcu_mat &m, int64_t row0, int64_t col0,
                                                  int dh, bool vec) {
     if (vec) {
-        for (int c = threadIdx.x; c < BK * (DH / 8); c += blockDim.x) {
+        for (int c = threadIdx.x; c < ROWS * (DH / 8); c += blockDim.x) {
             int r = c / (DH / 8), d = (c % (DH / 8)) * 8;
             __nv_bfloat16 x[8];
             if (row0 + r < m.rows && d < dh) {
@@ -46,7 +47,7 @@ static __device__ __forceinline__ void load_tile(__nv_bfloat16 *dst, const kcu_m
                 for (int j = 0; j < 8; j++) x[j] = __float2bfloat16_rn(0.f);
             }
             if (TRANS) {
-                for (int j = 0; j < 8; j++) dst[(d + j) * (BK + 8) + r] = x[j];
+                for (int j = 0; j < 8; j++) dst[(d + j) * (ROWS + 8) + r] = x[j];
             } else {
 #ifdef KCU_EMU
                 memcpy(dst + r * (DH + 8) + d, x, 16);
@@ -57,11 +58,97 @@ static __device__ __forceinline__ void load_tile(__nv_bfloat16 *dst, const kcu_m
         }
         return;
     }
-    for (int i = threadIdx.x; i < BK * DH; i += blockDim.x) {
+    for (int i = threadIdx.x; i < ROWS * DH; i += blockDim.x) {
         int r = i / DH, d = i - r * DH;
         float x = row0 + r < m.rows && d < dh ? kcu_ld(m.data, (row0 + r) * m.ld + col0 + d, m.dt) : 0.f;
-        dst[TRANS ? d * (BK + 8) + r : r * (DH + 8) + d] = __float2bfloat16_rn(x);
+        dst[TRANS ? d * (ROWS + 8) + r : r * (DH + 8) + d] = __float2bfloat16_rn(x);
     }
+}
+
+/* One key tile of the online softmax on a warp's S accumulators (16 rows x NT * 8 keys from key j0; this lane
+ * holds rows row[0] = g and row[1] = g + 8, keys 2t, 2t + 1 of each 8): scores to base 2 (scale sl2 = scale
+ * log2 e, the bias times log2 e), hidden keys -inf, the row max over the quad, then s := p = 2^(s - m_new), the
+ * per-lane partial sums l rescaled and added to, and corr = 2^(m_old - m_new) for the caller's O. */
+template <int NT>
+static __device__ __forceinline__ void softmax_tile(float (&s)[NT][4], float (&m)[2], float (&l)[2], float (&corr)[2],
+                                                    const int64_t (&row)[2], int64_t j0, int64_t sk, int causal,
+                                                    const uint8_t *key_mask, const float *const (&brow)[2], float sl2,
+                                                    int t) {
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const int r = i >> 1;
+            const int64_t key = j0 + nt * 8 + 2 * t + (i & 1);
+            bool vis = key < sk && (!causal || key <= row[r]) && (!key_mask || key_mask[key]);
+            float x = s[nt][i] * sl2;
+            if (vis && brow[r]) x += brow[r][key] * LOG2E; /* -inf hides the key */
+            s[nt][i] = vis ? x : -INFINITY;
+            mx[r] = fmaxf(mx[r], s[nt][i]);
+        }
+    float mu[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+        float m_new = fmaxf(m[r], mx[r]);
+        mu[r] = m_new == -INFINITY ? 0.f : m_new; /* nothing visible yet: p = 2^-inf = 0, no NaN */
+        corr[r] = exp2f(m[r] - mu[r]);           /* m = -inf the first time: 0 (O and l are 0 anyway) */
+        m[r] = m_new;
+        l[r] *= corr[r];
+    }
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            s[nt][i] = exp2f(s[nt][i] - mu[i >> 1]);
+            l[i >> 1] += s[nt][i];
+        }
+}
+
+/* O (16 rows x ND * 8 dims) = O corr + P V for one key tile: P is S's accumulators (keys 16 kk .. 16 kk + 15 are
+ * tiles 2 kk and 2 kk + 1) rounded to bf16; vt points at V^T's row of this warp's first dim (stride LDV). */
+template <int NT, int ND, int LDV>
+static __device__ __forceinline__ void pv_tile(float (&o)[ND][4], const float (&s)[NT][4], const float (&corr)[2],
+                                               const __nv_bfloat16 *vt, int g, int t) {
+#pragma unroll
+    for (int nd = 0; nd < ND; nd++) {
+        o[nd][0] *= corr[0], o[nd][1] *= corr[0];
+        o[nd][2] *= corr[1], o[nd][3] *= corr[1];
+    }
+#pragma unroll
+    for (int kk = 0; kk < NT / 2; kk++) {
+        uint32_t pa[4] = {kcu_pack_bf16(s[2 * kk][0], s[2 * kk][1]), kcu_pack_bf16(s[2 * kk][2], s[2 * kk][3]),
+                          kcu_pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                          kcu_pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+        for (int nd = 0; nd < ND; nd++) {
+            const __nv_bfloat16 *vr = vt + (nd * 8 + g) * LDV + kk * 16 + 2 * t; /* B[key][d] = Vt[d][key] */
+            uint32_t b[2] = {kcu_ld_u32(vr), kcu_ld_u32(vr + 8)};
+            kcu_mma_bf16_16816(o[nd], pa, b);
+        }
+    }
+}
+
+/* The end: l summed over the quad, O / l stored for rows under sq and dims under dh (d0: this warp's first). */
+template <int ND>
+static __device__ __forceinline__ void store_rows(const kcu_mat &out, float (&o)[ND][4], float (&l)[2],
+                                                  const int64_t (&row)[2], int64_t sq, int h, int dh, int d0, int t) {
+    float inv[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+        inv[r] = l[r] > 0.f ? 1.f / l[r] : 0.f;
+    }
+#pragma unroll
+    for (int nd = 0; nd < ND; nd++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const int r = i >> 1, d = d0 + nd * 8 + 2 * t + (i & 1);
+            if (row[r] < sq && d < dh) kcu_st(out.data, row[r] * out.ld + (int64_t)h * dh + d, out.dt, o[nd][i] * inv[r]);
+        }
 }
 
 /* vec: bit 0 q, bit 1 k, bit 2 v may be loaded 8 values at a time (load_tile) */
@@ -82,7 +169,7 @@ static __global__ void __launch_bounds__(TC_WARPS * 32)
     const float sl2 = scale * LOG2E;
 
     /* Q through shared memory (the K tile's space) into A fragments */
-    load_tile<DH, false>(ks, q, q0, (int64_t)h * dh, dh, vec & 1);
+    load_tile<BQ, DH, false>(ks, q, q0, (int64_t)h * dh, dh, vec & 1);
     __syncthreads();
     uint32_t qf[KD][4];
     {
@@ -107,8 +194,8 @@ static __global__ void __launch_bounds__(TC_WARPS * 32)
     if (causal) kend = q0 + BQ < sk ? q0 + BQ : sk;
     for (int64_t j0 = 0; j0 < kend; j0 += BK) {
         __syncthreads(); /* Q's fragments are read; the previous tile is consumed */
-        load_tile<DH, false>(ks, k, j0, (int64_t)hk * dh, dh, (vec >> 1) & 1);
-        load_tile<DH, true>(vt, v, j0, (int64_t)hk * dh, dh, (vec >> 2) & 1);
+        load_tile<BK, DH, false>(ks, k, j0, (int64_t)hk * dh, dh, (vec >> 1) & 1);
+        load_tile<BK, DH, true>(vt, v, j0, (int64_t)hk * dh, dh, (vec >> 2) & 1);
         __syncthreads();
 
         float s[NT][4];
@@ -123,73 +210,86 @@ static __global__ void __launch_bounds__(TC_WARPS * 32)
             }
         }
 
-        /* scores in base 2, hidden keys -inf; the row max over the quad */
-        float mx[2] = {-INFINITY, -INFINITY};
+        float corr[2];
+        softmax_tile<NT>(s, m, l, corr, row, j0, sk, causal, key_mask, brow, sl2, t);
+        pv_tile<NT, ND, LDV>(o, s, corr, vt, g, t);
+    }
+    store_rows<ND>(out, o, l, row, sq, h, dh, 0, t);
+}
+
+/* Head dims over 128 (the VAE's single-head 512): the dims split across the warps instead of the rows. A block
+ * takes 16 query rows; warp w holds Q's and O's dims [128 w, 128 w + 128) (the registers of kernel A at 128) and
+ * computes its share of S over them; the shares meet in shared memory and every warp adds them in the same
+ * order (w = 0, 1, ...), so all warps hold the same S and take the same softmax, then each updates its own O. */
+template <int DH>
+static __global__ void __launch_bounds__((DH / 128) * 32)
+    k_attention_tc_wide(kcu_mat out, kcu_mat q, kcu_mat k, kcu_mat v, int dh, int group, float scale, int causal,
+                        const uint8_t *key_mask, const float *bias, int64_t bias_ld, int vec) {
+    constexpr int NW = DH / 128, LDK = DH + 8, LDV = KCU_TC_WIDE_BK + 8;
+    constexpr int KD = 128 / 16, NT = KCU_TC_WIDE_BK / 8, ND = 128 / 8;
+    KCU_DYNAMIC_SMEM(__nv_bfloat16, smem);
+    __nv_bfloat16 *ks = smem, *vt = smem + KCU_TC_WIDE_BK * LDK;
+    float *sp = (float *)(vt + DH * LDV); /* [NW][NT * 4][32]: each warp's share of S, by register and lane */
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3, d0 = warp * 128;
+    const int h = blockIdx.y, hk = h / group;
+    const int64_t q0 = (int64_t)blockIdx.x * 16, sq = q.rows, sk = k.rows;
+    const int64_t row[2] = {q0 + g, q0 + g + 8};
+    const float sl2 = scale * LOG2E;
+
+    load_tile<16, DH, false>(ks, q, q0, (int64_t)h * dh, dh, vec & 1);
+    __syncthreads();
+    uint32_t qf[KD][4];
+#pragma unroll
+    for (int kd = 0; kd < KD; kd++) {
+        qf[kd][0] = kcu_ld_u32(ks + g * LDK + d0 + kd * 16 + 2 * t);
+        qf[kd][1] = kcu_ld_u32(ks + (g + 8) * LDK + d0 + kd * 16 + 2 * t);
+        qf[kd][2] = kcu_ld_u32(ks + g * LDK + d0 + kd * 16 + 8 + 2 * t);
+        qf[kd][3] = kcu_ld_u32(ks + (g + 8) * LDK + d0 + kd * 16 + 8 + 2 * t);
+    }
+    float o[ND][4];
+#pragma unroll
+    for (int nd = 0; nd < ND; nd++) o[nd][0] = o[nd][1] = o[nd][2] = o[nd][3] = 0.f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+    const float *brow[2] = {NULL, NULL};
+    for (int r = 0; r < 2; r++)
+        if (bias && row[r] < sq) brow[r] = bias + ((int64_t)h * sq + row[r]) * bias_ld;
+
+    int64_t kend = sk;
+    if (causal) kend = q0 + 16 < sk ? q0 + 16 : sk;
+    for (int64_t j0 = 0; j0 < kend; j0 += KCU_TC_WIDE_BK) {
+        __syncthreads(); /* Q's fragments and the previous tile's K, V and S shares are read */
+        load_tile<KCU_TC_WIDE_BK, DH, false>(ks, k, j0, (int64_t)hk * dh, dh, (vec >> 1) & 1);
+        load_tile<KCU_TC_WIDE_BK, DH, true>(vt, v, j0, (int64_t)hk * dh, dh, (vec >> 2) & 1);
+        __syncthreads();
+
+        float s[NT][4];
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++) {
+            s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
+            const __nv_bfloat16 *kr = ks + (nt * 8 + g) * LDK + d0 + 2 * t;
+#pragma unroll
+            for (int kd = 0; kd < KD; kd++) {
+                uint32_t b[2] = {kcu_ld_u32(kr + kd * 16), kcu_ld_u32(kr + kd * 16 + 8)};
+                kcu_mma_bf16_16816(s[nt], qf[kd], b);
+            }
+#pragma unroll
+            for (int i = 0; i < 4; i++) sp[(warp * NT * 4 + nt * 4 + i) * 32 + lane] = s[nt][i];
+        }
+        __syncthreads(); /* every warp's share of S is written */
 #pragma unroll
         for (int nt = 0; nt < NT; nt++)
 #pragma unroll
             for (int i = 0; i < 4; i++) {
-                const int r = i >> 1;
-                const int64_t key = j0 + nt * 8 + 2 * t + (i & 1);
-                bool vis = key < sk && (!causal || key <= row[r]) && (!key_mask || key_mask[key]);
-                float x = s[nt][i] * sl2;
-                if (vis && brow[r]) x += brow[r][key] * LOG2E; /* -inf hides the key */
-                s[nt][i] = vis ? x : -INFINITY;
-                mx[r] = fmaxf(mx[r], s[nt][i]);
+                float x = 0.f;
+                for (int w = 0; w < NW; w++) x += sp[(w * NT * 4 + nt * 4 + i) * 32 + lane];
+                s[nt][i] = x;
             }
-        float mu[2], corr[2];
-#pragma unroll
-        for (int r = 0; r < 2; r++) {
-            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-            mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-            float m_new = fmaxf(m[r], mx[r]);
-            mu[r] = m_new == -INFINITY ? 0.f : m_new; /* nothing visible yet: p = 2^-inf = 0, no NaN */
-            corr[r] = exp2f(m[r] - mu[r]);           /* m = -inf the first time: 0 (O and l are 0 anyway) */
-            m[r] = m_new;
-            l[r] *= corr[r];
-        }
-#pragma unroll
-        for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                s[nt][i] = exp2f(s[nt][i] - mu[i >> 1]);
-                l[i >> 1] += s[nt][i];
-            }
-#pragma unroll
-        for (int nd = 0; nd < ND; nd++) {
-            o[nd][0] *= corr[0], o[nd][1] *= corr[0];
-            o[nd][2] *= corr[1], o[nd][3] *= corr[1];
-        }
 
-        /* O += P V: keys 16 kk .. 16 kk + 15 are S's tiles 2 kk and 2 kk + 1 */
-#pragma unroll
-        for (int kk = 0; kk < BK / 16; kk++) {
-            uint32_t pa[4] = {kcu_pack_bf16(s[2 * kk][0], s[2 * kk][1]), kcu_pack_bf16(s[2 * kk][2], s[2 * kk][3]),
-                              kcu_pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                              kcu_pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
-#pragma unroll
-            for (int nd = 0; nd < ND; nd++) {
-                const __nv_bfloat16 *vr = vt + (nd * 8 + g) * LDV + kk * 16 + 2 * t; /* B[key][d] = Vt[d][key] */
-                uint32_t b[2] = {kcu_ld_u32(vr), kcu_ld_u32(vr + 8)};
-                kcu_mma_bf16_16816(o[nd], pa, b);
-            }
-        }
+        float corr[2];
+        softmax_tile<NT>(s, m, l, corr, row, j0, sk, causal, key_mask, brow, sl2, t);
+        pv_tile<NT, ND, LDV>(o, s, corr, vt + d0 * LDV, g, t);
     }
-
-    float inv[2];
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
-        inv[r] = l[r] > 0.f ? 1.f / l[r] : 0.f;
-    }
-#pragma unroll
-    for (int nd = 0; nd < ND; nd++)
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            const int r = i >> 1, d = nd * 8 + 2 * t + (i & 1);
-            if (row[r] < sq && d < dh) kcu_st(out.data, row[r] * out.ld + (int64_t)h * dh + d, out.dt, o[nd][i] * inv[r]);
-        }
+    store_rows<ND>(out, o, l, row, sq, h, dh, d0, t);
 }
 
 bool kcu_attention_tc_supported(const kiln_cuda_backend *cb, int dh) {
@@ -208,7 +308,8 @@ kiln_status kcu_attention_tc(kiln_cuda_backend *cb, const kcu_mat *out, const kc
     if (q->rows == 0) return KILN_OK;
     if (!kcu_attention_tc_supported(cb, dh))
         return KILN_FAIL(err, KILN_E_UNSUPPORTED, "attention (tensor cores): head dim %d on %s", dh, cb->name);
-    int64_t qblocks = (q->rows + BQ - 1) / BQ;
+    const int DH = kcu_tc_dh(dh), rows = DH <= 128 ? BQ : 16;
+    int64_t qblocks = (q->rows + rows - 1) / rows;
     if (qblocks > 0x7fffffff || n_q_heads > 65535)
         return KILN_FAIL(err, KILN_E_LIMIT, "attention: %lld queries x %d heads is too large a grid",
                          (long long)q->rows, n_q_heads);
@@ -219,12 +320,22 @@ kiln_status kcu_attention_tc(kiln_cuda_backend *cb, const kcu_mat *out, const kc
     const float *bp = bias ? (const float *)bias->data : NULL;
     int64_t bld = bias ? bias->ld : 0;
     int group = n_q_heads / n_kv_heads, c = causal ? 1 : 0;
-    if (kcu_tc_dh(dh) == 64)
+    if (DH == 64) {
         KCU_LAUNCH(k_attention_tc<64>, grid, TC_WARPS * 32, smem, KCU_STREAM(cb))(*out, *q, *k, *v, dh, group, scale, c,
                                                                              km, bp, bld, vec);
-    else
+    } else if (DH == 128) {
         KCU_LAUNCH(k_attention_tc<128>, grid, TC_WARPS * 32, smem, KCU_STREAM(cb))(*out, *q, *k, *v, dh, group, scale, c,
                                                                               km, bp, bld, vec);
+    } else if (DH == 256) {
+        if (smem > 48 * 1024)
+            KCU_CALL(err, cudaFuncSetAttribute(k_attention_tc_wide<256>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        KCU_LAUNCH(k_attention_tc_wide<256>, grid, 2 * 32, smem, KCU_STREAM(cb))(*out, *q, *k, *v, dh, group, scale, c,
+                                                                            km, bp, bld, vec);
+    } else {
+        KCU_CALL(err, cudaFuncSetAttribute(k_attention_tc_wide<512>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        KCU_LAUNCH(k_attention_tc_wide<512>, grid, 4 * 32, smem, KCU_STREAM(cb))(*out, *q, *k, *v, dh, group, scale, c,
+                                                                            km, bp, bld, vec);
+    }
     KCU_LAUNCHED(err, "attention (tensor cores)");
     return KILN_OK;
 }

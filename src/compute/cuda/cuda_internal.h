@@ -167,8 +167,8 @@ kiln_status kcu_attention(kiln_cuda_backend *cb, const kcu_mat *out, const kcu_m
                           const kcu_mat *key_mask, const kcu_mat *bias, kiln_err *err);
 /* Largest head dim the attention kernel takes on this device (shared-memory bound). */
 int kcu_attention_max_head_dim(const kiln_cuda_backend *cb);
-/* Variant 2 (cuda_attention_tc.cu): tensor cores (mma.sync), bf16 operands; head dims up to 128 on sm_80+ (the
- * VAE's 512 runs variant 1: cuda_ops.c); bias as kcu_attention's. */
+/* Variant 2 (cuda_attention_tc.cu): tensor cores (mma.sync), bf16 operands; head dims up to 512 on sm_80+; bias
+ * as kcu_attention's. */
 bool kcu_attention_tc_supported(const kiln_cuda_backend *cb, int dh);
 kiln_status kcu_attention_tc(kiln_cuda_backend *cb, const kcu_mat *out, const kcu_mat *q, const kcu_mat *k,
                              const kcu_mat *v, int n_q_heads, int n_kv_heads, float scale, bool causal,
