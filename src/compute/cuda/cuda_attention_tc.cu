@@ -65,6 +65,35 @@ static __device__ __forceinline__ void load_tile(__nv_bfloat16 *dst, const kcu_m
     }
 }
 
+/* A warp's Q rows as A fragments: qw points at its first row's first dim (stride LDK), KD steps of 16 dims. */
+template <int KD, int LDK>
+static __device__ __forceinline__ void load_q_frags(uint32_t (&qf)[KD][4], const __nv_bfloat16 *qw, int g, int t) {
+#pragma unroll
+    for (int kd = 0; kd < KD; kd++) {
+        qf[kd][0] = kcu_ld_u32(qw + g * LDK + kd * 16 + 2 * t);
+        qf[kd][1] = kcu_ld_u32(qw + (g + 8) * LDK + kd * 16 + 2 * t);
+        qf[kd][2] = kcu_ld_u32(qw + g * LDK + kd * 16 + 8 + 2 * t);
+        qf[kd][3] = kcu_ld_u32(qw + (g + 8) * LDK + kd * 16 + 8 + 2 * t);
+    }
+}
+
+/* S (16 rows x NT * 8 keys) = Q K^T over KD steps of 16 dims; ks points at the K tile's first key's first dim
+ * (stride LDK): B[d][key] = K[key][d]. */
+template <int NT, int KD, int LDK>
+static __device__ __forceinline__ void qk_tile(float (&s)[NT][4], const uint32_t (&qf)[KD][4], const __nv_bfloat16 *ks,
+                                               int g, int t) {
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++) {
+        s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
+        const __nv_bfloat16 *kr = ks + (nt * 8 + g) * LDK + 2 * t;
+#pragma unroll
+        for (int kd = 0; kd < KD; kd++) {
+            uint32_t b[2] = {kcu_ld_u32(kr + kd * 16), kcu_ld_u32(kr + kd * 16 + 8)};
+            kcu_mma_bf16_16816(s[nt], qf[kd], b);
+        }
+    }
+}
+
 /* One key tile of the online softmax on a warp's S accumulators (16 rows x NT * 8 keys from key j0; this lane
  * holds rows row[0] = g and row[1] = g + 8, keys 2t, 2t + 1 of each 8): scores to base 2 (scale sl2 = scale
  * log2 e, the bias times log2 e), hidden keys -inf, the row max over the quad, then s := p = 2^(s - m_new), the
@@ -172,16 +201,7 @@ static __global__ void __launch_bounds__(TC_WARPS * 32)
     load_tile<BQ, DH, false>(ks, q, q0, (int64_t)h * dh, dh, vec & 1);
     __syncthreads();
     uint32_t qf[KD][4];
-    {
-        const __nv_bfloat16 *qw = ks + warp * 16 * LDK;
-#pragma unroll
-        for (int kd = 0; kd < KD; kd++) {
-            qf[kd][0] = kcu_ld_u32(qw + g * LDK + kd * 16 + 2 * t);
-            qf[kd][1] = kcu_ld_u32(qw + (g + 8) * LDK + kd * 16 + 2 * t);
-            qf[kd][2] = kcu_ld_u32(qw + g * LDK + kd * 16 + 8 + 2 * t);
-            qf[kd][3] = kcu_ld_u32(qw + (g + 8) * LDK + kd * 16 + 8 + 2 * t);
-        }
-    }
+    load_q_frags<KD, LDK>(qf, ks + warp * 16 * LDK, g, t);
     float o[ND][4];
 #pragma unroll
     for (int nd = 0; nd < ND; nd++) o[nd][0] = o[nd][1] = o[nd][2] = o[nd][3] = 0.f;
@@ -199,16 +219,7 @@ static __global__ void __launch_bounds__(TC_WARPS * 32)
         __syncthreads();
 
         float s[NT][4];
-#pragma unroll
-        for (int nt = 0; nt < NT; nt++) {
-            s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
-            const __nv_bfloat16 *kr = ks + (nt * 8 + g) * LDK + 2 * t; /* B[d][key] = K[key][d] */
-#pragma unroll
-            for (int kd = 0; kd < KD; kd++) {
-                uint32_t b[2] = {kcu_ld_u32(kr + kd * 16), kcu_ld_u32(kr + kd * 16 + 8)};
-                kcu_mma_bf16_16816(s[nt], qf[kd], b);
-            }
-        }
+        qk_tile<NT, KD, LDK>(s, qf, ks, g, t);
 
         float corr[2];
         softmax_tile<NT>(s, m, l, corr, row, j0, sk, causal, key_mask, brow, sl2, t);
@@ -239,13 +250,7 @@ static __global__ void __launch_bounds__((DH / 128) * 32)
     load_tile<16, DH, false>(ks, q, q0, (int64_t)h * dh, dh, vec & 1);
     __syncthreads();
     uint32_t qf[KD][4];
-#pragma unroll
-    for (int kd = 0; kd < KD; kd++) {
-        qf[kd][0] = kcu_ld_u32(ks + g * LDK + d0 + kd * 16 + 2 * t);
-        qf[kd][1] = kcu_ld_u32(ks + (g + 8) * LDK + d0 + kd * 16 + 2 * t);
-        qf[kd][2] = kcu_ld_u32(ks + g * LDK + d0 + kd * 16 + 8 + 2 * t);
-        qf[kd][3] = kcu_ld_u32(ks + (g + 8) * LDK + d0 + kd * 16 + 8 + 2 * t);
-    }
+    load_q_frags<KD, LDK>(qf, ks + d0, g, t);
     float o[ND][4];
 #pragma unroll
     for (int nd = 0; nd < ND; nd++) o[nd][0] = o[nd][1] = o[nd][2] = o[nd][3] = 0.f;
@@ -263,18 +268,11 @@ static __global__ void __launch_bounds__((DH / 128) * 32)
         __syncthreads();
 
         float s[NT][4];
+        qk_tile<NT, KD, LDK>(s, qf, ks + d0, g, t);
 #pragma unroll
-        for (int nt = 0; nt < NT; nt++) {
-            s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
-            const __nv_bfloat16 *kr = ks + (nt * 8 + g) * LDK + d0 + 2 * t;
-#pragma unroll
-            for (int kd = 0; kd < KD; kd++) {
-                uint32_t b[2] = {kcu_ld_u32(kr + kd * 16), kcu_ld_u32(kr + kd * 16 + 8)};
-                kcu_mma_bf16_16816(s[nt], qf[kd], b);
-            }
+        for (int nt = 0; nt < NT; nt++)
 #pragma unroll
             for (int i = 0; i < 4; i++) sp[(warp * NT * 4 + nt * 4 + i) * 32 + lane] = s[nt][i];
-        }
         __syncthreads(); /* every warp's share of S is written */
 #pragma unroll
         for (int nt = 0; nt < NT; nt++)
