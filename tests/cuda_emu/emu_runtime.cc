@@ -172,6 +172,7 @@ struct warp_state {
     unsigned seq;
     uint64_t slot[2][32];
     uint32_t mma_a[32][4], mma_b[32][2]; /* the lanes' fragments of the mma.sync in progress */
+    const uint16_t *ldm_row[32];         /* the lanes' row addresses of the ldmatrix in progress */
 };
 
 struct block_state {
@@ -422,6 +423,37 @@ void mma_m16n8k16_bf16(float d[4], const uint32_t a[4], const uint32_t b[2], int
     memcpy(d, out, sizeof out);
 }
 
+extern "C" char __start_kcu_emu_shared[] __attribute__((weak)), __stop_kcu_emu_shared[] __attribute__((weak));
+
+/* ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16: lane l names row l % 8 of matrix l / 8 (16 bytes, 16-byte
+ * aligned, in the block's shared memory); register j of lane i gets matrix j's row i / 4, elements 2 (i % 4) and
+ * 2 (i % 4) + 1 - or, transposed, the elements at rows 2 (i % 4) and 2 (i % 4) + 1 of column i / 4 (low half
+ * first). */
+void ldmatrix_x4(uint32_t r[4], const void *row, bool trans, int line) {
+    block_state *bs = cur_block;
+    if (!bs) fatal("ldmatrix outside a kernel");
+    thread_state *t = cur_thread;
+    const char *p = (const char *)row, *dyn = (const char *)bs->dyn;
+    bool in_dyn = dyn && p >= dyn && p + 16 <= dyn + cur_launch->dyn_smem;
+    bool in_static = __start_kcu_emu_shared && p >= __start_kcu_emu_shared && p + 16 <= __stop_kcu_emu_shared;
+    if (!in_dyn && !in_static) fatal("ldmatrix (line %d): lane %d's row %p is not in the block's shared memory", line, t->lane, row);
+    if ((uintptr_t)p % 16) fatal("ldmatrix (line %d): lane %d's row %p is not 16-byte aligned", line, t->lane, row);
+    warp_state &w = bs->warps[(size_t)t->warp];
+    w.ldm_row[t->lane] = (const uint16_t *)row;
+    warp_arrive(0xffffffffu, line, "ldmatrix");
+    const int i = t->lane;
+    uint32_t out[4];
+    for (int j = 0; j < 4; j++) {
+        const uint16_t *const *m = w.ldm_row + 8 * j; /* matrix j's rows */
+        uint16_t lo, hi;
+        if (!trans) lo = m[i / 4][2 * (i % 4)], hi = m[i / 4][2 * (i % 4) + 1];
+        else lo = m[2 * (i % 4)][i / 4], hi = m[2 * (i % 4) + 1][i / 4];
+        out[j] = (uint32_t)lo | (uint32_t)hi << 16;
+    }
+    warp_arrive(0xffffffffu, line, "ldmatrix"); /* every lane has read the rows before any posts again */
+    memcpy(r, out, sizeof out);
+}
+
 void trap(const char *what) { fatal("%s", what); }
 
 void check_device_range(const void *p, size_t bytes, const char *kernel, int arg) {
@@ -457,7 +489,6 @@ struct dyn_buffer {
 static thread_local dyn_buffer dyn_mem;
 
 /* the static __shared__ variables of every kernel (kcu_emu.h puts them in this section) */
-extern "C" char __start_kcu_emu_shared[] __attribute__((weak)), __stop_kcu_emu_shared[] __attribute__((weak));
 
 static void run_block(block_state &b, const launch_state &L) {
     int n = (int)(L.block.x * L.block.y * L.block.z);

@@ -124,6 +124,20 @@ static __global__ void k_mma(float *y) {
     kcu_emu::mma_m16n8k16_bf16(d, a, b, __LINE__);
     for (int i = 0; i < 4; i++) y[(g + (i >> 1) * 8) * 8 + 2 * t + (i & 1)] = d[i];
 }
+/* ldmatrix x4, plain and transposed: 32 rows of 8 b16 (stride 16: the rows need not be adjacent), element
+ * [r][c] = 8 r + c; lane l names row l; y[(trans * 32 + lane) * 8 + 2 j + half] = register j's half */
+static __global__ void k_ldmatrix(float *y) {
+    KCU_DYNAMIC_SMEM(uint16_t, sm);
+    const int lane = threadIdx.x;
+    for (int c = 0; c < 16; c++) sm[lane * 16 + c] = (uint16_t)(c < 8 ? 8 * lane + c : 0xffff);
+    __syncwarp();
+    uint32_t r[2][4];
+    kcu_emu::ldmatrix_x4(r[0], sm + lane * 16, false, __LINE__);
+    kcu_emu::ldmatrix_x4(r[1], sm + lane * 16, true, __LINE__);
+    for (int tr = 0; tr < 2; tr++)
+        for (int j = 0; j < 4; j++)
+            for (int hf = 0; hf < 2; hf++) y[(tr * 32 + lane) * 8 + 2 * j + hf] = (float)((r[tr][j] >> (16 * hf)) & 0xffffu);
+}
 
 /* ---- the cases ---- */
 
@@ -211,6 +225,23 @@ static void test_results() {
             if (h[r * 8 + n] != want) mma_bad++;
         }
     EXPECT(mma_bad == 0, "mma.sync m16n8k16 product: %d of 128 values wrong (D[5][3] %g)", mma_bad, h[43]);
+
+    /* ldmatrix: lane i = 4 g + t, register j = matrix j (rows 8 j ..): row g, columns 2t, 2t + 1; transposed,
+     * rows 2t, 2t + 1 of column g */
+    float *ym = dev_floats(512);
+    KCU_LAUNCH(k_ldmatrix, 1, 32, 32 * 16 * 2, 0)(ym);
+    h = download(ym, 512);
+    int ldm_bad = 0;
+    for (int tr = 0; tr < 2; tr++)
+        for (int i = 0; i < 32; i++)
+            for (int j = 0; j < 4; j++)
+                for (int hf = 0; hf < 2; hf++) {
+                    int g = i / 4, t = i % 4;
+                    int want = tr ? 8 * (8 * j + 2 * t + hf) + g : 8 * (8 * j + g) + 2 * t + hf;
+                    if (h[(size_t)(tr * 32 + i) * 8 + 2 * j + hf] != (float)want) ldm_bad++;
+                }
+    EXPECT(ldm_bad == 0, "ldmatrix x4 (plain and .trans): %d of 512 halves wrong", ldm_bad);
+    cudaFree(ym);
 
     /* a capture: a launch is recorded, not run; a cudaMalloc inside invalidates it */
     cudaStream_t s;

@@ -15,6 +15,8 @@
  *              is reported (undefined on the GPU)
  *   mma.sync   m16n8k16 bf16: warp-collective; each lane's fragment registers are read with the PTX ISA's
  *              layout, so a kernel that fills a fragment from the wrong rows or columns computes a wrong product
+ *   ldmatrix   x4 (.trans): warp-collective, the rows the lanes name distributed in the PTX ISA's layout; a row
+ *              outside shared memory or not 16-byte aligned is reported
  *   order      KCU_EMU_ORDER=reverse runs the threads of each phase last-to-first: a read of shared memory that
  *              lacks its barrier then sees stale data and the op's comparison fails
  *   memory     kernel pointer arguments (and every kcu_mat / kcu_view4 range) must lie inside one device
@@ -185,6 +187,9 @@ namespace kcu_emu {
 /* Warp-collective: every lane posts its fragments and waits for the whole warp; each lane then gets its share
  * of D = A . B + D from the fragment layout of the PTX ISA (products of bf16 exact in f32, summed in f32). */
 void mma_m16n8k16_bf16(float d[4], const uint32_t a[4], const uint32_t b[2], int line);
+/* ldmatrix .x4 (.trans), b16: warp-collective; each lane names one row of one of the four 8 x 8 matrices and gets
+ * its registers from the rows all lanes named, in the PTX ISA's layout (cuda_kernels.cuh kcu_ldmatrix_x4) */
+void ldmatrix_x4(uint32_t r[4], const void *row, bool trans, int line);
 } /* namespace kcu_emu */
 
 #endif

@@ -4,8 +4,9 @@
  * it was written without a GPU, and runs on the emulated one (tests/cuda_emu), which computes mma.sync from the
  * PTX ISA's fragment layout.
  *
- *   block  = 4 warps, 64 query rows (16 per warp) of one head; K and V tiles of 64 keys in shared memory (bf16;
- *            V transposed, so that both products read their B fragments as 32-bit words)
+ *   block  = 4 warps, 64 query rows (16 per warp) of one head; K and V tiles of 64 keys in shared memory (bf16,
+ *            row-major as in memory; P V's B fragments come from V through ldmatrix.trans, four registers - two
+ *            dim tiles - per instruction, so no transposed store with its bank conflicts)
  *   Q      = the warp's 16 rows as A fragments, loaded once (dh/4 registers per lane)
  *   S      = Q K^T: 16 x 64 per warp in 8 accumulator tiles of 16 x 8 (32 f32 per lane)
  *   softmax: a lane holds 2 rows x 16 columns of S; row max and sum over the 4 lanes of a quad (two shuffles);
@@ -27,9 +28,8 @@
 #define LOG2E 1.4426950408889634f
 
 /* rows [row0, row0 + ROWS) x columns [col0, col0 + dh) of m into dst as bf16, zero past m's rows and past dh:
- * row-major [ROWS][DH + 8], or transposed [DH][ROWS + 8]. vec: m is bf16 with 16-byte aligned rows and
- * dh % 8 == 0 (8 values per load). */
-template <int ROWS, int DH, bool TRANS>
+ * row-major [ROWS][DH + 8]. vec: m is bf16 with 16-byte aligned rows and dh % 8 == 0 (8 values per load). */
+template <int ROWS, int DH>
 static __device__ __forceinline__ void load_tile(__nv_bfloat16 *dst, const kcu_mat &m, int64_t row0, int64_t col0,
                                                  int dh, bool vec) {
     if (vec) {
@@ -46,26 +46,23 @@ static __device__ __forceinline__ void load_tile(__nv_bfloat16 *dst, const kcu_m
             } else {
                 for (int j = 0; j < 8; j++) x[j] = __float2bfloat16_rn(0.f);
             }
-            if (TRANS) {
-                for (int j = 0; j < 8; j++) dst[(d + j) * (ROWS + 8) + r] = x[j];
-            } else {
 #ifdef KCU_EMU
-                memcpy(dst + r * (DH + 8) + d, x, 16);
+            memcpy(dst + r * (DH + 8) + d, x, 16);
 #else
-                *(uint4 *)(dst + r * (DH + 8) + d) = *(const uint4 *)x;
+            *(uint4 *)(dst + r * (DH + 8) + d) = *(const uint4 *)x;
 #endif
-            }
         }
         return;
     }
     for (int i = threadIdx.x; i < ROWS * DH; i += blockDim.x) {
         int r = i / DH, d = i - r * DH;
         float x = row0 + r < m.rows && d < dh ? kcu_ld(m.data, (row0 + r) * m.ld + col0 + d, m.dt) : 0.f;
-        dst[TRANS ? d * (ROWS + 8) + r : r * (DH + 8) + d] = __float2bfloat16_rn(x);
+        dst[r * (DH + 8) + d] = __float2bfloat16_rn(x);
     }
 }
 
-/* A warp's Q rows as A fragments: qw points at its first row's first dim (stride LDK), KD steps of 16 dims. */
+/* A warp's Q rows as A fragments: qw points at its first row's first dim (stride LDK), KD steps of 16 dims.
+ * Read once per block, so plain 32-bit loads (ldmatrix would save nothing worth a second layout to check). */
 template <int KD, int LDK>
 static __device__ __forceinline__ void load_q_frags(uint32_t (&qf)[KD][4], const __nv_bfloat16 *qw, int g, int t) {
 #pragma unroll
@@ -78,18 +75,22 @@ static __device__ __forceinline__ void load_q_frags(uint32_t (&qf)[KD][4], const
 }
 
 /* S (16 rows x NT * 8 keys) = Q K^T over KD steps of 16 dims; ks points at the K tile's first key's first dim
- * (stride LDK): B[d][key] = K[key][d]. */
+ * (stride LDK): B[d][key] = K[key][d], row-major K as it is, through ldmatrix: lane l names key 8 nt + l % 8 at
+ * dims 16 kd + 8 (l / 8), so registers 0, 1 are step kd's b[0], b[1] and 2, 3 step kd + 1's. */
 template <int NT, int KD, int LDK>
 static __device__ __forceinline__ void qk_tile(float (&s)[NT][4], const uint32_t (&qf)[KD][4], const __nv_bfloat16 *ks,
-                                               int g, int t) {
+                                               int lane) {
+    static_assert(KD % 2 == 0, "k-steps are loaded in pairs");
 #pragma unroll
     for (int nt = 0; nt < NT; nt++) {
         s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
-        const __nv_bfloat16 *kr = ks + (nt * 8 + g) * LDK + 2 * t;
+        const __nv_bfloat16 *kr = ks + (nt * 8 + (lane & 7)) * LDK + (lane >> 3) * 8;
 #pragma unroll
-        for (int kd = 0; kd < KD; kd++) {
-            uint32_t b[2] = {kcu_ld_u32(kr + kd * 16), kcu_ld_u32(kr + kd * 16 + 8)};
+        for (int kd = 0; kd < KD; kd += 2) {
+            uint32_t b[4];
+            kcu_ldmatrix_x4<false>(b, kr + kd * 16);
             kcu_mma_bf16_16816(s[nt], qf[kd], b);
+            kcu_mma_bf16_16816(s[nt], qf[kd + 1], b + 2);
         }
     }
 }
@@ -137,10 +138,13 @@ static __device__ __forceinline__ void softmax_tile(float (&s)[NT][4], float (&m
 }
 
 /* O (16 rows x ND * 8 dims) = O corr + P V for one key tile: P is S's accumulators (keys 16 kk .. 16 kk + 15 are
- * tiles 2 kk and 2 kk + 1) rounded to bf16; vt points at V^T's row of this warp's first dim (stride LDV). */
+ * tiles 2 kk and 2 kk + 1) rounded to bf16; vs points at the V tile's first key at this warp's first dim (stride
+ * LDV). B[key][d] = V[key][d] transposed by ldmatrix: lane l names key 16 kk + l % 8 + 8 (l / 8 % 2) at dims
+ * 8 (nd + l / 16), so registers 0, 1 are dim tile nd's b[0], b[1] and 2, 3 tile nd + 1's. */
 template <int NT, int ND, int LDV>
 static __device__ __forceinline__ void pv_tile(float (&o)[ND][4], const float (&s)[NT][4], const float (&corr)[2],
-                                               const __nv_bfloat16 *vt, int g, int t) {
+                                               const __nv_bfloat16 *vs, int lane) {
+    static_assert(ND % 2 == 0, "dim tiles are loaded in pairs");
 #pragma unroll
     for (int nd = 0; nd < ND; nd++) {
         o[nd][0] *= corr[0], o[nd][1] *= corr[0];
@@ -151,11 +155,13 @@ static __device__ __forceinline__ void pv_tile(float (&o)[ND][4], const float (&
         uint32_t pa[4] = {kcu_pack_bf16(s[2 * kk][0], s[2 * kk][1]), kcu_pack_bf16(s[2 * kk][2], s[2 * kk][3]),
                           kcu_pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]),
                           kcu_pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+        const __nv_bfloat16 *vr = vs + (kk * 16 + (lane & 7) + (lane & 8)) * LDV + (lane >> 4) * 8;
 #pragma unroll
-        for (int nd = 0; nd < ND; nd++) {
-            const __nv_bfloat16 *vr = vt + (nd * 8 + g) * LDV + kk * 16 + 2 * t; /* B[key][d] = Vt[d][key] */
-            uint32_t b[2] = {kcu_ld_u32(vr), kcu_ld_u32(vr + 8)};
+        for (int nd = 0; nd < ND; nd += 2) {
+            uint32_t b[4];
+            kcu_ldmatrix_x4<true>(b, vr + nd * 8);
             kcu_mma_bf16_16816(o[nd], pa, b);
+            kcu_mma_bf16_16816(o[nd + 1], pa, b + 2);
         }
     }
 }
@@ -185,12 +191,12 @@ template <int DH>
 static __global__ void __launch_bounds__(TC_WARPS * 32)
     k_attention_tc(kcu_mat out, kcu_mat q, kcu_mat k, kcu_mat v, int dh, int group, float scale, int causal,
                    const uint8_t *key_mask, const float *bias, int64_t bias_ld, int vec) {
-    constexpr int LDK = DH + 8, LDV = BK + 8;
+    constexpr int LDK = DH + 8;
     constexpr int KD = DH / 16; /* k-steps of Q K^T */
     constexpr int NT = BK / 8;  /* accumulator tiles of S */
     constexpr int ND = DH / 8;  /* accumulator tiles of O */
     KCU_DYNAMIC_SMEM(__nv_bfloat16, smem);
-    __nv_bfloat16 *ks = smem, *vt = smem + BK * LDK;
+    __nv_bfloat16 *ks = smem, *vs = smem + BK * LDK;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     const int h = blockIdx.y, hk = h / group;
     const int64_t q0 = (int64_t)blockIdx.x * BQ, sq = q.rows, sk = k.rows;
@@ -198,7 +204,7 @@ static __global__ void __launch_bounds__(TC_WARPS * 32)
     const float sl2 = scale * LOG2E;
 
     /* Q through shared memory (the K tile's space) into A fragments */
-    load_tile<BQ, DH, false>(ks, q, q0, (int64_t)h * dh, dh, vec & 1);
+    load_tile<BQ, DH>(ks, q, q0, (int64_t)h * dh, dh, vec & 1);
     __syncthreads();
     uint32_t qf[KD][4];
     load_q_frags<KD, LDK>(qf, ks + warp * 16 * LDK, g, t);
@@ -214,16 +220,16 @@ static __global__ void __launch_bounds__(TC_WARPS * 32)
     if (causal) kend = q0 + BQ < sk ? q0 + BQ : sk;
     for (int64_t j0 = 0; j0 < kend; j0 += BK) {
         __syncthreads(); /* Q's fragments are read; the previous tile is consumed */
-        load_tile<BK, DH, false>(ks, k, j0, (int64_t)hk * dh, dh, (vec >> 1) & 1);
-        load_tile<BK, DH, true>(vt, v, j0, (int64_t)hk * dh, dh, (vec >> 2) & 1);
+        load_tile<BK, DH>(ks, k, j0, (int64_t)hk * dh, dh, (vec >> 1) & 1);
+        load_tile<BK, DH>(vs, v, j0, (int64_t)hk * dh, dh, (vec >> 2) & 1);
         __syncthreads();
 
         float s[NT][4];
-        qk_tile<NT, KD, LDK>(s, qf, ks, g, t);
+        qk_tile<NT, KD, LDK>(s, qf, ks, lane);
 
         float corr[2];
         softmax_tile<NT>(s, m, l, corr, row, j0, sk, causal, key_mask, brow, sl2, t);
-        pv_tile<NT, ND, LDV>(o, s, corr, vt, g, t);
+        pv_tile<NT, ND, LDK>(o, s, corr, vs, lane);
     }
     store_rows<ND>(out, o, l, row, sq, h, dh, 0, t);
 }
@@ -236,18 +242,18 @@ template <int DH>
 static __global__ void __launch_bounds__((DH / 128) * 32)
     k_attention_tc_wide(kcu_mat out, kcu_mat q, kcu_mat k, kcu_mat v, int dh, int group, float scale, int causal,
                         const uint8_t *key_mask, const float *bias, int64_t bias_ld, int vec) {
-    constexpr int NW = DH / 128, LDK = DH + 8, LDV = KCU_TC_WIDE_BK + 8;
+    constexpr int NW = DH / 128, LDK = DH + 8;
     constexpr int KD = 128 / 16, NT = KCU_TC_WIDE_BK / 8, ND = 128 / 8;
     KCU_DYNAMIC_SMEM(__nv_bfloat16, smem);
-    __nv_bfloat16 *ks = smem, *vt = smem + KCU_TC_WIDE_BK * LDK;
-    float *sp = (float *)(vt + DH * LDV); /* [NW][NT * 4][32]: each warp's share of S, by register and lane */
+    __nv_bfloat16 *ks = smem, *vs = smem + KCU_TC_WIDE_BK * LDK;
+    float *sp = (float *)(vs + KCU_TC_WIDE_BK * LDK); /* [NW][NT * 4][32]: each warp's share of S, by register and lane */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3, d0 = warp * 128;
     const int h = blockIdx.y, hk = h / group;
     const int64_t q0 = (int64_t)blockIdx.x * 16, sq = q.rows, sk = k.rows;
     const int64_t row[2] = {q0 + g, q0 + g + 8};
     const float sl2 = scale * LOG2E;
 
-    load_tile<16, DH, false>(ks, q, q0, (int64_t)h * dh, dh, vec & 1);
+    load_tile<16, DH>(ks, q, q0, (int64_t)h * dh, dh, vec & 1);
     __syncthreads();
     uint32_t qf[KD][4];
     load_q_frags<KD, LDK>(qf, ks + d0, g, t);
@@ -263,12 +269,12 @@ static __global__ void __launch_bounds__((DH / 128) * 32)
     if (causal) kend = q0 + 16 < sk ? q0 + 16 : sk;
     for (int64_t j0 = 0; j0 < kend; j0 += KCU_TC_WIDE_BK) {
         __syncthreads(); /* Q's fragments and the previous tile's K, V and S shares are read */
-        load_tile<KCU_TC_WIDE_BK, DH, false>(ks, k, j0, (int64_t)hk * dh, dh, (vec >> 1) & 1);
-        load_tile<KCU_TC_WIDE_BK, DH, true>(vt, v, j0, (int64_t)hk * dh, dh, (vec >> 2) & 1);
+        load_tile<KCU_TC_WIDE_BK, DH>(ks, k, j0, (int64_t)hk * dh, dh, (vec >> 1) & 1);
+        load_tile<KCU_TC_WIDE_BK, DH>(vs, v, j0, (int64_t)hk * dh, dh, (vec >> 2) & 1);
         __syncthreads();
 
         float s[NT][4];
-        qk_tile<NT, KD, LDK>(s, qf, ks + d0, g, t);
+        qk_tile<NT, KD, LDK>(s, qf, ks + d0, lane);
 #pragma unroll
         for (int nt = 0; nt < NT; nt++)
 #pragma unroll
@@ -285,7 +291,7 @@ static __global__ void __launch_bounds__((DH / 128) * 32)
 
         float corr[2];
         softmax_tile<NT>(s, m, l, corr, row, j0, sk, causal, key_mask, brow, sl2, t);
-        pv_tile<NT, ND, LDV>(o, s, corr, vt + d0 * LDV, g, t);
+        pv_tile<NT, ND, LDK>(o, s, corr, vs + d0, lane);
     }
     store_rows<ND>(out, o, l, row, sq, h, dh, d0, t);
 }

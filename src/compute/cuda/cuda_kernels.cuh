@@ -117,6 +117,28 @@ static __device__ __forceinline__ void kcu_mma_bf16_16816(float d[4], const uint
     __trap(); /* bf16 mma needs sm_80; the launchers never select it below that */
 #endif
 }
+/* ldmatrix.m8n8.x4 (sm_75+), b16, one warp collectively: lane l gives the shared-memory address of row l % 8 of
+ * matrix l / 8 (8 bf16, 16-byte aligned); register j of lane i = g * 4 + t then holds matrix j's row g, columns
+ * 2t, 2t + 1 - or with TRANS its rows 2t, 2t + 1 of column g: the B fragment of an mma from a row-major
+ * [k][n] tile. The emulator computes the same distribution. */
+template <bool TRANS> static __device__ __forceinline__ void kcu_ldmatrix_x4(uint32_t r[4], const void *row) {
+#if defined(KCU_EMU)
+    kcu_emu::ldmatrix_x4(r, row, TRANS, __LINE__);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 750
+    const unsigned a = (unsigned)__cvta_generic_to_shared(row);
+    if (TRANS)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(a));
+    else
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(a));
+#else
+    (void)r, (void)row;
+    __trap();
+#endif
+}
 /* Two f32 rounded to bf16 in one register, lo in the low half (a fragment's lower column). */
 static __device__ __forceinline__ uint32_t kcu_pack_bf16(float lo, float hi) {
     return (uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(lo)) |

@@ -78,18 +78,17 @@ static inline int kcu_att_pick_kt(int dh, size_t smem_limit) {
 /* The head dim a kernel is instantiated for: dh rounded up to 64, 128, 256 or 512 (the extra columns are zeros). */
 static inline KCU_HD int kcu_tc_dh(int dh) { return dh <= 64 ? 64 : dh <= 128 ? 128 : dh <= 256 ? 256 : 512; }
 
-/* Shared memory of one block, bf16 tiles with pads that put the 8 rows a fragment load touches in different banks.
- * Kernel A: K tile [64][DH + 8] (also Q's staging), V transposed [DH][64 + 8]. Kernel B: K [32][DH + 8], V^T
- * [DH][32 + 8] and the warps' f32 shares of S [DH / 128][16][32]. */
+/* Shared memory of one block, bf16 tiles with pads that put the 8 rows a fragment load (or an ldmatrix phase)
+ * touches in different banks. Kernel A: K and V tiles [64][DH + 8] (K's also Q's staging). Kernel B: K and V
+ * [32][DH + 8] and the warps' f32 shares of S [DH / 128][16][32]. */
 static inline KCU_HD size_t kcu_tc_smem(int dh) {
     int DH = kcu_tc_dh(dh);
-    if (DH <= 128) return ((size_t)KCU_TC_BK * (DH + 8) + (size_t)DH * (KCU_TC_BK + 8)) * 2;
-    return ((size_t)KCU_TC_WIDE_BK * (DH + 8) + (size_t)DH * (KCU_TC_WIDE_BK + 8)) * 2 +
-           (size_t)(DH / 128) * (KCU_TC_WIDE_BK / 2) * 32 * 4;
+    if (DH <= 128) return (size_t)2 * KCU_TC_BK * (DH + 8) * 2;
+    return (size_t)2 * KCU_TC_WIDE_BK * (DH + 8) * 2 + (size_t)(DH / 128) * (KCU_TC_WIDE_BK / 2) * 32 * 4;
 }
 
 /* Whether variant 2 can run head dim dh on a device with this limit (else the launcher uses variant 1): any head
- * dim up to 512 on sm_80+ (35 KB at dh 128, 80.5 KB at 512: every architecture). */
+ * dim up to 512 on sm_80+ (34 KB at dh 128, 73 KB at 512: every architecture). */
 static inline bool kcu_tc_fits(int sm, int dh, size_t smem_limit) {
     return sm >= 80 && dh > 0 && dh <= KCU_TC_MAX_DH && kcu_tc_smem(dh) <= smem_limit;
 }
