@@ -423,6 +423,7 @@ void mma_m16n8k16_bf16(float d[4], const uint32_t a[4], const uint32_t b[2], int
     memcpy(d, out, sizeof out);
 }
 
+/* the static __shared__ variables of every kernel (kcu_emu.h puts them in this section) */
 extern "C" char __start_kcu_emu_shared[] __attribute__((weak)), __stop_kcu_emu_shared[] __attribute__((weak));
 
 /* ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16: lane l names row l % 8 of matrix l / 8 (16 bytes, 16-byte
@@ -487,8 +488,6 @@ struct dyn_buffer {
     }
 };
 static thread_local dyn_buffer dyn_mem;
-
-/* the static __shared__ variables of every kernel (kcu_emu.h puts them in this section) */
 
 static void run_block(block_state &b, const launch_state &L) {
     int n = (int)(L.block.x * L.block.y * L.block.z);
