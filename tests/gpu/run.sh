@@ -275,6 +275,8 @@ ATT=simple
 if [ $TC_OK = 1 ] && [ -n "$ATT_TC_TF" ] && [ -n "$ATT_TF" ] && awk -v t="$ATT_TC_TF" -v s="$ATT_TF" 'BEGIN { exit !(t > s) }'; then
   ATT=tc
 fi
+# KILN_GPU_ATTENTION=simple|tc forces the choice (an A/B run of the pipeline while the op comparison fails elsewhere)
+[ -n "${KILN_GPU_ATTENTION:-}" ] && ATT=$KILN_GPU_ATTENTION && say "attention forced by KILN_GPU_ATTENTION=$ATT"
 say "attention for the full-size run: $ATT (tensor cores ${ATT_TC_TF:-?} TFLOP/s, passed: $TC_OK; simple ${ATT_TF:-?})"
 
 # ---- tiny pipeline vs the official goldens, and graph capture + replay --------------------------------------------------

@@ -960,15 +960,21 @@ int main(void) {
     } else {
         printf("device under test: %s\n", dut->ops->name);
     }
-    RUN(test_matmul);
-    RUN(test_quant_matmul);
-    RUN(test_attention);
-    RUN(test_norms);
-    RUN(test_elementwise);
-    RUN(test_bf16_activations);
-    RUN(test_images);
-    RUN(test_determinism);
-    RUN(test_timing);
+    /* KILN_OPS_ONLY=SUBSTR: only the tests whose name contains it (a profiler run of the timings alone) */
+    const char *only = getenv("KILN_OPS_ONLY");
+#define RUN_SELECTED(fn)                                                                                      \
+    do {                                                                                                      \
+        if (!only || strstr(#fn, only)) RUN(fn);                                                              \
+    } while (0)
+    RUN_SELECTED(test_matmul);
+    RUN_SELECTED(test_quant_matmul);
+    RUN_SELECTED(test_attention);
+    RUN_SELECTED(test_norms);
+    RUN_SELECTED(test_elementwise);
+    RUN_SELECTED(test_bf16_activations);
+    RUN_SELECTED(test_images);
+    RUN_SELECTED(test_determinism);
+    RUN_SELECTED(test_timing);
     kiln_backend_close(dut);
     kiln_backend_close(ref);
     int rc = test_summary();

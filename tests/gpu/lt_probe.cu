@@ -1,0 +1,189 @@
+/* lt_probe.cu - what cuBLASLt takes on this GPU, for the two GEMM findings of the first H200 run (issue 23):
+ *
+ *   fp8   e4m3 x e4m3 GEMMs (kiln's KILN_CUDA_FP8 layout: TN, A = weight [n,k], B = activation [m,k]) were given an
+ *         algorithm by the heuristic and then refused by cublasLtMatmul ("not supported"). One line per variant:
+ *         output type, scale pointers set or not, alignment preferences set or not, beta, split-K reductions
+ *         allowed or not; the heuristic's answer and the matmul's status.
+ *   bf16  y += x . w^T on a bf16 y (beta = 1) came out with rel_l2 2.9e-3 against the f32 result rounded once: per
+ *         reduction-scheme mask, the algorithm's split-K count and scheme and the error against float64.
+ *
+ * Build: nvcc -O2 -arch=sm_90 tests/gpu/lt_probe.cu -lcublasLt -o lt_probe. Prints lines; exit 0 unless CUDA fails. */
+#include <cublasLt.h>
+#include <cuda_bf16.h>
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CK(x)                                                                                                 \
+    do {                                                                                                      \
+        cudaError_t e_ = (x);                                                                                 \
+        if (e_ != cudaSuccess) {                                                                              \
+            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));                \
+            exit(1);                                                                                          \
+        }                                                                                                     \
+    } while (0)
+
+static unsigned rng = 12345u;
+static float frand(void) { /* [-1, 1) */
+    rng = rng * 1664525u + 1013904223u;
+    return (float)(rng >> 8) / 8388608.0f - 1.0f;
+}
+
+static void *dev_copy(const void *h, size_t n) {
+    void *d;
+    CK(cudaMalloc(&d, n));
+    CK(cudaMemcpy(d, h, n, cudaMemcpyHostToDevice));
+    return d;
+}
+
+/* ---- fp8 ---- */
+static void fp8_case(cublasLtHandle_t lt, int m, int n, int k, bool out_f32, bool scales, bool align_pref, float beta,
+                     bool reductions, void *ws, size_t ws_bytes) {
+    size_t nw = (size_t)n * k, nx = (size_t)m * k;
+    unsigned char *hw = (unsigned char *)malloc(nw), *hx = (unsigned char *)malloc(nx);
+    for (size_t i = 0; i < nw; i++) hw[i] = (unsigned char)(rng = rng * 1664525u + 1013904223u, (rng >> 24) & 0x77);
+    for (size_t i = 0; i < nx; i++) hx[i] = (unsigned char)(rng = rng * 1664525u + 1013904223u, (rng >> 24) & 0x77);
+    void *w = dev_copy(hw, nw), *x = dev_copy(hx, nx), *y;
+    CK(cudaMalloc(&y, (size_t)m * n * 4));
+    CK(cudaMemset(y, 0, (size_t)m * n * 4));
+    float hs[2] = {0.5f, 0.25f};
+    float *s = (float *)dev_copy(hs, sizeof hs);
+    cudaDataType_t ot = out_f32 ? CUDA_R_32F : CUDA_R_16BF;
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t a, b, c;
+    cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+    cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
+    cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
+    if (scales) {
+        const float *sa = s, *sb = s + 1;
+        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof sa);
+        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb, sizeof sb);
+    }
+    cublasLtMatrixLayoutCreate(&a, CUDA_R_8F_E4M3, k, n, k);
+    cublasLtMatrixLayoutCreate(&b, CUDA_R_8F_E4M3, k, m, k);
+    cublasLtMatrixLayoutCreate(&c, ot, n, m, n);
+    cublasLtMatmulPreference_t pref;
+    cublasLtMatmulPreferenceCreate(&pref);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes, sizeof ws_bytes);
+    uint32_t red = reductions ? CUBLASLT_REDUCTION_SCHEME_MASK : CUBLASLT_REDUCTION_SCHEME_NONE;
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &red, sizeof red);
+    if (align_pref) {
+        uint32_t al = 16;
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al, sizeof al);
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al, sizeof al);
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al, sizeof al);
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al, sizeof al);
+    }
+    cublasLtMatmulHeuristicResult_t res[8];
+    int found = 0;
+    cublasStatus_t h = cublasLtMatmulAlgoGetHeuristic(lt, op, a, b, c, c, pref, 8, res, &found);
+    printf("fp8 %5d x %5d x %5d out %-4s scales %d alignpref %d beta %.0f reductions %d: heuristic %s, %d algos;",
+           m, n, k, out_f32 ? "f32" : "bf16", scales, align_pref, beta, reductions, cublasLtGetStatusString(h), found);
+    float alpha = 1.0f;
+    for (int i = 0; i < found && i < 3; i++) {
+        cublasStatus_t r = cublasLtMatmul(lt, op, &alpha, w, a, x, b, &beta, y, c, y, c, &res[i].algo, ws,
+                                          res[i].workspaceSize <= ws_bytes ? res[i].workspaceSize : ws_bytes, 0);
+        cudaError_t e = cudaDeviceSynchronize();
+        printf(" algo %d (ws %zu): %s/%s", i, res[i].workspaceSize, cublasLtGetStatusString(r), cudaGetErrorString(e));
+    }
+    printf("\n");
+    cublasLtMatmulPreferenceDestroy(pref);
+    cublasLtMatrixLayoutDestroy(a), cublasLtMatrixLayoutDestroy(b), cublasLtMatrixLayoutDestroy(c);
+    cublasLtMatmulDescDestroy(op);
+    cudaFree(w), cudaFree(x), cudaFree(y), cudaFree(s);
+    free(hw), free(hx);
+}
+
+/* ---- bf16 y += x w^T, beta = 1 ---- */
+static float bf(float v) { return __bfloat162float(__float2bfloat16(v)); }
+
+static void bf16_acc_case(cublasLtHandle_t lt, int m, int n, int k, uint32_t mask, const char *mask_name, void *ws,
+                          size_t ws_bytes) {
+    __nv_bfloat16 *hx = (__nv_bfloat16 *)malloc((size_t)m * k * 2), *hw = (__nv_bfloat16 *)malloc((size_t)n * k * 2);
+    __nv_bfloat16 *hy = (__nv_bfloat16 *)malloc((size_t)m * n * 2);
+    for (int i = 0; i < m * k; i++) hx[i] = __float2bfloat16(frand());
+    for (int i = 0; i < n * k; i++) hw[i] = __float2bfloat16(frand());
+    for (int i = 0; i < m * n; i++) hy[i] = __float2bfloat16(frand());
+    void *x = dev_copy(hx, (size_t)m * k * 2), *w = dev_copy(hw, (size_t)n * k * 2), *y = dev_copy(hy, (size_t)m * n * 2);
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t a, b, c;
+    cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+    cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
+    cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
+    cublasLtMatrixLayoutCreate(&a, CUDA_R_16BF, k, n, k);
+    cublasLtMatrixLayoutCreate(&b, CUDA_R_16BF, k, m, k);
+    cublasLtMatrixLayoutCreate(&c, CUDA_R_16BF, n, m, n);
+    cublasLtMatmulPreference_t pref;
+    cublasLtMatmulPreferenceCreate(&pref);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes, sizeof ws_bytes);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &mask, sizeof mask);
+    cublasLtMatmulHeuristicResult_t res;
+    int found = 0;
+    cublasStatus_t h = cublasLtMatmulAlgoGetHeuristic(lt, op, a, b, c, c, pref, 1, &res, &found);
+    if (h != CUBLAS_STATUS_SUCCESS || !found) {
+        printf("bf16 beta=1 %dx%dx%d mask %-12s: no algorithm (%s)\n", m, n, k, mask_name, cublasLtGetStatusString(h));
+        return;
+    }
+    int32_t splitk = 0, scheme = 0;
+    size_t got = 0;
+    cublasLtMatmulAlgoConfigGetAttribute(&res.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk, sizeof splitk, &got);
+    cublasLtMatmulAlgoConfigGetAttribute(&res.algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme, sizeof scheme, &got);
+    float alpha = 1.0f, beta = 1.0f;
+    cublasStatus_t r = cublasLtMatmul(lt, op, &alpha, w, a, x, b, &beta, y, c, y, c, &res.algo, ws, res.workspaceSize, 0);
+    CK(cudaDeviceSynchronize());
+    __nv_bfloat16 *out = (__nv_bfloat16 *)malloc((size_t)m * n * 2);
+    CK(cudaMemcpy(out, y, (size_t)m * n * 2, cudaMemcpyDeviceToHost));
+    /* the output against: the float64 result rounded once to bf16; the product rounded to bf16 first, then
+     * added to y and rounded again (PyTorch's unfused y + linear(x) in bf16) */
+    double e_once = 0, e_twice = 0, r2 = 0;
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            double prod = 0, c0 = __bfloat162float(hy[i * n + j]);
+            for (int kk = 0; kk < k; kk++)
+                prod += (double)__bfloat162float(hx[i * k + kk]) * (double)__bfloat162float(hw[j * k + kk]);
+            double got = __bfloat162float(out[i * n + j]), once = bf((float)(c0 + prod));
+            double twice = bf(bf((float)prod) + (float)c0);
+            e_once += (got - once) * (got - once), e_twice += (got - twice) * (got - twice);
+            r2 += (c0 + prod) * (c0 + prod);
+        }
+    printf("bf16 beta=1 %dx%dx%d mask %-8s: %s, split-K %d, scheme %d, ws %zu: rel_l2 vs rounded once %.2e, vs "
+           "product rounded first %.2e\n", m, n, k, mask_name, cublasLtGetStatusString(r), splitk, scheme,
+           res.workspaceSize, sqrt(e_once / r2), sqrt(e_twice / r2));
+    cublasLtMatmulPreferenceDestroy(pref);
+    cublasLtMatrixLayoutDestroy(a), cublasLtMatrixLayoutDestroy(b), cublasLtMatrixLayoutDestroy(c);
+    cublasLtMatmulDescDestroy(op);
+    cudaFree(x), cudaFree(w), cudaFree(y);
+    free(hx), free(hw), free(hy), free(out);
+}
+
+int main(void) {
+    cudaDeviceProp p;
+    CK(cudaGetDeviceProperties(&p, 0));
+    printf("device %s sm_%d%d, cuBLASLt %zu\n", p.name, p.major, p.minor, cublasLtGetVersion());
+    cublasLtHandle_t lt;
+    if (cublasLtCreate(&lt) != CUBLAS_STATUS_SUCCESS) return 1;
+    size_t ws_bytes = 32u << 20;
+    void *ws;
+    CK(cudaMalloc(&ws, ws_bytes));
+    const int shapes[][3] = {{4608, 27648, 3072}, {64, 48, 256}, {37, 48, 256}};
+    for (int s = 0; s < 3; s++)
+        for (int v = 0; v < 6; v++) {
+            bool out_f32 = v == 1, scales = v != 2, align = v != 3, red = v != 4;
+            float beta = v == 5 ? 1.0f : 0.0f;
+            fp8_case(lt, shapes[s][0], shapes[s][1], shapes[s][2], out_f32, scales, align, beta, red, ws, ws_bytes);
+        }
+    const struct { uint32_t mask; const char *name; } masks[] = {
+        {CUBLASLT_REDUCTION_SCHEME_MASK, "all"},           {CUBLASLT_REDUCTION_SCHEME_NONE, "none"},
+        {CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE, "compute"}, {CUBLASLT_REDUCTION_SCHEME_INPLACE, "inplace"},
+        {CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE, "output"}};
+    for (int i = 0; i < 5; i++) bf16_acc_case(lt, 65, 72, 200, masks[i].mask, masks[i].name, ws, ws_bytes);
+    for (int i = 0; i < 3; i++) bf16_acc_case(lt, 77, 300, 256, masks[i].mask, masks[i].name, ws, ws_bytes);
+    cudaFree(ws);
+    cublasLtDestroy(lt);
+    return 0;
+}

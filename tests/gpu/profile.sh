@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# tests/gpu/profile.sh - on the GPU machine, after tests/gpu/run.sh built kiln into $KILN_GPU_BUILD: the cuBLASLt
+# probe (tests/gpu/lt_probe.cu) and Nsight Compute over the first attention launch of the ops test's timings
+# (4608 tokens x 24 heads x 128, the DiT's bf16 q|k|v views) for each attention kernel: where the time goes
+# (speed of light, occupancy, warp stalls, the hottest source lines). Output: $OUT/profile.log.
+#     OUT=/some/dir tests/gpu/profile.sh [simple tc ...]
+set -uo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+BUILD=${KILN_GPU_BUILD:-/tmp/kiln-gpu-build}
+OUT=${OUT:-$ROOT/gpu-out}
+ARCH=${KILN_GPU_ARCH:-90}
+export PATH="$PATH:/usr/local/cuda/bin"
+LOG=$OUT/profile.log
+mkdir -p "$OUT"
+{
+  echo "== lt_probe =="
+  nvcc -O2 -arch=sm_$ARCH "$ROOT/tests/gpu/lt_probe.cu" -lcublasLt -o "$BUILD/lt_probe" && timeout 60 "$BUILD/lt_probe"
+} >>"$LOG" 2>&1
+NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
+if [ -z "$NCU" ]; then echo "profile: no ncu" | tee -a "$LOG"; exit 0; fi
+for att in "${@:-simple tc}"; do
+  for a in $att; do
+    echo "== ncu: KILN_CUDA_ATTENTION=$a, the first attention launch of test_timing ==" >>"$LOG"
+    KILN_REQUIRE_GPU=1 KILN_OPS_TIME=1 KILN_OPS_ONLY=test_timing KILN_CUDA_ATTENTION=$a KILN_SOURCE_DIR="$ROOT" \
+      timeout 120 "$NCU" --clock-control none -k regex:k_attention -c 1 --section SpeedOfLight --section Occupancy \
+      --section LaunchStats --section WarpStateStats --section SchedulerStats --section MemoryWorkloadAnalysis \
+      --section ComputeWorkloadAnalysis --section SourceCounters "$BUILD/test_compute_cuda_ops" >>"$LOG" 2>&1
+    echo "(rc $?)" >>"$LOG"
+  done
+done
+echo "profile: $(wc -l <"$LOG") lines in $LOG"
