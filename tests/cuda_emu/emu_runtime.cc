@@ -158,12 +158,21 @@ static bool is_pinned(const void *p) { return in_ranges(pinned, p); }
 
 /* ---- reports ---------------------------------------------------------------------------------------------- */
 
+/* a cp.async of this thread not yet waited for: the 16 bytes read at issue, written to dst at its wait_group */
+struct async_copy {
+    void *dst;
+    unsigned char bytes[16];
+    int group; /* the commit group it belongs to (the count of commits before it) */
+};
+
 struct thread_state {
     emu_fiber fiber;
     uint3 idx;
     int index, lane, warp;
     int state; /* T_RUN, T_BLOCK, T_WARP, T_DONE */
     int line;
+    std::vector<async_copy> copies; /* cp.async in flight, oldest first */
+    int commits;                    /* cp.async.commit_group so far */
 };
 enum { T_RUN, T_BLOCK, T_WARP, T_DONE };
 
@@ -325,6 +334,8 @@ static void switch_away(int released_warp) {
     block_state *b = cur_block;
     b->body(b->ctx);
     thread_state *t = cur_thread;
+    if (!t->copies.empty())
+        fatal("a thread returned with %zu cp.async copies never waited for (cp.async.wait_group)", t->copies.size());
     t->state = T_DONE;
     b->alive--;
     warp_state &w = b->warps[(size_t)t->warp];
@@ -453,6 +464,46 @@ void ldmatrix_x4(uint32_t r[4], const void *row, bool trans, int line) {
     }
     warp_arrive(0xffffffffu, line, "ldmatrix"); /* every lane has read the rows before any posts again */
     memcpy(r, out, sizeof out);
+}
+
+/* cp.async.cg.shared.global, 16 bytes: the source is read now, the destination written only when a
+ * cp.async.wait_group covers its group - so a kernel that reads the tile before waiting (or waits for the wrong
+ * group) reads the NaN bytes shared memory starts with, and its op comparison fails. */
+static bool in_shared(const char *p, size_t n) {
+    const char *dyn = (const char *)cur_block->dyn;
+    bool in_dyn = dyn && p >= dyn && p + n <= dyn + cur_launch->dyn_smem;
+    bool in_static = __start_kcu_emu_shared && p >= __start_kcu_emu_shared && p + n <= __stop_kcu_emu_shared;
+    return in_dyn || in_static;
+}
+
+void cp_async_16(void *smem, const void *gmem, int line) {
+    if (!cur_block) fatal("cp.async outside a kernel");
+    thread_state *t = cur_thread;
+    if (!in_shared((const char *)smem, 16) || (uintptr_t)smem % 16)
+        fatal("cp.async (line %d): destination %p is not 16 aligned bytes of the block's shared memory", line, smem);
+    if ((uintptr_t)gmem % 16) fatal("cp.async (line %d): source %p is not 16-byte aligned", line, gmem);
+    check_device_range(gmem, 16, "cp.async", line);
+    async_copy c;
+    c.dst = smem;
+    memcpy(c.bytes, gmem, 16);
+    c.group = t->commits;
+    t->copies.push_back(c);
+}
+
+void cp_async_commit() { cur_thread->commits++; }
+
+void cp_async_wait(int pending, int line) {
+    thread_state *t = cur_thread;
+    if (pending < 0) fatal("cp.async.wait_group (line %d): %d", line, pending);
+    /* complete every group but the newest `pending` committed ones (copies not yet committed stay in flight) */
+    const int done_below = t->commits - pending;
+    size_t keep = 0;
+    for (size_t i = 0; i < t->copies.size(); i++) {
+        async_copy &c = t->copies[i];
+        if (c.group < done_below) memcpy(c.dst, c.bytes, 16);
+        else t->copies[keep++] = c;
+    }
+    t->copies.resize(keep);
 }
 
 void trap(const char *what) { fatal("%s", what); }

@@ -17,6 +17,8 @@
  *              layout, so a kernel that fills a fragment from the wrong rows or columns computes a wrong product
  *   ldmatrix   x4 (.trans): warp-collective, the rows the lanes name distributed in the PTX ISA's layout; a row
  *              outside shared memory or not 16-byte aligned is reported
+ *   cp.async   16-byte copies to shared memory land only at the cp.async.wait_group that covers their commit
+ *              group: a tile read before its wait sees the NaN bytes shared memory starts with
  *   order      KCU_EMU_ORDER=reverse runs the threads of each phase last-to-first: a read of shared memory that
  *              lacks its barrier then sees stale data and the op's comparison fails
  *   memory     kernel pointer arguments (and every kcu_mat / kcu_view4 range) must lie inside one device
@@ -190,6 +192,11 @@ void mma_m16n8k16_bf16(float d[4], const uint32_t a[4], const uint32_t b[2], int
 /* ldmatrix .x4 (.trans), b16: warp-collective; each lane names one row of one of the four 8 x 8 matrices and gets
  * its registers from the rows all lanes named, in the PTX ISA's layout (cuda_kernels.cuh kcu_ldmatrix_x4) */
 void ldmatrix_x4(uint32_t r[4], const void *row, bool trans, int line);
+/* cp.async (sm_80): 16 bytes global -> shared, read at issue and written at the cp.async.wait_group that covers
+ * its commit group; a thread that returns with copies in flight is reported (cuda_kernels.cuh kcu_cp_async_16) */
+void cp_async_16(void *smem, const void *gmem, int line);
+void cp_async_commit();
+void cp_async_wait(int pending, int line);
 } /* namespace kcu_emu */
 
 #endif

@@ -10,7 +10,7 @@
 #             two images differ (the bf16 activations ran), and the bf16 one is within 1 dB of the f32 one's
 #             distance to the bf16 golden (41.5 vs 41.8 dB: kiln's bf16 roundings are not PyTorch's, so two bf16
 #             runs differ by both; the DiT alone in bf16 gave 42.0)
-#   tc        FAST with the tensor-core attention (KILN_CUDA_ATTENTION=tc), klein and FLUX.1: >= 30 dB and within
+#   tc        FAST with the tensor-core attention (the FAST default; the simple kernel by KILN_CUDA_ATTENTION=simple), klein and FLUX.1: >= 30 dB and within
 #             1 dB of the simple kernel's image
 # and FLUX.1 [dev] (below). ~6 min on 2 cores: the emulator runs every GPU thread.
 set -uo pipefail
@@ -46,12 +46,12 @@ if KILN_CUDA_GRAPHS=0 gen eager.png --exact && report png "$D/exact.png" "$D/eag
 else
   fail "graphed and eager runs differ"
 fi
-if gen fast.png && r=$(report golden "$GOLD/pipeline_b1_bf16.safetensors" "$D/fast.png" 30); then
+if KILN_CUDA_ATTENTION=simple gen fast.png && r=$(report golden "$GOLD/pipeline_b1_bf16.safetensors" "$D/fast.png" 30); then
   ok "FAST, bf16 activations: $r"
 else
   fail "FAST, bf16 activations: ${r:-kiln generate failed}"
 fi
-if KILN_CUDA_ACT=f32 gen fast32.png && r32=$(report golden "$GOLD/pipeline_b1_bf16.safetensors" "$D/fast32.png" 30); then
+if KILN_CUDA_ACT=f32 KILN_CUDA_ATTENTION=simple gen fast32.png && r32=$(report golden "$GOLD/pipeline_b1_bf16.safetensors" "$D/fast32.png" 30); then
   ok "FAST, f32 activations (KILN_CUDA_ACT=f32): $r32"
   if ! grep -q "DiT activations in bf16" "$D/fast.png.log" || ! grep -q "DiT activations in f32" "$D/fast32.png.log"; then
     fail "the DiT's activations: '$(grep -h "DiT activations" "$D/fast.png.log" "$D/fast32.png.log" | tr '\n' ' ')' (want bf16, then f32)"
@@ -66,8 +66,8 @@ else
   fail "FAST, f32 activations: ${r32:-kiln generate failed}"
 fi
 
-# the tensor-core attention (KILN_CUDA_ATTENTION=tc: mma.sync, bf16 Q/K/V/P) through the whole pipeline: >= 30 dB
-# from the bf16 golden and within 1 dB of the simple kernel's FAST image
+# the tensor-core attention (the FAST default; mma.sync, bf16 Q/K/V/P) through the whole pipeline: >= 30 dB from
+# the bf16 golden and within 1 dB of the simple kernel's FAST image (KILN_CUDA_ATTENTION=simple above)
 tc_check() { # tc_check WHAT GOLDEN PNG_TC PNG_SIMPLE RESULT_SIMPLE
   local r
   if ! grep -q "attention tensor cores" "$D/$3.log"; then
@@ -79,7 +79,7 @@ tc_check() { # tc_check WHAT GOLDEN PNG_TC PNG_SIMPLE RESULT_SIMPLE
     fail "$1, tensor-core attention: ${r:-no image} (simple kernel: $(db "$5") dB)"
   fi
 }
-if [ -n "${r:-}" ] && KILN_CUDA_ATTENTION=tc gen fasttc.png; then
+if [ -n "${r:-}" ] && gen fasttc.png; then # the default: tensor cores in FAST
   tc_check "FAST" "$GOLD/pipeline_b1_bf16.safetensors" fasttc.png fast.png "$r"
 else
   fail "FAST, tensor-core attention: kiln generate failed"
@@ -101,13 +101,13 @@ if gen1 f1exact.png --exact && r=$(report golden "$G1" "$D/f1exact.png" 40); the
 else
   fail "FLUX.1 --exact: ${r:-kiln generate failed}"
 fi
-if gen1 f1fast.png && r=$(report golden "$G1" "$D/f1fast.png" 35); then
+if KILN_CUDA_ATTENTION=simple gen1 f1fast.png && r=$(report golden "$G1" "$D/f1fast.png" 35); then
   if grep -q "DiT activations in bf16" "$D/f1fast.png.log"; then
     ok "FLUX.1 FAST, bf16 activations: $r"
   else
     fail "FLUX.1: the DiT's activations: '$(grep -h "DiT activations" "$D/f1fast.png.log")' (want bf16)"
   fi
-  if KILN_CUDA_ATTENTION=tc gen1 f1fasttc.png; then
+  if gen1 f1fasttc.png; then # the default
     tc_check "FLUX.1 FAST (T5's bias, CLIP)" "$G1" f1fasttc.png f1fast.png "$r"
   else
     fail "FLUX.1 FAST, tensor-core attention: kiln generate failed"

@@ -61,6 +61,23 @@ static __device__ __forceinline__ void load_tile(__nv_bfloat16 *dst, const kcu_m
     }
 }
 
+/* The same tile through cp.async (m is bf16 with 16-byte aligned rows, dh % 8 == 0): rows under m's are copied
+ * without passing through registers, the rest (and the columns past dh) zeroed with plain stores - zeros, not
+ * stale values, since a P of 0 times a NaN left in shared memory would still be NaN. The caller commits. */
+template <int ROWS, int DH>
+static __device__ __forceinline__ void load_tile_async(__nv_bfloat16 *dst, const kcu_mat &m, int64_t row0, int64_t col0,
+                                                       int dh) {
+    for (int c = threadIdx.x; c < ROWS * (DH / 8); c += blockDim.x) {
+        int r = c / (DH / 8), d = (c % (DH / 8)) * 8;
+        __nv_bfloat16 *to = dst + r * (DH + 8) + d;
+        if (row0 + r < m.rows && d < dh) {
+            kcu_cp_async_16(to, (const __nv_bfloat16 *)m.data + (row0 + r) * m.ld + col0 + d);
+        } else {
+            for (int j = 0; j < 8; j++) to[j] = __float2bfloat16_rn(0.f);
+        }
+    }
+}
+
 /* A warp's Q rows as A fragments: qw points at its first row's first dim (stride LDK), KD steps of 16 dims.
  * Read once per block, so plain 32-bit loads (ldmatrix would save nothing worth a second layout to check). */
 template <int KD, int LDK>
@@ -99,7 +116,7 @@ static __device__ __forceinline__ void qk_tile(float (&s)[NT][4], const uint32_t
  * holds rows row[0] = g and row[1] = g + 8, keys 2t, 2t + 1 of each 8): scores to base 2 (scale sl2 = scale
  * log2 e, the bias times log2 e), hidden keys -inf, the row max over the quad, then s := p = 2^(s - m_new), the
  * per-lane partial sums l rescaled and added to, and corr = 2^(m_old - m_new) for the caller's O. */
-template <int NT>
+template <int NT, bool CHECK>
 static __device__ __forceinline__ void softmax_tile(float (&s)[NT][4], float (&m)[2], float (&l)[2], float (&corr)[2],
                                                     const int64_t (&row)[2], int64_t j0, int64_t sk, int causal,
                                                     const uint8_t *key_mask, const float *const (&brow)[2], float sl2,
@@ -110,12 +127,15 @@ static __device__ __forceinline__ void softmax_tile(float (&s)[NT][4], float (&m
 #pragma unroll
         for (int i = 0; i < 4; i++) {
             const int r = i >> 1;
-            const int64_t key = j0 + nt * 8 + 2 * t + (i & 1);
-            bool vis = key < sk && (!causal || key <= row[r]) && (!key_mask || key_mask[key]);
             float x = s[nt][i] * sl2;
-            if (vis && brow[r]) x += brow[r][key] * LOG2E; /* -inf hides the key */
-            s[nt][i] = vis ? x : -INFINITY;
-            mx[r] = fmaxf(mx[r], s[nt][i]);
+            if (CHECK) { /* else every key of the tile is visible: no causal, mask or bias, and a full tile */
+                const int64_t key = j0 + nt * 8 + 2 * t + (i & 1);
+                bool vis = key < sk && (!causal || key <= row[r]) && (!key_mask || key_mask[key]);
+                if (vis && brow[r]) x += brow[r][key] * LOG2E; /* -inf hides the key */
+                x = vis ? x : -INFINITY;
+            }
+            s[nt][i] = x;
+            mx[r] = fmaxf(mx[r], x);
         }
     float mu[2];
 #pragma unroll
@@ -218,18 +238,47 @@ static __global__ void __launch_bounds__(TC_WARPS * 32)
 
     int64_t kend = sk;
     if (causal) kend = q0 + BQ < sk ? q0 + BQ : sk;
-    for (int64_t j0 = 0; j0 < kend; j0 += BK) {
-        __syncthreads(); /* Q's fragments are read; the previous tile is consumed */
-        load_tile<BK, DH>(ks, k, j0, (int64_t)hk * dh, dh, (vec >> 1) & 1);
-        load_tile<BK, DH>(vs, v, j0, (int64_t)hk * dh, dh, (vec >> 2) & 1);
-        __syncthreads();
+    const bool plain = !causal && !key_mask && !bias; /* a full tile then needs no visibility checks */
+    if ((vec & 6) == 6) {
+        /* K and V through cp.async, in FlashAttention-2's order: V's copy flies while S = Q K^T and the softmax
+         * run, the next K's while P V runs; one buffer each, so the same shared memory as the plain loads. */
+        __syncthreads(); /* every warp has its Q fragments: ks is free */
+        load_tile_async<BK, DH>(ks, k, 0, (int64_t)hk * dh, dh);
+        kcu_cp_async_commit();
+        for (int64_t j0 = 0; j0 < kend; j0 += BK) {
+            kcu_cp_async_wait<0>(); /* this thread's copies of K(j0) have landed */
+            __syncthreads();        /* K(j0) is in for every warp; every warp is done with V(j0 - BK) */
+            load_tile_async<BK, DH>(vs, v, j0, (int64_t)hk * dh, dh);
+            kcu_cp_async_commit();
 
-        float s[NT][4];
-        qk_tile<NT, KD, LDK>(s, qf, ks, lane);
+            float s[NT][4];
+            qk_tile<NT, KD, LDK>(s, qf, ks, lane);
+            float corr[2];
+            if (plain && j0 + BK <= sk) softmax_tile<NT, false>(s, m, l, corr, row, j0, sk, causal, key_mask, brow, sl2, t);
+            else softmax_tile<NT, true>(s, m, l, corr, row, j0, sk, causal, key_mask, brow, sl2, t);
 
-        float corr[2];
-        softmax_tile<NT>(s, m, l, corr, row, j0, sk, causal, key_mask, brow, sl2, t);
-        pv_tile<NT, ND, LDK>(o, s, corr, vs, lane);
+            kcu_cp_async_wait<0>(); /* this thread's copies of V(j0) have landed */
+            __syncthreads();        /* V(j0) is in for every warp; every warp is done with K(j0) */
+            if (j0 + BK < kend) {
+                load_tile_async<BK, DH>(ks, k, j0 + BK, (int64_t)hk * dh, dh);
+                kcu_cp_async_commit();
+            }
+            pv_tile<NT, ND, LDK>(o, s, corr, vs, lane);
+        }
+    } else {
+        for (int64_t j0 = 0; j0 < kend; j0 += BK) {
+            __syncthreads(); /* Q's fragments are read; the previous tile is consumed */
+            load_tile<BK, DH>(ks, k, j0, (int64_t)hk * dh, dh, (vec >> 1) & 1);
+            load_tile<BK, DH>(vs, v, j0, (int64_t)hk * dh, dh, (vec >> 2) & 1);
+            __syncthreads();
+
+            float s[NT][4];
+            qk_tile<NT, KD, LDK>(s, qf, ks, lane);
+
+            float corr[2];
+            softmax_tile<NT, true>(s, m, l, corr, row, j0, sk, causal, key_mask, brow, sl2, t);
+            pv_tile<NT, ND, LDK>(o, s, corr, vs, lane);
+        }
     }
     store_rows<ND>(out, o, l, row, sq, h, dh, 0, t);
 }
@@ -290,7 +339,7 @@ static __global__ void __launch_bounds__((DH / 128) * 32)
             }
 
         float corr[2];
-        softmax_tile<NT>(s, m, l, corr, row, j0, sk, causal, key_mask, brow, sl2, t);
+        softmax_tile<NT, true>(s, m, l, corr, row, j0, sk, causal, key_mask, brow, sl2, t);
         pv_tile<NT, ND, LDK>(o, s, corr, vs + d0, lane);
     }
     store_rows<ND>(out, o, l, row, sq, h, dh, d0, t);

@@ -242,7 +242,8 @@ kiln_status kiln_backend_open_cuda(int device, kiln_backend **out, kiln_err *err
     kcu_graph_cache_init(&cb->graphs, 8);
     const char *det = getenv("KILN_DETERMINISTIC"), *att = getenv("KILN_CUDA_ATTENTION");
     cb->deterministic = det && *det && strcmp(det, "0") != 0;
-    cb->attention = att && strcmp(att, "tc") == 0 ? 2 : 1;
+    /* auto (unset): the tensor-core kernel for FAST, the f32 one for EXACT; simple or tc: that kernel always */
+    cb->attention = !att || !*att ? 0 : strcmp(att, "tc") == 0 ? 2 : 1;
     const char *fp8 = getenv("KILN_CUDA_FP8"), *fuse = getenv("KILN_CUDA_FUSE");
     cb->fp8_gemm = fp8 && *fp8 && strcmp(fp8, "0") != 0;
     cb->fuse_epilogues = !(fuse && strcmp(fuse, "0") == 0);
@@ -274,7 +275,10 @@ kiln_status kiln_backend_open_cuda(int device, kiln_backend **out, kiln_err *err
         return s;
     }
     log_info("cuda: %s, arena %llu MiB, attention %s, %s activations in FAST%s", cb->name,
-             (unsigned long long)(cb->arena.capacity >> 20), cb->attention == 2 ? "tensor cores" : "simple",
+             (unsigned long long)(cb->arena.capacity >> 20),
+             cb->attention == 2   ? "tensor cores"
+             : cb->attention == 1 ? "simple"
+                                  : "tensor cores (FAST), simple (EXACT)",
              cb->base.bf16_activations ? "bf16" : "f32", cb->deterministic ? ", deterministic" : "");
     *out = &cb->base;
     return KILN_OK;

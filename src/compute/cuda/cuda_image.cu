@@ -11,18 +11,26 @@ static unsigned grid_for(int64_t n) {
 }
 
 /* col[pp, kidx] = x[n, ci, oy*stride - pad + i, ox*stride - pad + j] (0 outside), kidx = (ci*kh + i)*kw + j,
- * for output pixels p = p0 + pp. Consecutive threads walk kidx, so the writes are coalesced. */
-static __global__ void k_im2col(kcu_mat col, const void *x, int xdt, int64_t ci_n, int64_t h, int64_t w, int kh,
-                                int kw, int stride, int pad, int64_t wo, int64_t p0) {
-    int64_t kk = (int64_t)kh * kw;
-    FOR_EACH(t, col.rows * col.cols) {
-        int64_t pp = t / col.cols, kidx = t - pp * col.cols;
-        int64_t p = p0 + pp, oy = p / wo, ox = p - oy * wo;
-        int64_t ci = kidx / kk, r = kidx - ci * kk, i = r / kw, j = r - i * kw;
-        int64_t iy = oy * stride - pad + i, ix = ox * stride - pad + j;
-        float v = 0.f;
-        if (iy >= 0 && iy < h && ix >= 0 && ix < w) v = kcu_ld(x, (ci * h + iy) * w + ix, xdt);
-        kcu_st(col.data, pp * col.ld + kidx, col.dt, v);
+ * for output pixels p = p0 + pp. One thread per (pp, ci) writes that channel's kh*kw taps: consecutive threads
+ * take consecutive channels of one pixel, so a warp writes one contiguous run of col's row, and the pixel's
+ * neighbour reads the same lines of x from the cache. The divisions are 32-bit, once per kh*kw values (64-bit
+ * ones per element made this kernel most of a 1024x1024 decode); the host checks the sizes fit. */
+static __global__ void k_im2col(kcu_mat col, const void *x, int xdt, int ci_n, int h, int w, int kh, int kw,
+                                int stride, int pad, int wo, int p0) {
+    const int kk = kh * kw;
+    FOR_EACH(t, col.rows * (int64_t)ci_n) {
+        const unsigned tt = (unsigned)t, pp = tt / (unsigned)ci_n, ci = tt - pp * (unsigned)ci_n;
+        const unsigned p = (unsigned)p0 + pp, oy = p / (unsigned)wo, ox = p - oy * (unsigned)wo;
+        const int64_t plane = (int64_t)ci * h * w, out = (int64_t)pp * col.ld + (int64_t)ci * kk;
+        for (int i = 0; i < kh; i++) {
+            const int iy = (int)oy * stride - pad + i;
+            for (int j = 0; j < kw; j++) {
+                const int ix = (int)ox * stride - pad + j;
+                float v = 0.f;
+                if (iy >= 0 && iy < h && ix >= 0 && ix < w) v = kcu_ld(x, plane + (int64_t)iy * w + ix, xdt);
+                kcu_st(col.data, out + i * kw + j, col.dt, v);
+            }
+        }
     }
 }
 
@@ -31,9 +39,15 @@ kiln_status kcu_im2col(kiln_cuda_backend *cb, const kcu_mat *col, const void *x,
                        int64_t np, kiln_err *err) {
     int64_t total = col->rows * col->cols;
     if (total == 0) return KILN_OK;
+    /* the kernel's 32-bit index arithmetic: pixels, channel-pixel pairs and one plane's size */
+    if (col->rows * xdims[1] > 0x7fffffff || ho * wo > 0x7fffffff || xdims[2] * xdims[3] > 0x7fffffff ||
+        p0 + np > 0x7fffffff)
+        return KILN_FAIL(err, KILN_E_LIMIT, "conv2d: %lld x %lld x %lld pixels is too large for im2col's 32-bit indices",
+                         (long long)xdims[1], (long long)ho, (long long)wo);
     const char *xn = (const char *)x + (size_t)(n * xdims[1] * xdims[2] * xdims[3]) * kiln_dtype_size(xdt);
-    KCU_LAUNCH(k_im2col, grid_for(total), THREADS, 0, KCU_STREAM(cb))(*col, (const void *)xn, (int)xdt, xdims[1], xdims[2],
-                                                             xdims[3], kh, kw, stride, pad_begin, wo, p0);
+    KCU_LAUNCH(k_im2col, grid_for(col->rows * xdims[1]), THREADS, 0, KCU_STREAM(cb))(*col, (const void *)xn, (int)xdt, (int)xdims[1],
+                                                             (int)xdims[2], (int)xdims[3], kh, kw, stride, pad_begin,
+                                                             (int)wo, (int)p0);
     KCU_LAUNCHED(err, "conv2d im2col");
     return KILN_OK;
 }

@@ -56,7 +56,8 @@ typedef struct kiln_cuda_backend {
     kcu_placements placed; /* weights placed at load: host range -> device copy (ops->place) */
     bool deterministic; /* KILN_DETERMINISTIC=1: no split-K GEMMs, fixed reduction orders everywhere */
     bool capturing;     /* inside a CUDA-graph capture: no allocation, no synchronisation allowed */
-    int attention;      /* KILN_CUDA_ATTENTION: 1 = simple f32 kernel (default), 2 = tensor cores ("tc") */
+    int attention;      /* KILN_CUDA_ATTENTION: 0 = auto (default: tensor cores in FAST, simple in EXACT), 1 = the
+                         * simple f32 kernel ("simple"), 2 = tensor cores ("tc") in both precisions */
     bool fp8_gemm;      /* KILN_CUDA_FP8=1: fp8 weights as e4m3 x e4m3 GEMMs (activations quantised per tensor) */
     bool fuse_epilogues; /* bias and gated residual in cuBLASLt's epilogue where it takes them (KILN_CUDA_FUSE=0: never) */
     uint64_t gemm_fused; /* GEMMs that ran with a fused epilogue (the close line) */
@@ -108,7 +109,9 @@ void kcu_graph_destroy(void *ctx, void *exec);
  * e4m3; y f32 (or bf16 for bf16/e4m3 operands). ---- */
 /* The device memory a GEMM reads besides its operands. */
 typedef struct kcu_gemm_extra {
-    const float *scales; /* e4m3 operands: two floats {w's scale, x's scale}, the product multiplied by both */
+    /* e4m3 operands: KCU_FP8_SCALES floats in device memory, written by kcu_quantize_fp8: the GEMM's alpha
+     * (w's scale times x's) and beta are read from there (CUBLASLT_POINTER_MODE_DEVICE) */
+    const float *scales;
     const void *bias;    /* key->epilogue KCU_GEMM_BIAS: [n] in y's dtype */
     const float *gate;   /* key->epilogue KCU_GEMM_GATE: [n] f32, y += gate[col] * P */
 } kcu_gemm_extra;
@@ -127,10 +130,13 @@ kiln_status kcu_convert(kiln_cuda_backend *cb, const kcu_mat *dst, const kcu_mat
 kiln_status kcu_dequant(kiln_cuda_backend *cb, const kcu_mat *dst, const kcu_qmat *w, kiln_err *err);
 /* Per-tensor fp8 quantisation of an activation for an e4m3 GEMM (cuda_dequant.cu): s = max|x| / 448 (1 when x
  * is all zeros), dst (e4m3 [rows, cols] at dst->ld) = e4m3(x / s), rounded to nearest even and saturated;
- * scales[0] = w_scale, scales[1] = s (device memory, for the GEMM's scale pointers). tmp: KCU_FP8_TMP_BYTES of
- * device scratch for the partial maxima. */
+ * scales (device memory, KCU_FP8_SCALES floats): [KCU_FP8_W] = w_scale, [KCU_FP8_X] = s, [KCU_FP8_ALPHA] =
+ * w_scale * s and [KCU_FP8_BETA] = beta (0 or 1), the GEMM's alpha and beta as device pointers - cuBLASLt 13.1
+ * on an H200 refused every e4m3 GEMM given A/B scale pointers (cuda_gemm.cu). Written by a kernel on the stream,
+ * so a captured graph replays them. tmp: KCU_FP8_TMP_BYTES of device scratch for the partial maxima. */
 #define KCU_FP8_TMP_BYTES (1024 * sizeof(float))
-kiln_status kcu_quantize_fp8(kiln_cuda_backend *cb, const kcu_mat *dst, const kcu_mat *x, float w_scale,
+enum { KCU_FP8_W = 0, KCU_FP8_X = 1, KCU_FP8_ALPHA = 2, KCU_FP8_BETA = 3, KCU_FP8_SCALES = 4 };
+kiln_status kcu_quantize_fp8(kiln_cuda_backend *cb, const kcu_mat *dst, const kcu_mat *x, float w_scale, float beta,
                              float *scales, float *tmp, kiln_err *err);
 /* Matmul epilogue: y (op)= p + bias (bias, gate may be NULL). op: KILN_EPI_NONE stores, ADD adds, GATED adds
  * gate[col] * (p + bias). */

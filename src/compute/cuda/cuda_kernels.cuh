@@ -139,6 +139,34 @@ template <bool TRANS> static __device__ __forceinline__ void kcu_ldmatrix_x4(uin
     __trap();
 #endif
 }
+/* cp.async (sm_80+): 16 bytes from global to shared memory without passing through registers, so the warp goes
+ * on computing while the copy is in flight; commit closes a group of copies, wait<N> blocks until at most N
+ * committed groups are still in flight (then a __syncthreads makes the data visible to the other warps). Both
+ * addresses 16-byte aligned. The emulator writes the bytes only at the wait that covers them. */
+static __device__ __forceinline__ void kcu_cp_async_16(void *smem, const void *gmem) {
+#if defined(KCU_EMU)
+    kcu_emu::cp_async_16(smem, gmem, __LINE__);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    const unsigned a = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(a), "l"(gmem) : "memory");
+#else
+    *(uint4 *)smem = *(const uint4 *)gmem;
+#endif
+}
+static __device__ __forceinline__ void kcu_cp_async_commit() {
+#if defined(KCU_EMU)
+    kcu_emu::cp_async_commit();
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+template <int N> static __device__ __forceinline__ void kcu_cp_async_wait() {
+#if defined(KCU_EMU)
+    kcu_emu::cp_async_wait(N, __LINE__);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+#endif
+}
 /* Two f32 rounded to bf16 in one register, lo in the low half (a fragment's lower column). */
 static __device__ __forceinline__ uint32_t kcu_pack_bf16(float lo, float hi) {
     return (uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(lo)) |
