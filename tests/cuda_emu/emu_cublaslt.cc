@@ -8,10 +8,16 @@
  * only the types, compute type and epilogue it implements are asked for (anything else is
  * CUBLAS_STATUS_NOT_SUPPORTED, with a line saying what). The sums are in f32, as on the tensor cores.
  *
- * fp8 (A and B e4m3, C and D f32): the A and B scale pointers are device pointers read when the GEMM runs, as
- * cuBLASLt reads them; it also requires what cuBLASLt requires of fp8 on sm_89/sm_90: the TN layout (A
- * transposed, B not), k and the leading dimensions of A and B multiples of 16, and sm_89 or later. Scale
- * pointers on a non-fp8 GEMM are refused. */
+ * Pointer modes: HOST (alpha and beta read at the call, as cuBLASLt reads them), DEVICE (alpha and beta each one
+ * f32 in device memory, read when the GEMM runs - a kernel before it may have written them) and
+ * ALPHA_DEVICE_VECTOR_BETA_HOST (alpha one f32 per row of D in device memory, read when the GEMM runs).
+ *
+ * fp8 (A and B e4m3, C and D f32 or bf16): what cuBLASLt requires of fp8 on sm_89/sm_90 - the TN layout (A
+ * transposed, B not), k and the leading dimensions of A and B multiples of 16, and sm_89 or later. A and B scale
+ * pointers on an e4m3 GEMM are accepted by the heuristic and refused by cublasLtMatmul with
+ * CUBLAS_STATUS_NOT_SUPPORTED, as cuBLASLt 13.1 on an H200 (CUDA 13.0) answered for every shape, output type and
+ * algorithm (tests/gpu/lt_probe.cu): the scales belong in a device alpha. Scale pointers on a non-fp8 GEMM are
+ * refused. */
 #include <cublasLt.h>
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
@@ -38,7 +44,7 @@ struct op_desc {
     const float *a_scale, *b_scale; /* device pointers (fp8) */
     const void *bias;               /* CUBLASLT_EPILOGUE_BIAS: [rows of D] in bias_type, device memory */
     int32_t bias_type;              /* -1: D's type (the default) */
-    int32_t pointer_mode;           /* HOST, or ALPHA_DEVICE_VECTOR_BETA_HOST */
+    int32_t pointer_mode;           /* HOST, DEVICE or ALPHA_DEVICE_VECTOR_BETA_HOST */
     bool unsupported_attr;
     int bad_attr;
     uint64_t magic;
@@ -88,7 +94,7 @@ cublasStatus_t check_problem(const op_desc *d, const layout *a, const layout *b,
         return refuse("compute type %lld is not emulated (CUBLAS_COMPUTE_32F with f32 scale is)", (long long)d->compute);
     if (d->epilogue != CUBLASLT_EPILOGUE_DEFAULT && d->epilogue != CUBLASLT_EPILOGUE_BIAS)
         return refuse("epilogue %lld is not emulated", d->epilogue);
-    if (d->pointer_mode != CUBLASLT_POINTER_MODE_HOST &&
+    if (d->pointer_mode != CUBLASLT_POINTER_MODE_HOST && d->pointer_mode != CUBLASLT_POINTER_MODE_DEVICE &&
         d->pointer_mode != CUBLASLT_POINTER_MODE_ALPHA_DEVICE_VECTOR_BETA_HOST)
         return refuse("pointer mode %lld is not emulated", d->pointer_mode);
     /* cublasLt.h: the bias is of D's type (the fp8 and IMMA exceptions are not emulated) */
@@ -288,6 +294,10 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op, const
     if (!h || !alpha || !beta) return CUBLAS_STATUS_INVALID_VALUE;
     cublasStatus_t s = check_problem(D(op), L(ad), L(bd), L(cd), L(dd));
     if (s != CUBLAS_STATUS_SUCCESS) return s;
+    /* the H200's answer (cuBLASLt 13.1): the heuristic offers algorithms, the matmul refuses every one */
+    if (L(ad)->type == CUDA_R_8F_E4M3 && (D(op)->a_scale || D(op)->b_scale))
+        return refuse("A/B scale pointers on an e4m3 GEMM: cuBLASLt 13.1 on an H200 refuses them at cublasLtMatmul "
+                      "(put the scales' product in a device alpha) (%lld)", 0LL);
     if (!algo) return refuse("cublasLtMatmul without an algorithm (%lld): not emulated", 0LL);
     algo_blob blob;
     memcpy(&blob, algo, sizeof blob);
@@ -317,11 +327,22 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op, const
                 (unsigned long long)blob.workspace, ws_bytes, ws);
         return CUBLAS_STATUS_INVALID_VALUE;
     }
-    float al = 1.f, be; /* CUBLASLT_POINTER_MODE_HOST: read now, as cuBLASLt does; beta is on the host either way */
+    float al = 1.f, be = 0.f; /* CUBLASLT_POINTER_MODE_HOST: read now, as cuBLASLt does */
     const bool alpha_vec = D(op)->pointer_mode == CUBLASLT_POINTER_MODE_ALPHA_DEVICE_VECTOR_BETA_HOST;
-    if (!alpha_vec) memcpy(&al, alpha, 4);
-    memcpy(&be, beta, 4);
+    const bool dev = D(op)->pointer_mode == CUBLASLT_POINTER_MODE_DEVICE;
+    if (dev) { /* one f32 each in device memory, read when the GEMM runs */
+        for (const void *sp : {alpha, beta})
+            if (!kcu_emu::device_range(sp, sizeof(float))) {
+                fprintf(stderr, "kiln cuBLASLt emulator: CUBLASLT_POINTER_MODE_DEVICE with alpha or beta (%p) outside "
+                        "device memory\n", sp);
+                return CUBLAS_STATUS_INVALID_VALUE;
+            }
+    } else {
+        if (!alpha_vec) memcpy(&al, alpha, 4);
+        memcpy(&be, beta, 4);
+    }
     const float *alv = alpha_vec ? (const float *)alpha : NULL; /* [rows of D] f32 in device memory */
+    const float *dev_al = dev ? (const float *)alpha : NULL, *dev_be = dev ? (const float *)beta : NULL;
     const void *bias = D(op)->epilogue == CUBLASLT_EPILOGUE_BIAS ? D(op)->bias : NULL;
     const cudaDataType bias_t = L(dd)->type;
     if (alv && !kcu_emu::device_range(alv, L(dd)->rows * sizeof(float))) {
@@ -334,19 +355,13 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op, const
                 (unsigned long long)L(dd)->rows);
         return CUBLAS_STATUS_INVALID_VALUE;
     }
-    const float *sa = D(op)->a_scale, *sb = D(op)->b_scale;
-    for (const float *sp : {sa, sb})
-        if (sp && !kcu_emu::device_range(sp, sizeof(float))) {
-            fprintf(stderr, "kiln cuBLASLt emulator: a scale pointer (%p) is not device memory\n", (const void *)sp);
-            return CUBLAS_STATUS_INVALID_VALUE;
-        }
     layout a = *L(ad), b = *L(bd), c = *L(cd), d = *L(dd);
     cublasOperation_t ta = D(op)->ta, tb = D(op)->tb;
     cudaError_t e = kcu_emu::enqueue(stream, "cublasLtMatmul", [=]() {
         kcu_emu::device_section ds;
         uint64_t m = d.rows, n = d.cols, k = ta == CUBLAS_OP_N ? a.cols : a.rows;
-        /* the scales as the device holds them when the GEMM runs (a kernel before it may have written them) */
-        const float scale = (sa ? *sa : 1.f) * (sb ? *sb : 1.f);
+        /* device alpha and beta as the device holds them when the GEMM runs (a kernel before may have written them) */
+        const float al_now = dev_al ? *dev_al : al, be_now = dev_be ? *dev_be : be;
         /* op(A) as m rows of k floats, op(B)^T as n rows of k floats: the dot products then read memory in order */
         std::vector<float> af(m * k), bf(n * k);
         for (uint64_t i = 0; i < m; i++)
@@ -366,8 +381,8 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op, const
                 float sum = 0;
                 for (int u = 0; u < 8; u++) sum += acc[u];
                 for (; l < k; l++) sum += x[l] * y[l];
-                float v = (alv ? alv[i] : al) * scale * sum; /* alpha vector: one value per row of D, read now */
-                if (be != 0.f) v += be * load(C, c.type, i + j * (uint64_t)c.ld);
+                float v = (alv ? alv[i] : al_now) * sum; /* alpha vector: one value per row of D, read now */
+                if (be_now != 0.f) v += be_now * load(C, c.type, i + j * (uint64_t)c.ld);
                 if (bias) v += load(bias, bias_t, i);
                 if (d.type == CUDA_R_16BF) ((__nv_bfloat16 *)Dp)[i + j * (uint64_t)d.ld] = __float2bfloat16_rn(v);
                 else ((float *)Dp)[i + j * (uint64_t)d.ld] = v;

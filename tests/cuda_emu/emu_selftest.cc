@@ -320,8 +320,10 @@ static void test_cublaslt() {
     printf("ok   cuBLASLt checks\n");
 }
 
-/* cuBLASLt fp8: e4m3 x e4m3 with device scale pointers against a loop; the fp8 layout rules refused when broken
- * (not TN, k or a leading dimension not a multiple of 16), and scale pointers on an f32 GEMM */
+/* cuBLASLt fp8: e4m3 x e4m3 with the scales' product as a device alpha (CUBLASLT_POINTER_MODE_DEVICE, beta in
+ * device memory too) against a loop; A/B scale pointers refused at the matmul (as cuBLASLt 13.1 on an H200 did);
+ * the fp8 layout rules refused when broken (not TN, k or a leading dimension not a multiple of 16), and scale
+ * pointers on an f32 GEMM */
 static void test_cublaslt_fp8() {
     const int m = 8, n = 4, k = 32;
     std::vector<uint8_t> a(k * m), b(k * n); /* e4m3 codes of small integers and halves: exact products */
@@ -333,20 +335,25 @@ static void test_cublaslt_fp8() {
     cudaMalloc((void **)&da, a.size());
     cudaMalloc((void **)&db, b.size());
     cudaMalloc((void **)&dd, m * n * 4);
-    cudaMalloc((void **)&ds, 8);
-    float scales[2] = {0.25f, 3.0f};
+    cudaMalloc((void **)&ds, 16);
+    float scales[4] = {0.25f, 3.0f, 0.75f, 0.f}; /* the two scales, alpha = their product, beta */
     cudaMemcpy(da, a.data(), a.size(), cudaMemcpyHostToDevice);
     cudaMemcpy(db, b.data(), b.size(), cudaMemcpyHostToDevice);
-    cudaMemcpy(ds, scales, 8, cudaMemcpyHostToDevice);
+    cudaMemcpy(ds, scales, 16, cudaMemcpyHostToDevice);
     cublasLtHandle_t h;
     cublasLtCreate(&h);
     cublasLtMatmulDesc_t op;
     cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F);
     cublasOperation_t t = CUBLAS_OP_T;
     cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof t);
+    cublasLtMatmulDesc_t sop; /* the same GEMM with A/B scale pointers */
+    cublasLtMatmulDescCreate(&sop, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+    cublasLtMatmulDescSetAttribute(sop, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof t);
     const float *sa = ds, *sb = ds + 1;
-    cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof sa);
-    cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb, sizeof sb);
+    cublasLtMatmulDescSetAttribute(sop, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof sa);
+    cublasLtMatmulDescSetAttribute(sop, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb, sizeof sb);
+    cublasLtPointerMode_t pm = CUBLASLT_POINTER_MODE_DEVICE;
+    cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_POINTER_MODE, &pm, sizeof pm);
     cublasLtMatrixLayout_t la, lb, ld, la_nt, lb24;
     cublasLtMatrixLayoutCreate(&la, CUDA_R_8F_E4M3, k, m, k);
     cublasLtMatrixLayoutCreate(&lb, CUDA_R_8F_E4M3, k, n, k);
@@ -363,7 +370,9 @@ static void test_cublaslt_fp8() {
                found == 1, "fp8 heuristic");
     float al = 1.f, be = 0.f;
     EXPECT(cublasLtMatmul(h, op, &al, da, la, db, lb, &be, dd, ld, dd, ld, &res.algo, nullptr, 0, 0) ==
-               CUBLAS_STATUS_SUCCESS, "fp8 matmul");
+               CUBLAS_STATUS_INVALID_VALUE, "fp8 matmul with POINTER_MODE_DEVICE and host alpha/beta refused");
+    EXPECT(cublasLtMatmul(h, op, ds + 2, da, la, db, lb, ds + 3, dd, ld, dd, ld, &res.algo, nullptr, 0, 0) ==
+               CUBLAS_STATUS_SUCCESS, "fp8 matmul with a device alpha and beta");
     std::vector<float> d = download(dd, m * n);
     double worst = 0;
     for (int j = 0; j < n; j++)
@@ -372,7 +381,11 @@ static void test_cublaslt_fp8() {
             for (int l = 0; l < k; l++) s += (double)val(a[l + i * k]) * val(b[l + j * k]);
             worst = fmax(worst, fabs(0.75 * s - d[i + j * m]));
         }
-    EXPECT(worst == 0, "fp8 TN product with scales off by %g", worst);
+    EXPECT(worst == 0, "fp8 TN product with a device alpha off by %g", worst);
+    EXPECT(cublasLtMatmulAlgoGetHeuristic(h, sop, la, lb, ld, ld, pref, 1, &res, &found) == CUBLAS_STATUS_SUCCESS &&
+               found == 1, "fp8 heuristic with scale pointers (the H200 offers algorithms)");
+    EXPECT(cublasLtMatmul(h, sop, &al, da, la, db, lb, &be, dd, ld, dd, ld, &res.algo, nullptr, 0, 0) ==
+               CUBLAS_STATUS_NOT_SUPPORTED, "fp8 matmul with A/B scale pointers refused (as on the H200)");
     int found2 = 0;
     EXPECT(cublasLtMatmulAlgoGetHeuristic(h, op, lb24, lb, ld, ld, pref, 1, &res, &found2) != CUBLAS_STATUS_SUCCESS,
            "an fp8 leading dimension of 40 refused");

@@ -163,20 +163,24 @@ static __global__ void k_absmax_partial(kcu_mat x, float *partial) {
     if (threadIdx.x == 0) partial[blockIdx.x] = m;
 }
 
-static __global__ void k_fp8_scales(const float *partial, int n, float w_scale, float *scales) {
+static __global__ void k_fp8_scales(const float *partial, int n, float w_scale, float beta, float *scales) {
     __shared__ float red[32];
     float m = 0.f;
     for (int i = threadIdx.x; i < n; i += blockDim.x) m = fmaxf(m, partial[i]);
     m = kcu_block_max(m, red);
     if (threadIdx.x == 0) {
         /* e4m3's largest finite value is 448: the largest |x| maps onto it */
-        scales[0] = w_scale;
-        scales[1] = m > 0.f && m < INFINITY ? __fdiv_rn(m, 448.f) : 1.f;
+        const float s = m > 0.f && m < INFINITY ? __fdiv_rn(m, 448.f) : 1.f;
+        scales[KCU_FP8_W] = w_scale;
+        scales[KCU_FP8_X] = s;
+        /* the GEMM's alpha and beta (device pointers): D = w_scale * s * (A . B) + beta * C */
+        scales[KCU_FP8_ALPHA] = __fmul_rn(w_scale, s);
+        scales[KCU_FP8_BETA] = beta;
     }
 }
 
 static __global__ void k_quantize_e4m3(kcu_mat d, kcu_mat x, const float *scales) {
-    const float s = scales[1];
+    const float s = scales[KCU_FP8_X];
     FOR_EACH(i, d.rows * d.cols) {
         int64_t r = i / d.cols, c = i - r * d.cols;
         float v = __fdiv_rn(kcu_ld(x.data, r * x.ld + c, x.dt), s);
@@ -184,7 +188,7 @@ static __global__ void k_quantize_e4m3(kcu_mat d, kcu_mat x, const float *scales
     }
 }
 
-kiln_status kcu_quantize_fp8(kiln_cuda_backend *cb, const kcu_mat *dst, const kcu_mat *x, float w_scale,
+kiln_status kcu_quantize_fp8(kiln_cuda_backend *cb, const kcu_mat *dst, const kcu_mat *x, float w_scale, float beta,
                              float *scales, float *tmp, kiln_err *err) {
     int64_t n = x->rows * x->cols;
     if (dst->rows != x->rows || dst->cols != x->cols || dst->dt != KILN_DT_F8_E4M3)
@@ -193,7 +197,7 @@ kiln_status kcu_quantize_fp8(kiln_cuda_backend *cb, const kcu_mat *dst, const kc
                          (long long)x->cols);
     unsigned blocks = kcu_blocks(n, THREADS) > AMAX_BLOCKS ? AMAX_BLOCKS : kcu_blocks(n, THREADS);
     KCU_LAUNCH(k_absmax_partial, dim3(blocks), THREADS, 0, KCU_STREAM(cb))(*x, tmp);
-    KCU_LAUNCH(k_fp8_scales, dim3(1), THREADS, 0, KCU_STREAM(cb))(tmp, (int)blocks, w_scale, scales);
+    KCU_LAUNCH(k_fp8_scales, dim3(1), THREADS, 0, KCU_STREAM(cb))(tmp, (int)blocks, w_scale, beta, scales);
     if (n > 0) KCU_LAUNCH(k_quantize_e4m3, GRID(n), THREADS, 0, KCU_STREAM(cb))(*dst, *x, scales);
     KCU_LAUNCHED(err, "quantize fp8");
     return KILN_OK;

@@ -5,8 +5,17 @@
  * A = w (column-major [k, n], ld = ldw, transposed), B = x (column-major [k, m], ld = ldx), D = y (ld = ldy):
  * the "TN" layout, the one tensor-core GEMMs prefer (and the only one fp8 GEMMs take on sm_89/sm_90). Operands
  * are bf16 (FAST), f32 (EXACT, small f32 weights) or e4m3 (KILN_CUDA_FP8: an fp8 weight as stored times an
- * activation quantised per tensor, with their two scales as cuBLASLt's A and B scale pointers); accumulation is
- * f32 (CUBLAS_COMPUTE_32F, no TF32), the output f32 or, for bf16 and e4m3 operands, bf16 (bf16 activations).
+ * activation quantised per tensor); accumulation is f32 (CUBLAS_COMPUTE_32F, no TF32), the output f32 or, for
+ * bf16 and e4m3 operands, bf16 (bf16 activations).
+ *
+ * fp8: the two per-tensor scales are NOT cuBLASLt's A and B scale pointers. On an H200 (sm_90, CUDA 13.0,
+ * cuBLASLt 13.1) every e4m3 x e4m3 GEMM given CUBLASLT_MATMUL_DESC_A/B_SCALE_POINTER was offered algorithms by
+ * the heuristic and then refused by cublasLtMatmul with CUBLAS_STATUS_NOT_SUPPORTED (bf16 and f32 outputs, any
+ * shape, beta 0 or 1, with or without alignment preferences and split-K reductions), while the same GEMMs
+ * without them ran (tests/gpu/lt_probe.cu). Their product goes into alpha instead, as a device pointer
+ * (CUBLASLT_POINTER_MODE_DEVICE: alpha and beta both in device memory), D = (scale_w * scale_x) (A . B) +
+ * beta C: kcu_quantize_fp8 writes alpha and beta beside the scales on the stream, so nothing is read on the host
+ * and a captured graph replays them. A refusal at cublasLtMatmul is still reported as an fp8 error by name.
  *
  * The algorithm for a shape is picked once (kcu_gemm_pick) and pinned by the caller's cache
  * (cuda_algo_cache.h); descriptors are rebuilt per call (a few microseconds of host time, hidden behind the
@@ -52,10 +61,15 @@ static kiln_status desc_make(const kcu_gemm_key *key, const kcu_gemm_extra *ex, 
     LT_CALL(err, cublasLtMatmulDescCreate(&d->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     LT_CALL(err, cublasLtMatmulDescSetAttribute(d->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
     LT_CALL(err, cublasLtMatmulDescSetAttribute(d->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
-    if (in == CUDA_R_8F_E4M3) { /* A = the weight, B = the activation: D = scale_w * scale_x * (A . B) */
-        const float *sa = ex->scales, *sb = ex->scales + 1;
-        LT_CALL(err, cublasLtMatmulDescSetAttribute(d->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof sa));
-        LT_CALL(err, cublasLtMatmulDescSetAttribute(d->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb, sizeof sb));
+    if (in == CUDA_R_8F_E4M3) { /* A = the weight, B = the activation: D = alpha (A . B) + beta C, alpha = scale_w
+                                 * scale_x and beta in device memory (no A/B scale pointers: see the header) */
+        cublasLtPointerMode_t dev_pm = CUBLASLT_POINTER_MODE_DEVICE;
+        if (key->epilogue == KCU_GEMM_GATE) { /* the gate would be a second alpha: never fused for fp8 */
+            st = KILN_FAIL(err, KILN_E_UNSUPPORTED, "an fp8 GEMM takes no gate vector as alpha (its alpha is the "
+                           "scales' product)");
+            goto done;
+        }
+        LT_CALL(err, cublasLtMatmulDescSetAttribute(d->op, CUBLASLT_MATMUL_DESC_POINTER_MODE, &dev_pm, sizeof dev_pm));
     }
     if (key->epilogue == KCU_GEMM_BIAS) { /* D = A . B (+ C) + bias, the bias in D's type (cublasLt.h) */
         cublasLtEpilogue_t e = CUBLASLT_EPILOGUE_BIAS;
@@ -131,10 +145,30 @@ kiln_status kcu_gemm_run(kiln_cuda_backend *cb, const kcu_gemm_key *key, const k
     memcpy(&a, algo->blob, sizeof a);
     KILN_TRY(kcu_workspace_reserve(cb, algo->workspace_bytes, err));
     KILN_TRY(desc_make(key, ex, &d, err));
-    /* the gated residual's alpha is the gate vector in device memory (read when the GEMM runs: graphs replay it) */
-    const void *al = key->epilogue == KCU_GEMM_GATE ? (const void *)ex->gate : (const void *)&alpha;
-    LT_CALL(err, cublasLtMatmul((cublasLtHandle_t)cb->lt, d.op, al, w, d.a, x, d.b, &beta, y, d.c, y, d.c, &a,
-                                cb->workspace, algo->workspace_bytes, KCU_STREAM(cb)));
+    /* the gated residual's alpha is the gate vector in device memory (read when the GEMM runs: graphs replay it);
+     * an fp8 GEMM's alpha (the two scales' product) and beta are device floats kcu_quantize_fp8 wrote */
+    const bool fp8 = key->in_dtype == KILN_DT_F8_E4M3;
+    const float *sc = fp8 && ex ? ex->scales : NULL;
+    const void *al = fp8                             ? (const void *)(sc ? sc + KCU_FP8_ALPHA : NULL)
+                     : key->epilogue == KCU_GEMM_GATE ? (const void *)ex->gate
+                                                      : (const void *)&alpha;
+    const void *be = fp8 ? (const void *)(sc ? sc + KCU_FP8_BETA : NULL) : (const void *)&beta;
+    if (fp8 && !sc) {
+        st = KILN_FAIL(err, KILN_E_INTERNAL, "an fp8 GEMM without its device alpha and beta");
+        goto done;
+    }
+    {
+        cublasStatus_t s = cublasLtMatmul((cublasLtHandle_t)cb->lt, d.op, al, w, d.a, x, d.b, be, y, d.c, y, d.c, &a,
+                                          cb->workspace, algo->workspace_bytes, KCU_STREAM(cb));
+        if (s == CUBLAS_STATUS_NOT_SUPPORTED && fp8) { /* never garbage: the fp8 GEMM did not run, and says so */
+            st = KILN_FAIL(err, KILN_E_DEVICE, "cuBLASLt refused the fp8 (e4m3 x e4m3, KILN_CUDA_FP8=1) GEMM m=%lld "
+                           "n=%lld k=%lld with the algorithm its heuristic chose (%s); unset KILN_CUDA_FP8 to widen "
+                           "fp8 weights to bf16 instead", (long long)key->m, (long long)key->n, (long long)key->k,
+                           cublasLtGetStatusString(s));
+            goto done;
+        }
+        LT_CALL(err, s);
+    }
 done:
     desc_free(&d);
     return st;

@@ -221,17 +221,18 @@ kiln_status cuda_matmul(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt
         off_p = total;
         total += align_up((size_t)m * n * 4);
     }
-    size_t off_s = total; /* fp8: the two scales, then the partial maxima of |x| */
-    if (fp8) total += align_up(2 * sizeof(float)) + align_up(KCU_FP8_TMP_BYTES);
+    size_t off_s = total; /* fp8: the scales and the GEMM's alpha and beta, then the partial maxima of |x| */
+    const size_t scales_bytes = align_up(KCU_FP8_SCALES * sizeof(float));
+    if (fp8) total += scales_bytes + align_up(KCU_FP8_TMP_BYTES);
     if (total) KILN_TRY(kcu_scratch_reserve(cb, total, err));
     char *scr = cb->scratch;
     kcu_mat xs = x, ws = w;
     float *scales = fp8 ? (float *)(scr + off_s) : NULL;
     if (stage_x) {
         xs = (kcu_mat){scr + off_x, m, k, ldk, in};
-        if (fp8)
-            KILN_TRY(kcu_quantize_fp8(cb, &xs, &x, q.scale, scales, (float *)(scr + off_s + align_up(2 * sizeof(float))),
-                                      err));
+        if (fp8) /* also writes the GEMM's device alpha (q.scale * s) and beta (1: y += P, the key's accumulate) */
+            KILN_TRY(kcu_quantize_fp8(cb, &xs, &x, q.scale, direct_out && kind != KILN_EPI_NONE ? 1.f : 0.f, scales,
+                                      (float *)(scr + off_s + scales_bytes), err));
         else
             KILN_TRY(kcu_convert(cb, &xs, &x, err));
     }
