@@ -12,10 +12,22 @@ ARCH=${KILN_GPU_ARCH:-90}
 export PATH="$PATH:/usr/local/cuda/bin"
 LOG=$OUT/profile.log
 mkdir -p "$OUT"
+ARGS=("$@")
 {
   echo "== lt_probe =="
   nvcc -O2 -arch=sm_$ARCH "$ROOT/tests/gpu/lt_probe.cu" -lcublasLt -o "$BUILD/lt_probe" && timeout 60 "$BUILD/lt_probe"
 } >>"$LOG" 2>&1
+# the attention A/B in one process each: the simple kernel, the tensor-core one, and the latter without cp.async
+{
+  echo "== attention timings (test_timing: 4608 tokens x 24 heads x 128, bf16 q|k|v views) =="
+  for v in "simple 1" "tc 1" "tc 0"; do
+    set -- $v
+    printf 'KILN_CUDA_ATTENTION=%s KILN_CUDA_TC_ASYNC=%s: ' "$1" "$2"
+    KILN_REQUIRE_GPU=1 KILN_OPS_TIME=1 KILN_OPS_ONLY=test_timing KILN_CUDA_ATTENTION=$1 KILN_CUDA_TC_ASYNC=$2 \
+      KILN_SOURCE_DIR="$ROOT" timeout 60 "$BUILD/test_compute_cuda_ops" 2>&1 | grep -m1 'time attention' || echo "no timing"
+  done
+} >>"$LOG" 2>&1
+set -- "${ARGS[@]}"
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
 if [ -z "$NCU" ]; then echo "profile: no ncu" | tee -a "$LOG"; exit 0; fi
 for att in "${@:-simple tc}"; do

@@ -206,7 +206,8 @@ static __device__ __forceinline__ void store_rows(const kcu_mat &out, float (&o)
         }
 }
 
-/* vec: bit 0 q, bit 1 k, bit 2 v may be loaded 8 values at a time (load_tile) */
+/* vec: bit 0 q, bit 1 k, bit 2 v may be loaded 8 values at a time (load_tile); bit 3: K and V through cp.async
+ * when both may (KILN_CUDA_TC_ASYNC=0 clears it: the synchronous loads, for an A/B on the GPU) */
 template <int DH>
 static __global__ void __launch_bounds__(TC_WARPS * 32)
     k_attention_tc(kcu_mat out, kcu_mat q, kcu_mat k, kcu_mat v, int dh, int group, float scale, int causal,
@@ -239,7 +240,7 @@ static __global__ void __launch_bounds__(TC_WARPS * 32)
     int64_t kend = sk;
     if (causal) kend = q0 + BQ < sk ? q0 + BQ : sk;
     const bool plain = !causal && !key_mask && !bias; /* a full tile then needs no visibility checks */
-    if ((vec & 6) == 6) {
+    if ((vec & 14) == 14) {
         /* K and V through cp.async, in FlashAttention-2's order: V's copy flies while S = Q K^T and the softmax
          * run, the next K's while P V runs; one buffer each, so the same shared memory as the plain loads. */
         __syncthreads(); /* every warp has its Q fragments: ks is free */
@@ -366,7 +367,7 @@ kiln_status kcu_attention_tc(kiln_cuda_backend *cb, const kcu_mat *out, const kc
     if (qblocks > 0x7fffffff || n_q_heads > 65535)
         return KILN_FAIL(err, KILN_E_LIMIT, "attention: %lld queries x %d heads is too large a grid",
                          (long long)q->rows, n_q_heads);
-    int vec = (vec_ok(q, dh) ? 1 : 0) | (vec_ok(k, dh) ? 2 : 0) | (vec_ok(v, dh) ? 4 : 0);
+    int vec = (vec_ok(q, dh) ? 1 : 0) | (vec_ok(k, dh) ? 2 : 0) | (vec_ok(v, dh) ? 4 : 0) | (cb->tc_async ? 8 : 0);
     size_t smem = kcu_tc_smem(dh);
     dim3 grid((unsigned)qblocks, (unsigned)n_q_heads);
     const uint8_t *km = key_mask ? (const uint8_t *)key_mask->data : NULL;

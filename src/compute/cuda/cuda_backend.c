@@ -244,6 +244,8 @@ kiln_status kiln_backend_open_cuda(int device, kiln_backend **out, kiln_err *err
     cb->deterministic = det && *det && strcmp(det, "0") != 0;
     /* auto (unset): the tensor-core kernel for FAST, the f32 one for EXACT; simple or tc: that kernel always */
     cb->attention = !att || !*att ? 0 : strcmp(att, "tc") == 0 ? 2 : 1;
+    const char *tca = getenv("KILN_CUDA_TC_ASYNC");
+    cb->tc_async = !(tca && strcmp(tca, "0") == 0);
     const char *fp8 = getenv("KILN_CUDA_FP8"), *fuse = getenv("KILN_CUDA_FUSE");
     cb->fp8_gemm = fp8 && *fp8 && strcmp(fp8, "0") != 0;
     cb->fuse_epilogues = !(fuse && strcmp(fuse, "0") == 0);

@@ -10,6 +10,17 @@ static unsigned grid_for(int64_t n) {
     return b > 65536u ? 65536u : b;
 }
 
+/* Per-plane kernels (bias, GroupNorm's apply, upsample): blockIdx.y walks the N x C planes, blockIdx.x and the
+ * threads one plane's pixels, so what depends on the channel is computed once per thread, not divided out of a
+ * flat index per element (64-bit divisions, tens of instructions each). */
+#define FOR_EACH_PLANE(p, planes) for (int64_t p = blockIdx.y; p < (planes); p += gridDim.y)
+#define FOR_EACH_IN_PLANE(i, n) for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
+static dim3 plane_grid(int64_t planes, int64_t per_plane) {
+    unsigned x = kcu_blocks(per_plane, THREADS), y = planes > 65535 ? 65535u : (unsigned)planes;
+    if (x > 1024u) x = 1024u;
+    return dim3(x, y < 1 ? 1 : y);
+}
+
 /* col[pp, kidx] = x[n, ci, oy*stride - pad + i, ox*stride - pad + j] (0 outside), kidx = (ci*kh + i)*kw + j,
  * for output pixels p = p0 + pp. One thread per (pp, ci) writes that channel's kh*kw taps: consecutive threads
  * take consecutive channels of one pixel, so a warp writes one contiguous run of col's row, and the pixel's
@@ -52,15 +63,19 @@ kiln_status kcu_im2col(kiln_cuda_backend *cb, const kcu_mat *col, const void *x,
     return KILN_OK;
 }
 
-static __global__ void k_bias_nchw(void *y, int ydt, kcu_mat bias, int64_t c, int64_t hw, int64_t total) {
-    FOR_EACH(i, total) kcu_st(y, i, ydt, kcu_ld(y, i, ydt) + kcu_ld(bias.data, (i / hw) % c, bias.dt));
+static __global__ void k_bias_nchw(void *y, int ydt, kcu_mat bias, int64_t c, int64_t hw, int64_t planes) {
+    FOR_EACH_PLANE(p, planes) {
+        const float b = kcu_ld(bias.data, p % c, bias.dt);
+        const int64_t base = p * hw;
+        FOR_EACH_IN_PLANE(i, hw) kcu_st(y, base + i, ydt, kcu_ld(y, base + i, ydt) + b);
+    }
 }
 
 kiln_status kcu_bias_nchw(kiln_cuda_backend *cb, void *y, kiln_dtype ydt, const kcu_mat *bias, int64_t n, int64_t c,
                           int64_t hw, kiln_err *err) {
     int64_t total = n * c * hw;
     if (total == 0) return KILN_OK;
-    KCU_LAUNCH(k_bias_nchw, grid_for(total), THREADS, 0, KCU_STREAM(cb))(y, (int)ydt, *bias, c, hw, total);
+    KCU_LAUNCH(k_bias_nchw, plane_grid(n * c, hw), THREADS, 0, KCU_STREAM(cb))(y, (int)ydt, *bias, c, hw, n * c);
     KCU_LAUNCHED(err, "conv2d bias");
     return KILN_OK;
 }
@@ -105,14 +120,17 @@ static __global__ void k_gn_finalize(const gn_part *part, int chunks, int64_t gr
 }
 
 static __global__ void k_gn_apply(void *y, int ydt, const void *x, int xdt, int64_t c, int64_t hw, int groups,
-                                  kcu_mat gamma, kcu_mat beta, const float2 *stats, int silu, int64_t total) {
-    int64_t cpg = c / groups;
-    FOR_EACH(i, total) {
-        int64_t nc = i / hw, ch = nc % c, ng = (nc / c) * groups + ch / cpg;
-        float2 st = stats[ng];
-        float o = (kcu_ld(x, i, xdt) - st.x) * st.y * kcu_ld(gamma.data, ch, gamma.dt) + kcu_ld(beta.data, ch, beta.dt);
-        if (silu) o = o / (1.f + expf(-o));
-        kcu_st(y, i, ydt, o);
+                                  kcu_mat gamma, kcu_mat beta, const float2 *stats, int silu, int64_t planes) {
+    const int64_t cpg = c / groups;
+    FOR_EACH_PLANE(p, planes) {
+        const int64_t ch = p % c, ng = (p / c) * groups + ch / cpg, base = p * hw;
+        const float2 st = stats[ng];
+        const float ga = kcu_ld(gamma.data, ch, gamma.dt), be = kcu_ld(beta.data, ch, beta.dt);
+        FOR_EACH_IN_PLANE(i, hw) {
+            float o = (kcu_ld(x, base + i, xdt) - st.x) * st.y * ga + be;
+            if (silu) o = o / (1.f + expf(-o));
+            kcu_st(y, base + i, ydt, o);
+        }
     }
 }
 
@@ -138,18 +156,26 @@ kiln_status kcu_group_norm(kiln_cuda_backend *cb, void *y, kiln_dtype ydt, const
     KCU_LAUNCHED(err, "group_norm statistics");
     KCU_LAUNCH(k_gn_finalize, kcu_blocks(ngroups, 128), 128, 0, KCU_STREAM(cb))(part, (int)chunks, ngroups, eps, stats);
     KCU_LAUNCHED(err, "group_norm statistics merge");
-    int64_t total = dims[0] * dims[1] * hw;
-    KCU_LAUNCH(k_gn_apply, grid_for(total), THREADS, 0, KCU_STREAM(cb))(y, (int)ydt, x, (int)xdt, dims[1], hw, groups,
-                                                               *gamma, *beta, stats, silu ? 1 : 0, total);
+    const int64_t planes = dims[0] * dims[1];
+    KCU_LAUNCH(k_gn_apply, plane_grid(planes, hw), THREADS, 0, KCU_STREAM(cb))(y, (int)ydt, x, (int)xdt, dims[1], hw,
+                                                                      groups, *gamma, *beta, stats, silu ? 1 : 0,
+                                                                      planes);
     KCU_LAUNCHED(err, "group_norm");
     return KILN_OK;
 }
 
-static __global__ void k_upsample2x(void *y, int ydt, const void *x, int xdt, int64_t h, int64_t w, int64_t total) {
-    int64_t w2 = 2 * w, h2 = 2 * h;
-    FOR_EACH(i, total) {
-        int64_t ox = i % w2, t = i / w2, oy = t % h2, nc = t / h2;
-        kcu_st(y, i, ydt, kcu_ld(x, (nc * h + oy / 2) * w + ox / 2, xdt));
+/* one thread per input pixel writes its 2 x 2 outputs (a 32-bit division per input pixel: w * h < 2^31) */
+static __global__ void k_upsample2x(void *y, int ydt, const void *x, int xdt, int h, int w, int64_t planes) {
+    const int64_t hw = (int64_t)h * w;
+    FOR_EACH_PLANE(p, planes) {
+        const int64_t xb = p * hw, yb = p * hw * 4;
+        FOR_EACH_IN_PLANE(i, hw) {
+            const unsigned iy = (unsigned)i / (unsigned)w, ix = (unsigned)i - iy * (unsigned)w;
+            const float v = kcu_ld(x, xb + i, xdt);
+            const int64_t o = yb + (int64_t)(2 * iy) * (2 * w) + 2 * ix;
+            kcu_st(y, o, ydt, v), kcu_st(y, o + 1, ydt, v);
+            kcu_st(y, o + 2 * w, ydt, v), kcu_st(y, o + 2 * w + 1, ydt, v);
+        }
     }
 }
 
@@ -157,8 +183,11 @@ kiln_status kcu_upsample2x(kiln_cuda_backend *cb, void *y, kiln_dtype ydt, const
                            const int64_t xdims[4], kiln_err *err) {
     int64_t total = xdims[0] * xdims[1] * xdims[2] * xdims[3] * 4;
     if (total == 0) return KILN_OK;
-    KCU_LAUNCH(k_upsample2x, grid_for(total), THREADS, 0, KCU_STREAM(cb))(y, (int)ydt, x, (int)xdt, xdims[2], xdims[3],
-                                                                 total);
+    if (xdims[2] * xdims[3] > 0x7fffffff)
+        return KILN_FAIL(err, KILN_E_LIMIT, "upsample2x: a %lld x %lld plane is too large", (long long)xdims[2],
+                         (long long)xdims[3]);
+    KCU_LAUNCH(k_upsample2x, plane_grid(xdims[0] * xdims[1], xdims[2] * xdims[3]), THREADS, 0, KCU_STREAM(cb))(
+        y, (int)ydt, x, (int)xdt, (int)xdims[2], (int)xdims[3], xdims[0] * xdims[1]);
     KCU_LAUNCHED(err, "upsample2x");
     return KILN_OK;
 }

@@ -300,8 +300,10 @@ kiln_status cuda_attention(kiln_backend *be, kiln_tensor *ot, const kiln_tensor 
                              (long long)k.rows, (long long)bias.rows, (long long)bias.cols, (long long)bias.ld);
     }
     kiln_cuda_backend *cb = cuda_be(be);
-    /* the tensor-core variant: head dims up to 512 on sm_80+ (cuda_launch.h), else the simple kernel */
-    if (cb->attention == 2 && kcu_attention_tc_supported(cb, (int)dh))
+    /* the tensor-core variant (bf16 operands): by default in FAST, or wherever KILN_CUDA_ATTENTION=tc; head dims
+     * up to 512 on sm_80+ (cuda_launch.h), else the simple f32 kernel - which EXACT keeps by default */
+    const bool tc = cb->attention == 2 || (cb->attention == 0 && be->precision == KILN_PREC_FAST);
+    if (tc && kcu_attention_tc_supported(cb, (int)dh))
         return kcu_attention_tc(cb, &o, &q, &k, &v, n_q_heads, n_kv_heads, scale, causal, mt ? &mask : NULL,
                                 bt ? &bias : NULL, err);
     return kcu_attention(cb, &o, &q, &k, &v, n_q_heads, n_kv_heads, scale, causal, mt ? &mask : NULL,
