@@ -25,11 +25,12 @@ rc_is() { [ "$(cat "$tmp/$1.rc")" = "$2" ] || { echo "FAIL $1: exit $(cat "$tmp/
 run good
 rc_is good 0
 for part in units ops peak tiny graphs full memory sanitize; do has good "^$part +PASS "; done
-has good "^ops +PASS +tc:"
-has good "= 83.3% of peak; attention .* = 19.9% of peak"
-has good "attention on tensor cores \(KILN_CUDA_ATTENTION=tc\): 465.0 TFLOP/s = 59.6% of peak"
-has good "^tiny +PASS +FAST \(tensor-core attention"
-has good "^full +PASS +kiln bench, one process, warm-up excluded, attention tc"
+has good "^ops +PASS +simple:"
+has good "= 83.3% of peak; attention .*tensor cores.* = 59.6% of peak"
+has good "the f32 attention kernel \(KILN_CUDA_ATTENTION=simple\): 155.0 TFLOP/s = 19.9% of peak"
+has good "^tiny +PASS +FAST \(the f32 attention kernel"
+has good "^full +PASS +kiln bench, one process, warm-up excluded, attention default"
+has good "^profile +skipped +not run: dry run"
 has good "^tiny +PASS +--exact: golden pipeline_b1_f32"
 has good "^graphs +PASS +1 captured, 2 replayed"
 has good "1024x1024 b1 4 steps: .* s/image median of 3 timed \(warm-up excluded\)"
@@ -67,6 +68,6 @@ has broken "^ops +FAIL +default"
 has broken "^peak +not run +fractions"
 has broken "^tiny +FAIL +--exact: kiln generate failed"
 has broken "^graphs +FAIL"
-has broken "^full +PASS .*attention simple" # the tensor-core attention's comparison failed: not used
+has broken "^full +PASS .*attention simple" # the default attention's comparison failed: the f32 kernel
 [ $fail = 0 ] && echo "ok: tests/gpu/run.sh --dry-run, 4 scenarios"
 exit $fail

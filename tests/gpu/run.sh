@@ -11,28 +11,30 @@
 #   deps      pkg-config finds kiln's libraries, or they are unpacked from .gpu-debs/ (tests/gpu/fetch-debs.sh)
 #   build     Release, KILN_CUDA=ON, sm_$KILN_GPU_ARCH (90), the kiln program and the CUDA tests only
 #   units     tests/unit/test_compute_cuda_* host logic with the GPU present (KILN_REQUIRE_GPU=1)
-#   ops       every op against float64 references (test_compute_cuda_ops: default kernels, timed; then
-#             KILN_DETERMINISTIC=1; then attention on tensor cores, KILN_CUDA_ATTENTION=tc, timed); run-to-run
-#             bit-identity
+#   ops       every op against float64 references (test_compute_cuda_ops: default kernels - FAST attention on
+#             tensor cores - timed; then KILN_DETERMINISTIC=1; then the f32 attention, KILN_CUDA_ATTENTION=simple,
+#             timed); run-to-run bit-identity
 #   peak      bf16 GEMM ceiling through cuBLASLt (tests/gpu/gemm_peak.cu); the ops run's GEMM and attention
 #             TFLOP/s as fractions of it
 #   tiny      the whole CUDA pipeline on tests/data/tiny/diffusers with the goldens' injected noise against the
 #             official pipeline's images: --exact vs pipeline_b1_f32 (>= 40 dB, as test_pipeline_golden), FAST vs
 #             pipeline_b1_bf16 (>= 30 dB), with bf16 activations (the default), with KILN_CUDA_ACT=f32 and with
-#             the tensor-core attention
+#             the f32 attention kernel (KILN_CUDA_ATTENTION=simple)
 #   graphs    4 steps: the denoising step must be captured (>= 1) AND replayed (>= 1) - read from the backend's
 #             "cuda: memory peak:" close line - and the image equal to eager launches (KILN_CUDA_GRAPHS=0)
 #   full      random full-size klein-4B weights (kiln mkweights, ComfyUI layout); `kiln bench run` in ONE process:
 #             the seed-000 style 8-step graph from the prompt bank, 1024x1024 x 4 steps, 512x512 batch 3 x 4 steps,
 #             warm-up submit first so the timed ones are later requests in the same process, NVML telemetry; with
-#             the tensor-core attention when its op comparison passed and it timed faster than the simple kernel
+#             the default attention unless its op comparison failed (then KILN_CUDA_ATTENTION=simple)
 #   memory    device memory kiln used at its peak (arena, placed weights, outside the arena) from the backend's
 #             close line of that bench process - not nvidia-smi's memory.used
 #   parallel  Ulysses SP and TP (--tp 2) over 2 GPUs under mpirun vs one GPU, >= 60 dB; SP x TP on 4 (optional:
 #             "not run" with one GPU)
 #   sanitize  compute-sanitizer memcheck over the ops test (optional: unsupported on gVisor machines)
+#   profile   tests/gpu/profile.sh (optional, when time is left): the cuBLASLt probe, the attention A/B timings,
+#             Nsight Compute over the default attention kernel
 # Output files (at most 8 come back from a device call): run.log summary.txt build.log ops.log pipeline.log
-# bench.json gemm.log.
+# bench.json gemm.log profile.log.
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 DRY=0
@@ -89,8 +91,8 @@ exit 0'
   done
   if fail_is ops; then ops_body='echo "  add   rel_l2 0.0e+00 tol 1e-06  ok"; echo "  matmul bf16 77x300x256   rel_l2 3.1e-02 tol 1e-05  FAIL"; echo "1 passed, 1 failed"; exit 1'
   else ops_body='echo "device under test: cuda"; for i in 1 2 3; do echo "  matmul case $i rel_l2 1.0e-07 tol 1e-05  ok"; done
-[ "${KILN_OPS_TIME:-0}" = 1 ] && [ "${KILN_CUDA_ATTENTION:-}" = tc ] && echo "  time attention 4608 tokens x 24 heads x 128        0.700 ms    465.0 TFLOP/s"
-[ "${KILN_OPS_TIME:-0}" = 1 ] && [ "${KILN_CUDA_ATTENTION:-}" != tc ] && echo "  time attention 4608 tokens x 24 heads x 128        2.100 ms    155.0 TFLOP/s" &&
+[ "${KILN_OPS_TIME:-0}" = 1 ] && [ "${KILN_CUDA_ATTENTION:-}" = simple ] && echo "  time attention 4608 tokens x 24 heads x 128        2.100 ms    155.0 TFLOP/s"
+[ "${KILN_OPS_TIME:-0}" = 1 ] && [ "${KILN_CUDA_ATTENTION:-}" != simple ] && echo "  time attention 4608 tokens x 24 heads x 128        0.700 ms    465.0 TFLOP/s" &&
   echo "  time matmul 4608 x 27648 x 3072 (single linear1)   1.200 ms    650.0 TFLOP/s" &&
   echo "  time e4m3 weight widened 4608 x 27648 x 3072         1.400 ms    557.0 TFLOP/s" &&
   echo "  time e4m3 x e4m3 4608 x 27648 x 3072 (KILN_CUDA_FP8)   0.700 ms   1114.0 TFLOP/s"
@@ -216,13 +218,15 @@ else
 fi
 
 # ---- ops: CUDA vs float64 -------------------------------------------------------------------------------------------
-ATT_TF="" MM_TF="" ATT_TC_TF="" TC_OK=0
+# default: the backend's own choice (FAST: the tensor-core attention); simple: KILN_CUDA_ATTENTION=simple, the f32
+# kernel, timed beside it
+ATT_TF="" MM_TF="" ATT_SIMPLE_TF="" DEFAULT_OK=0
 if [ $BUILT = 1 ] && [ -x "$BUILD/test_compute_cuda_ops" ]; then
-  for mode in default deterministic tc; do
-    det=0 att=simple tim=0
+  for mode in default deterministic simple; do
+    det=0 att="" tim=0
     [ $mode = default ] && tim=1
     [ $mode = deterministic ] && det=1
-    [ $mode = tc ] && att=tc tim=1
+    [ $mode = simple ] && att=simple tim=1
     log=$OUT/ops-$mode.tmp
     KILN_REQUIRE_GPU=1 KILN_DETERMINISTIC=$det KILN_CUDA_ATTENTION=$att KILN_OPS_TIME=$tim \
       timeout 150 "$BUILD/test_compute_cuda_ops" >"$log" 2>&1
@@ -230,7 +234,7 @@ if [ $BUILT = 1 ] && [ -x "$BUILD/test_compute_cuda_ops" ]; then
     n_ok=$(grep -c ' ok$' "$log")
     if [ $rc = 0 ] && [ "$n_ok" -gt 0 ]; then
       row ops PASS "$mode: $n_ok comparisons within tolerance (float64 references), run-to-run bit-identical"
-      [ $mode = tc ] && TC_OK=1
+      [ $mode = default ] && DEFAULT_OK=1
     elif [ $rc = 77 ]; then
       row ops "not run" "$mode: the test found no GPU"
     else
@@ -241,7 +245,7 @@ if [ $BUILT = 1 ] && [ -x "$BUILD/test_compute_cuda_ops" ]; then
       ATT_TF=$(awk '/time attention/ {print $(NF-1)}' "$log")
       MM_TF=$(awk '/time matmul/ {print $(NF-1)}' "$log")
     fi
-    [ $mode = tc ] && ATT_TC_TF=$(awk '/time attention/ {print $(NF-1)}' "$log")
+    [ $mode = simple ] && ATT_SIMPLE_TF=$(awk '/time attention/ {print $(NF-1)}' "$log")
     { echo "== test_compute_cuda_ops ($mode) =="; cat "$log"; } >>"$OUT/ops.log"
     rm -f "$log"
   done
@@ -263,21 +267,20 @@ else
     row peak "not run" "fractions: bf16 peak ${PEAK} TFLOP/s, but the ops run printed no timings"
   else
     row peak PASS "bf16 peak ${PEAK} TFLOP/s (cuBLASLt 8192^3)"
-    info "$(awk -v m="$MM_TF" -v a="$ATT_TF" -v p="$PEAK" 'BEGIN { printf "DiT matmul 4608x27648x3072: %s TFLOP/s = %.1f%% of peak; attention 4608 tokens x 24 heads: %s TFLOP/s = %.1f%% of peak", m, 100*m/p, a, 100*a/p }')"
-    [ -n "$ATT_TC_TF" ] && info "$(awk -v a="$ATT_TC_TF" -v p="$PEAK" 'BEGIN { printf "attention on tensor cores (KILN_CUDA_ATTENTION=tc): %s TFLOP/s = %.1f%% of peak", a, 100*a/p }')"
+    info "$(awk -v m="$MM_TF" -v a="$ATT_TF" -v p="$PEAK" 'BEGIN { printf "DiT matmul 4608x27648x3072: %s TFLOP/s = %.1f%% of peak; attention 4608 tokens x 24 heads (the default, tensor cores): %s TFLOP/s = %.1f%% of peak", m, 100*m/p, a, 100*a/p }')"
+    [ -n "$ATT_SIMPLE_TF" ] && info "$(awk -v a="$ATT_SIMPLE_TF" -v p="$PEAK" 'BEGIN { printf "the f32 attention kernel (KILN_CUDA_ATTENTION=simple): %s TFLOP/s = %.1f%% of peak", a, 100*a/p }')"
     # the fp8 checkpoint's linear1, widened per matmul vs e4m3 x e4m3 (KILN_CUDA_FP8=1): reported, not required
     while read -r line; do info "$line"; done < <(sed -n 's/^  time \(e4m3 .*\)$/\1/p' "$OUT/ops.log")
   fi
 fi
 
-# ---- the attention kernel of the full-size run: the tensor-core one when its op comparison passed and it was faster
-ATT=simple
-if [ $TC_OK = 1 ] && [ -n "$ATT_TC_TF" ] && [ -n "$ATT_TF" ] && awk -v t="$ATT_TC_TF" -v s="$ATT_TF" 'BEGIN { exit !(t > s) }'; then
-  ATT=tc
-fi
+# ---- the attention kernel of the full-size run: the default, unless its op comparison failed (then simple)
+ATT=default
+[ $DEFAULT_OK = 1 ] || ATT=simple
 # KILN_GPU_ATTENTION=simple|tc forces the choice (an A/B run of the pipeline while the op comparison fails elsewhere)
 [ -n "${KILN_GPU_ATTENTION:-}" ] && ATT=$KILN_GPU_ATTENTION && say "attention forced by KILN_GPU_ATTENTION=$ATT"
-say "attention for the full-size run: $ATT (tensor cores ${ATT_TC_TF:-?} TFLOP/s, passed: $TC_OK; simple ${ATT_TF:-?})"
+say "attention for the full-size run: $ATT (default ${ATT_TF:-?} TFLOP/s, its comparison passed: $DEFAULT_OK; simple ${ATT_SIMPLE_TF:-?})"
+att_env() { [ "$ATT" = default ] && echo "" || echo "$ATT"; } # KILN_CUDA_ATTENTION for the full-size run
 
 # ---- tiny pipeline vs the official goldens, and graph capture + replay --------------------------------------------------
 TINY="$ROOT/tests/data/tiny/diffusers"
@@ -317,12 +320,12 @@ else
   else
     row tiny FAIL "FAST (f32 activations): ${r:-kiln generate failed: $(tail -1 "$OUT/pipeline.log" | cut -c1-160)}"
   fi
-  r="" # the tensor-core attention through the pipeline (the emulated GPU: within 1 dB of the simple kernel's image)
-  if KILN_CUDA_ATTENTION=tc gen "$d/fasttc.png" &&
-     r=$("$PY" "$ROOT/tests/gpu/report.py" golden "$GOLD/pipeline_b1_bf16.safetensors" "$d/fasttc.png" 30); then
-    row tiny PASS "FAST (tensor-core attention, KILN_CUDA_ATTENTION=tc): $r"
+  r="" # the f32 attention kernel through the pipeline (FAST's default is the tensor-core one; H200: 41.3 dB both)
+  if KILN_CUDA_ATTENTION=simple gen "$d/fastsimple.png" &&
+     r=$("$PY" "$ROOT/tests/gpu/report.py" golden "$GOLD/pipeline_b1_bf16.safetensors" "$d/fastsimple.png" 30); then
+    row tiny PASS "FAST (the f32 attention kernel, KILN_CUDA_ATTENTION=simple): $r"
   else
-    row tiny FAIL "FAST (tensor-core attention): ${r:-kiln generate failed: $(tail -1 "$OUT/pipeline.log" | cut -c1-160)}"
+    row tiny FAIL "FAST (the f32 attention kernel): ${r:-kiln generate failed: $(tail -1 "$OUT/pipeline.log" | cut -c1-160)}"
   fi
   # step 1 eager, step 2 captured and launched, steps 3-4 replayed (src/pipeline/denoise_step.h)
   : >"$d/graph.log"
@@ -376,7 +379,7 @@ EOF
   if [ ! -f "$WEIGHTS/vae/flux2-vae.safetensors" ]; then
     row full FAIL "kiln mkweights failed (pipeline.log)"
     row memory "not run" "no weights"
-  elif KILN_CUDA_ATTENTION=$ATT KILN_LOG=info timeout 300 "$KILN" bench run --url "engine@cuda:0:$WEIGHTS" --arm h200-gpu-run --warmup 1 --timed 3 \
+  elif KILN_CUDA_ATTENTION=$(att_env) KILN_LOG=info timeout 300 "$KILN" bench run --url "engine@cuda:0:$WEIGHTS" --arm h200-gpu-run --warmup 1 --timed 3 \
         --graph "$SEED_GRAPH" --graph "$g/klein-4b-1024x1024-b1-4st.json" --graph "$g/klein-4b-512x512-b3-4st.json" \
         --bank "$BANK" --gpu 0 -o "$OUT/bench.json" >"$blog" 2>&1; then
     if r=$("$PY" "$ROOT/tests/gpu/report.py" bench "$OUT/bench.json"); then
@@ -440,6 +443,17 @@ if [ $BUILT = 1 ] && command -v compute-sanitizer >/dev/null && fits 60; then
   rm -f "$s"
 else
   row sanitize skipped "not run: $(command -v compute-sanitizer >/dev/null || echo 'no compute-sanitizer')$(fits 60 || echo ' out of time')"
+fi
+
+# ---- profile (optional): what the next change needs to know --------------------------------------------------------
+if [ $DRY = 0 ] && [ $BUILT = 1 ] && fits 90; then
+  if KILN_GPU_BUILD=$BUILD OUT=$OUT timeout $(($(left) - 10)) bash "$ROOT/tests/gpu/profile.sh" tc >/dev/null 2>&1; then
+    row profile skipped "optional, ran: profile.log (cuBLASLt probe, attention A/B, Nsight Compute)"
+  else
+    row profile skipped "optional: profile.sh rc $? (profile.log)"
+  fi
+else
+  row profile skipped "not run: $( [ $DRY = 1 ] && echo 'dry run' || echo "no build or out of time ($(left) s left)")"
 fi
 
 say "done in $((SECONDS - T0)) s"
