@@ -208,8 +208,8 @@ static __device__ __forceinline__ void store_rows(const kcu_mat &out, float (&o)
 
 /* vec: bit 0 q, bit 1 k, bit 2 v may be loaded 8 values at a time (load_tile); bit 3: K and V through cp.async
  * when both may (KILN_CUDA_TC_ASYNC=0 clears it: the synchronous loads, for an A/B on the GPU) */
-template <int DH>
-static __global__ void __launch_bounds__(TC_WARPS * 32)
+template <int DH, int WARPS>
+static __global__ void __launch_bounds__(WARPS * 32)
     k_attention_tc(kcu_mat out, kcu_mat q, kcu_mat k, kcu_mat v, int dh, int group, float scale, int causal,
                    const uint8_t *key_mask, const float *bias, int64_t bias_ld, int vec) {
     constexpr int LDK = DH + 8;
@@ -220,12 +220,14 @@ static __global__ void __launch_bounds__(TC_WARPS * 32)
     __nv_bfloat16 *ks = smem, *vs = smem + BK * LDK;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     const int h = blockIdx.y, hk = h / group;
-    const int64_t q0 = (int64_t)blockIdx.x * BQ, sq = q.rows, sk = k.rows;
+    constexpr int BQR = WARPS * 16; /* query rows per block: KCU_TC_BQ, or 128 (KILN_CUDA_TC_BQ=128) */
+    static_assert(BQR <= 2 * BK, "Q's rows are staged in the K and V tiles' space");
+    const int64_t q0 = (int64_t)blockIdx.x * BQR, sq = q.rows, sk = k.rows;
     const int64_t row[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8}; /* this lane's two query rows */
     const float sl2 = scale * LOG2E;
 
     /* Q through shared memory (the K tile's space) into A fragments */
-    load_tile<BQ, DH>(ks, q, q0, (int64_t)h * dh, dh, vec & 1);
+    load_tile<BQR, DH>(ks, q, q0, (int64_t)h * dh, dh, vec & 1); /* 128 rows run on into vs */
     __syncthreads();
     uint32_t qf[KD][4];
     load_q_frags<KD, LDK>(qf, ks + warp * 16 * LDK, g, t);
@@ -238,7 +240,7 @@ static __global__ void __launch_bounds__(TC_WARPS * 32)
         if (bias && row[r] < sq) brow[r] = bias + ((int64_t)h * sq + row[r]) * bias_ld;
 
     int64_t kend = sk;
-    if (causal) kend = q0 + BQ < sk ? q0 + BQ : sk;
+    if (causal) kend = q0 + BQR < sk ? q0 + BQR : sk;
     const bool plain = !causal && !key_mask && !bias; /* a full tile then needs no visibility checks */
     if ((vec & 14) == 14) {
         /* K and V through cp.async, in FlashAttention-2's order: V's copy flies while S = Q K^T and the softmax
@@ -362,7 +364,8 @@ kiln_status kcu_attention_tc(kiln_cuda_backend *cb, const kcu_mat *out, const kc
     if (q->rows == 0) return KILN_OK;
     if (!kcu_attention_tc_supported(cb, dh))
         return KILN_FAIL(err, KILN_E_UNSUPPORTED, "attention (tensor cores): head dim %d on %s", dh, cb->name);
-    const int DH = kcu_tc_dh(dh), rows = DH <= 128 ? BQ : 16;
+    const int DH = kcu_tc_dh(dh), warps = DH <= 128 && cb->tc_bq == 128 ? 8 : TC_WARPS;
+    const int rows = DH <= 128 ? warps * 16 : 16;
     int64_t qblocks = (q->rows + rows - 1) / rows;
     if (qblocks > 0x7fffffff || n_q_heads > 65535)
         return KILN_FAIL(err, KILN_E_LIMIT, "attention: %lld queries x %d heads is too large a grid",
@@ -374,12 +377,18 @@ kiln_status kcu_attention_tc(kiln_cuda_backend *cb, const kcu_mat *out, const kc
     const float *bp = bias ? (const float *)bias->data : NULL;
     int64_t bld = bias ? bias->ld : 0;
     int group = n_q_heads / n_kv_heads, c = causal ? 1 : 0;
-    if (DH == 64) {
-        KCU_LAUNCH(k_attention_tc<64>, grid, TC_WARPS * 32, smem, KCU_STREAM(cb))(*out, *q, *k, *v, dh, group, scale, c,
-                                                                             km, bp, bld, vec);
+    if (DH == 64 && warps == 8) {
+        KCU_LAUNCH((k_attention_tc<64, 8>), grid, 8 * 32, smem, KCU_STREAM(cb))(*out, *q, *k, *v, dh, group, scale, c, km,
+                                                                           bp, bld, vec);
+    } else if (DH == 64) {
+        KCU_LAUNCH((k_attention_tc<64, TC_WARPS>), grid, TC_WARPS * 32, smem, KCU_STREAM(cb))(*out, *q, *k, *v, dh, group,
+                                                                                         scale, c, km, bp, bld, vec);
+    } else if (DH == 128 && warps == 8) {
+        KCU_LAUNCH((k_attention_tc<128, 8>), grid, 8 * 32, smem, KCU_STREAM(cb))(*out, *q, *k, *v, dh, group, scale, c, km,
+                                                                            bp, bld, vec);
     } else if (DH == 128) {
-        KCU_LAUNCH(k_attention_tc<128>, grid, TC_WARPS * 32, smem, KCU_STREAM(cb))(*out, *q, *k, *v, dh, group, scale, c,
-                                                                              km, bp, bld, vec);
+        KCU_LAUNCH((k_attention_tc<128, TC_WARPS>), grid, TC_WARPS * 32, smem, KCU_STREAM(cb))(*out, *q, *k, *v, dh, group,
+                                                                                          scale, c, km, bp, bld, vec);
     } else if (DH == 256) {
         if (smem > 48 * 1024)
             KCU_CALL(err, cudaFuncSetAttribute(k_attention_tc_wide<256>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));

@@ -244,6 +244,12 @@ kiln_status kiln_backend_open_cuda(int device, kiln_backend **out, kiln_err *err
     cb->deterministic = det && *det && strcmp(det, "0") != 0;
     /* auto (unset): the tensor-core kernel for FAST, the f32 one for EXACT; simple or tc: that kernel always */
     cb->attention = !att || !*att ? 0 : strcmp(att, "tc") == 0 ? 2 : 1;
+    const char *tcbq = getenv("KILN_CUDA_TC_BQ");
+    if (tcbq && *tcbq && strcmp(tcbq, "64") != 0 && strcmp(tcbq, "128") != 0) {
+        kiln_free(cb);
+        return KILN_FAIL(err, KILN_E_INVALID, "KILN_CUDA_TC_BQ=%s: expected 64 or 128", tcbq);
+    }
+    cb->tc_bq = tcbq && strcmp(tcbq, "128") == 0 ? 128 : 64;
     const char *tca = getenv("KILN_CUDA_TC_ASYNC");
     cb->tc_async = !(tca && strcmp(tca, "0") == 0);
     const char *fp8 = getenv("KILN_CUDA_FP8"), *fuse = getenv("KILN_CUDA_FUSE");

@@ -56,6 +56,7 @@ typedef struct kiln_cuda_backend {
     kcu_placements placed; /* weights placed at load: host range -> device copy (ops->place) */
     bool deterministic; /* KILN_DETERMINISTIC=1: no split-K GEMMs, fixed reduction orders everywhere */
     bool capturing;     /* inside a CUDA-graph capture: no allocation, no synchronisation allowed */
+    int tc_bq;          /* KILN_CUDA_TC_BQ=128: the tensor-core attention's blocks take 128 query rows (8 warps) */
     int tc_async;       /* KILN_CUDA_TC_ASYNC=0: the tensor-core attention loads K and V without cp.async (A/B) */
     int attention;      /* KILN_CUDA_ATTENTION: 0 = auto (default: tensor cores in FAST, simple in EXACT), 1 = the
                          * simple f32 kernel ("simple"), 2 = tensor cores ("tc") in both precisions */
