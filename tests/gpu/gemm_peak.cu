@@ -7,29 +7,10 @@
  * Build: nvcc -O2 -arch=sm_90 tests/gpu/gemm_peak.cu -lcublasLt -o gemm_peak
  * Method (METHOD.md): random inputs (never zeros), 10 warm-up runs, then the median of 30 event-timed runs, the
  * inputs rotated among 4 copies so that L2 does not hold them. */
-#include <cublasLt.h>
 #include <cuda_bf16.h>
-#include <cuda_runtime.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
-#define CK(x)                                                                                                 \
-    do {                                                                                                      \
-        cudaError_t e_ = (x);                                                                                 \
-        if (e_ != cudaSuccess) {                                                                              \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));                \
-            exit(1);                                                                                          \
-        }                                                                                                     \
-    } while (0)
-#define LK(x)                                                                                                 \
-    do {                                                                                                      \
-        cublasStatus_t s_ = (x);                                                                              \
-        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                                    \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cublasLtGetStatusString(s_));           \
-            exit(1);                                                                                          \
-        }                                                                                                     \
-    } while (0)
+#include "lt_tn.cuh"
 
 static __global__ void fill(__nv_bfloat16 *p, size_t n, unsigned seed) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
@@ -56,19 +37,11 @@ static double run(cublasLtHandle_t lt, int m, int n, int k, bool f32_out, void *
         fill<<<1024, 256>>>(w[i], (size_t)n * k, 91u + i);
     }
     CK(cudaMalloc(&y, (size_t)m * n * (f32_out ? 4 : 2)));
-    cudaDataType_t ot = f32_out ? CUDA_R_32F : CUDA_R_16BF;
-    cublasLtMatmulDesc_t op;
-    cublasLtMatrixLayout_t a, b, c;
-    cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-    LK(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    LK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-    LK(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
-    LK(cublasLtMatrixLayoutCreate(&a, CUDA_R_16BF, k, n, k));
-    LK(cublasLtMatrixLayoutCreate(&b, CUDA_R_16BF, k, m, k));
-    LK(cublasLtMatrixLayoutCreate(&c, ot, n, m, n));
-    cublasLtMatmulPreference_t pref;
-    LK(cublasLtMatmulPreferenceCreate(&pref));
-    LK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes, sizeof ws_bytes));
+    lt_tn g = {};
+    LK(lt_tn_make(&g, CUDA_R_16BF, f32_out ? CUDA_R_32F : CUDA_R_16BF, m, n, k, ws_bytes, false, true));
+    cublasLtMatmulDesc_t op = g.op;
+    cublasLtMatrixLayout_t a = g.a, b = g.b, c = g.c;
+    cublasLtMatmulPreference_t pref = g.pref;
     cublasLtMatmulHeuristicResult_t res;
     int found = 0;
     LK(cublasLtMatmulAlgoGetHeuristic(lt, op, a, b, c, c, pref, 1, &res, &found));
@@ -96,9 +69,7 @@ static double run(cublasLtHandle_t lt, int m, int n, int k, bool f32_out, void *
     double med = ms[REPS / 2];
     double tflops = 2.0 * m * n * (double)k / (med * 1e-3) / 1e12;
     printf("gemm %6d %6d %6d %s %8.1f TFLOP/s  (median %.3f ms)\n", m, n, k, f32_out ? "f32 " : "bf16", tflops, med);
-    cublasLtMatmulPreferenceDestroy(pref);
-    cublasLtMatrixLayoutDestroy(a), cublasLtMatrixLayoutDestroy(b), cublasLtMatrixLayoutDestroy(c);
-    cublasLtMatmulDescDestroy(op);
+    lt_tn_free(&g);
     for (int i = 0; i < copies; i++) cudaFree(x[i]), cudaFree(w[i]);
     cudaFree(y);
     cudaEventDestroy(e0), cudaEventDestroy(e1);

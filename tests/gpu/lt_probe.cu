@@ -13,23 +13,12 @@
  *         reduction-scheme mask, the algorithm's split-K count and scheme and the error against float64.
  *
  * Build: nvcc -O2 -arch=sm_90 tests/gpu/lt_probe.cu -lcublasLt -o lt_probe. Prints lines; exit 0 unless CUDA fails. */
-#include <cublasLt.h>
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
-#include <cuda_runtime.h>
 #include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
-#define CK(x)                                                                                                 \
-    do {                                                                                                      \
-        cudaError_t e_ = (x);                                                                                 \
-        if (e_ != cudaSuccess) {                                                                              \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));                \
-            exit(1);                                                                                          \
-        }                                                                                                     \
-    } while (0)
+#include "lt_tn.cuh"
 
 static unsigned rng = 12345u;
 static float frand(void) { /* [-1, 1) */
@@ -56,32 +45,15 @@ static void fp8_case(cublasLtHandle_t lt, int m, int n, int k, bool out_f32, boo
     CK(cudaMemset(y, 0, (size_t)m * n * 4));
     float hs[2] = {0.5f, 0.25f};
     float *s = (float *)dev_copy(hs, sizeof hs);
-    cudaDataType_t ot = out_f32 ? CUDA_R_32F : CUDA_R_16BF;
-    cublasLtMatmulDesc_t op;
-    cublasLtMatrixLayout_t a, b, c;
-    cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-    cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F);
-    cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
-    cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
+    lt_tn g = {};
+    lt_tn_make(&g, CUDA_R_8F_E4M3, out_f32 ? CUDA_R_32F : CUDA_R_16BF, m, n, k, ws_bytes, align_pref, reductions);
+    cublasLtMatmulDesc_t op = g.op;
+    cublasLtMatrixLayout_t a = g.a, b = g.b, c = g.c;
+    cublasLtMatmulPreference_t pref = g.pref;
     if (scales) {
         const float *sa = s, *sb = s + 1;
         cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof sa);
         cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb, sizeof sb);
-    }
-    cublasLtMatrixLayoutCreate(&a, CUDA_R_8F_E4M3, k, n, k);
-    cublasLtMatrixLayoutCreate(&b, CUDA_R_8F_E4M3, k, m, k);
-    cublasLtMatrixLayoutCreate(&c, ot, n, m, n);
-    cublasLtMatmulPreference_t pref;
-    cublasLtMatmulPreferenceCreate(&pref);
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes, sizeof ws_bytes);
-    uint32_t red = reductions ? CUBLASLT_REDUCTION_SCHEME_MASK : CUBLASLT_REDUCTION_SCHEME_NONE;
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &red, sizeof red);
-    if (align_pref) {
-        uint32_t al = 16;
-        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al, sizeof al);
-        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al, sizeof al);
-        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al, sizeof al);
-        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al, sizeof al);
     }
     cublasLtMatmulHeuristicResult_t res[8];
     int found = 0;
@@ -96,9 +68,7 @@ static void fp8_case(cublasLtHandle_t lt, int m, int n, int k, bool out_f32, boo
         printf(" algo %d (ws %zu): %s/%s", i, res[i].workspaceSize, cublasLtGetStatusString(r), cudaGetErrorString(e));
     }
     printf("\n");
-    cublasLtMatmulPreferenceDestroy(pref);
-    cublasLtMatrixLayoutDestroy(a), cublasLtMatrixLayoutDestroy(b), cublasLtMatrixLayoutDestroy(c);
-    cublasLtMatmulDescDestroy(op);
+    lt_tn_free(&g);
     cudaFree(w), cudaFree(x), cudaFree(y), cudaFree(s);
     free(hw), free(hx);
 }
@@ -134,26 +104,13 @@ static void fp8_dev_case(cublasLtHandle_t lt, int m, int n, int k, bool out_f32,
     const float sw = 0.0173f, sx = 0.37f;
     float hab[2] = {sw * sx, beta_v}; /* alpha = scale_w * scale_x, beta: both device memory */
     float *ab = (float *)dev_copy(hab, sizeof hab);
-    cudaDataType_t ot = out_f32 ? CUDA_R_32F : CUDA_R_16BF;
-    cublasLtMatmulDesc_t op;
-    cublasLtMatrixLayout_t a, b, c;
-    cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    lt_tn g = {};
+    lt_tn_make(&g, CUDA_R_8F_E4M3, out_f32 ? CUDA_R_32F : CUDA_R_16BF, m, n, k, ws_bytes, true, true);
+    cublasLtMatmulDesc_t op = g.op;
+    cublasLtMatrixLayout_t a = g.a, b = g.b, c = g.c;
+    cublasLtMatmulPreference_t pref = g.pref;
     cublasLtPointerMode_t pm = CUBLASLT_POINTER_MODE_DEVICE;
-    cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F);
-    cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
-    cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
     cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_POINTER_MODE, &pm, sizeof pm);
-    cublasLtMatrixLayoutCreate(&a, CUDA_R_8F_E4M3, k, n, k);
-    cublasLtMatrixLayoutCreate(&b, CUDA_R_8F_E4M3, k, m, k);
-    cublasLtMatrixLayoutCreate(&c, ot, n, m, n);
-    cublasLtMatmulPreference_t pref;
-    cublasLtMatmulPreferenceCreate(&pref);
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes, sizeof ws_bytes);
-    uint32_t al = 16;
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al, sizeof al);
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al, sizeof al);
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al, sizeof al);
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al, sizeof al);
     cublasLtMatmulHeuristicResult_t res;
     int found = 0;
     cublasStatus_t h = cublasLtMatmulAlgoGetHeuristic(lt, op, a, b, c, c, pref, 1, &res, &found);
@@ -189,9 +146,7 @@ static void fp8_dev_case(cublasLtHandle_t lt, int m, int n, int k, bool out_f32,
         }
     }
     printf("\n");
-    cublasLtMatmulPreferenceDestroy(pref);
-    cublasLtMatrixLayoutDestroy(a), cublasLtMatrixLayoutDestroy(b), cublasLtMatrixLayoutDestroy(c);
-    cublasLtMatmulDescDestroy(op);
+    lt_tn_free(&g);
     cudaFree(w), cudaFree(x), cudaFree(y), cudaFree(ab);
     free(hw), free(hx), free(hy);
 }
@@ -207,24 +162,18 @@ static void bf16_acc_case(cublasLtHandle_t lt, int m, int n, int k, uint32_t mas
     for (int i = 0; i < n * k; i++) hw[i] = __float2bfloat16(frand());
     for (int i = 0; i < m * n; i++) hy[i] = __float2bfloat16(frand());
     void *x = dev_copy(hx, (size_t)m * k * 2), *w = dev_copy(hw, (size_t)n * k * 2), *y = dev_copy(hy, (size_t)m * n * 2);
-    cublasLtMatmulDesc_t op;
-    cublasLtMatrixLayout_t a, b, c;
-    cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-    cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F);
-    cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
-    cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
-    cublasLtMatrixLayoutCreate(&a, CUDA_R_16BF, k, n, k);
-    cublasLtMatrixLayoutCreate(&b, CUDA_R_16BF, k, m, k);
-    cublasLtMatrixLayoutCreate(&c, CUDA_R_16BF, n, m, n);
-    cublasLtMatmulPreference_t pref;
-    cublasLtMatmulPreferenceCreate(&pref);
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes, sizeof ws_bytes);
+    lt_tn g = {};
+    lt_tn_make(&g, CUDA_R_16BF, CUDA_R_16BF, m, n, k, ws_bytes, false, true);
+    cublasLtMatmulDesc_t op = g.op;
+    cublasLtMatrixLayout_t a = g.a, b = g.b, c = g.c;
+    cublasLtMatmulPreference_t pref = g.pref;
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &mask, sizeof mask);
     cublasLtMatmulHeuristicResult_t res;
     int found = 0;
     cublasStatus_t h = cublasLtMatmulAlgoGetHeuristic(lt, op, a, b, c, c, pref, 1, &res, &found);
     if (h != CUBLAS_STATUS_SUCCESS || !found) {
         printf("bf16 beta=1 %dx%dx%d mask %-12s: no algorithm (%s)\n", m, n, k, mask_name, cublasLtGetStatusString(h));
+        lt_tn_free(&g);
         return;
     }
     int32_t splitk = 0, scheme = 0;
@@ -252,9 +201,7 @@ static void bf16_acc_case(cublasLtHandle_t lt, int m, int n, int k, uint32_t mas
     printf("bf16 beta=1 %dx%dx%d mask %-8s: %s, split-K %d, scheme %d, ws %zu: rel_l2 vs rounded once %.2e, vs "
            "product rounded first %.2e\n", m, n, k, mask_name, cublasLtGetStatusString(r), splitk, scheme,
            res.workspaceSize, sqrt(e_once / r2), sqrt(e_twice / r2));
-    cublasLtMatmulPreferenceDestroy(pref);
-    cublasLtMatrixLayoutDestroy(a), cublasLtMatrixLayoutDestroy(b), cublasLtMatrixLayoutDestroy(c);
-    cublasLtMatmulDescDestroy(op);
+    lt_tn_free(&g);
     cudaFree(x), cudaFree(w), cudaFree(y);
     free(hx), free(hw), free(hy), free(out);
 }
