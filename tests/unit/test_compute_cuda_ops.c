@@ -811,6 +811,19 @@ static void test_bf16_activations(void) {
     BOTH(ref->ops->attention(ref, &o->h, &q.h, &k.h, &v.h, H, H, 1.0f, false, NULL, &tb->h, &e_),
          dut->ops->attention(dut, &t16->d, &q16.d, &k16.d, &v16.d, H, H, 1.0f, false, NULL, &tb->d, &e_));
     compare_attention_bf16("attention bf16 views + f32 bias -> bf16 (T5)", t16, o, tc);
+    /* the VAE's single-head 512-dim attention on bf16 activations (the wide tensor-core kernel's cp.async path):
+     * 45 tokens, a full 32-key tile then a partial one */
+    {
+        const int64_t S5 = 45, D5 = 512;
+        pair *a5 = mk2(KILN_DT_F32, S5, 3 * D5, FILL_RAND), *a516 = bf16_twin(a5);
+        vpair q5 = view(a5, 0, S5, 0, D5), k5 = view(a5, 0, S5, D5, D5), v5 = view(a5, 0, S5, 2 * D5, D5);
+        vpair q516 = view(a516, 0, S5, 0, D5), k516 = view(a516, 0, S5, D5, D5), v516 = view(a516, 0, S5, 2 * D5, D5);
+        pair *o5 = mk2(KILN_DT_F32, S5, D5, FILL_NAN), *o516 = mk2(KILN_DT_BF16, S5, D5, FILL_NAN);
+        const float sc5 = 1.0f / sqrtf((float)D5);
+        BOTH(ref->ops->attention(ref, &o5->h, &q5.h, &k5.h, &v5.h, 1, 1, sc5, false, NULL, NULL, &e_),
+             dut->ops->attention(dut, &o516->d, &q516.d, &k516.d, &v516.d, 1, 1, sc5, false, NULL, NULL, &e_));
+        compare_attention_bf16("attention bf16 1 head x 512 (VAE mid) -> bf16", o516, o5, tc);
+    }
 
     pair *x = mk2(KILN_DT_F32, 29, 293, FILL_RAND), *x16 = bf16_twin(x);
     pair *y = mk2(KILN_DT_F32, 29, 293, FILL_NAN), *y16 = mk2(KILN_DT_BF16, 29, 293, FILL_NAN);

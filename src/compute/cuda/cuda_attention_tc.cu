@@ -319,13 +319,9 @@ static __global__ void __launch_bounds__((DH / 128) * 32)
 
     int64_t kend = sk;
     if (causal) kend = q0 + 16 < sk ? q0 + 16 : sk;
-    for (int64_t j0 = 0; j0 < kend; j0 += KCU_TC_WIDE_BK) {
-        __syncthreads(); /* Q's fragments and the previous tile's K, V and S shares are read */
-        load_tile<KCU_TC_WIDE_BK, DH>(ks, k, j0, (int64_t)hk * dh, dh, (vec >> 1) & 1);
-        load_tile<KCU_TC_WIDE_BK, DH>(vs, v, j0, (int64_t)hk * dh, dh, (vec >> 2) & 1);
-        __syncthreads();
-
-        float s[NT][4];
+    const bool plain = !causal && !key_mask && !bias;
+    /* S over all dims: each warp's share through shared memory, added in warp order by every warp */
+    auto scores = [&](float (&s)[NT][4]) {
         qk_tile<NT, KD, LDK>(s, qf, ks + d0, lane);
 #pragma unroll
         for (int nt = 0; nt < NT; nt++)
@@ -340,10 +336,43 @@ static __global__ void __launch_bounds__((DH / 128) * 32)
                 for (int w = 0; w < NW; w++) x += sp[(w * NT * 4 + nt * 4 + i) * 32 + lane];
                 s[nt][i] = x;
             }
-
-        float corr[2];
-        softmax_tile<NT, true>(s, m, l, corr, row, j0, sk, causal, key_mask, brow, sl2, t);
-        pv_tile<NT, ND, LDK>(o, s, corr, vs + d0, lane);
+    };
+    if ((vec & 14) == 14) { /* K and V through cp.async, in the main kernel's order */
+        __syncthreads();    /* every warp has its Q fragments: ks is free */
+        load_tile_async<KCU_TC_WIDE_BK, DH>(ks, k, 0, (int64_t)hk * dh, dh);
+        kcu_cp_async_commit();
+        for (int64_t j0 = 0; j0 < kend; j0 += KCU_TC_WIDE_BK) {
+            kcu_cp_async_wait<0>(); /* this thread's copies of the wide K(j0) have landed */
+            __syncthreads();        /* K(j0) is in; every warp is done with V(j0 - BK) and the last S shares */
+            load_tile_async<KCU_TC_WIDE_BK, DH>(vs, v, j0, (int64_t)hk * dh, dh);
+            kcu_cp_async_commit();
+            float s[NT][4];
+            scores(s);
+            float corr[2];
+            if (plain && j0 + KCU_TC_WIDE_BK <= sk)
+                softmax_tile<NT, false>(s, m, l, corr, row, j0, sk, causal, key_mask, brow, sl2, t);
+            else
+                softmax_tile<NT, true>(s, m, l, corr, row, j0, sk, causal, key_mask, brow, sl2, t);
+            kcu_cp_async_wait<0>(); /* this thread's copies of the wide V(j0) have landed */
+            __syncthreads();        /* V(j0) is in; every warp is done with K(j0) and has read the S shares */
+            if (j0 + KCU_TC_WIDE_BK < kend) {
+                load_tile_async<KCU_TC_WIDE_BK, DH>(ks, k, j0 + KCU_TC_WIDE_BK, (int64_t)hk * dh, dh);
+                kcu_cp_async_commit();
+            }
+            pv_tile<NT, ND, LDK>(o, s, corr, vs + d0, lane); /* the cp.async tiles */
+        }
+    } else {
+        for (int64_t j0 = 0; j0 < kend; j0 += KCU_TC_WIDE_BK) {
+            __syncthreads(); /* Q's fragments and the previous tile's K, V and S shares are read */
+            load_tile<KCU_TC_WIDE_BK, DH>(ks, k, j0, (int64_t)hk * dh, dh, (vec >> 1) & 1);
+            load_tile<KCU_TC_WIDE_BK, DH>(vs, v, j0, (int64_t)hk * dh, dh, (vec >> 2) & 1);
+            __syncthreads();
+            float s[NT][4];
+            scores(s);
+            float corr[2];
+            softmax_tile<NT, true>(s, m, l, corr, row, j0, sk, causal, key_mask, brow, sl2, t);
+            pv_tile<NT, ND, LDK>(o, s, corr, vs + d0, lane); /* the synchronous tiles */
+        }
     }
     store_rows<ND>(out, o, l, row, sq, h, dh, d0, t);
 }
