@@ -51,8 +51,16 @@ if KILN_CUDA_ATTENTION=simple gen fast.png && r=$(report golden "$GOLD/pipeline_
 else
   fail "FAST, bf16 activations: ${r:-kiln generate failed}"
 fi
-if KILN_CUDA_ACT=f32 KILN_CUDA_ATTENTION=simple gen fast32.png && r32=$(report golden "$GOLD/pipeline_b1_bf16.safetensors" "$D/fast32.png" 30); then
+# (profiled: KILN_CUDA_PROFILE=1 runs eagerly and closes with one line per op and a total)
+if KILN_CUDA_ACT=f32 KILN_CUDA_ATTENTION=simple KILN_CUDA_PROFILE=1 gen fast32.png &&
+   r32=$(report golden "$GOLD/pipeline_b1_bf16.safetensors" "$D/fast32.png" 30); then
   ok "FAST, f32 activations (KILN_CUDA_ACT=f32): $r32"
+  if grep -q "cuda: profile: cuda_matmul " "$D/fast32.png.log" && grep -q "cuda: profile: cuda_attention " "$D/fast32.png.log" &&
+     grep -q "cuda: profile: total .* calls" "$D/fast32.png.log" && grep -q " 0 graphs captured" "$D/fast32.png.log"; then
+    ok "KILN_CUDA_PROFILE=1: the per-op table, eager launches"
+  else
+    fail "KILN_CUDA_PROFILE=1: no per-op table, or graphs captured: $(grep -h 'cuda: profile\|graphs captured' "$D/fast32.png.log" | head -3 | tr '\n' ' ')"
+  fi
   if ! grep -q "DiT activations in bf16" "$D/fast.png.log" || ! grep -q "DiT activations in f32" "$D/fast32.png.log"; then
     fail "the DiT's activations: '$(grep -h "DiT activations" "$D/fast.png.log" "$D/fast32.png.log" | tr '\n' ' ')' (want bf16, then f32)"
   elif report png "$D/fast.png" "$D/fast32.png" inf >/dev/null 2>&1; then

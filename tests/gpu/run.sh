@@ -395,6 +395,17 @@ EOF
     row memory "not run" "the bench process failed"
   fi
   cat "$blog" >>"$OUT/pipeline.log" 2>/dev/null
+  # where one 1024x1024 image's GPU time goes, by op (KILN_CUDA_PROFILE=1: eager launches): reported, not judged
+  if [ $DRY = 0 ] && [ -f "$WEIGHTS/vae/flux2-vae.safetensors" ] && fits 60; then
+    plog=$OUT/prof.tmp
+    KILN_CUDA_PROFILE=1 KILN_CUDA_ATTENTION=$(att_env) KILN_LOG=info timeout 120 "$KILN" generate -q --device cuda:0 \
+      --unet "$WEIGHTS/diffusion_models/flux-2-klein-4b.safetensors" --clip "$WEIGHTS/text_encoders/qwen_3_4b.safetensors" \
+      --vae "$WEIGHTS/vae/flux2-vae.safetensors" -W 1024 -H 1024 --steps 4 -p "$PROMPT" -o "$OUT/prof.png.tmp" >"$plog" 2>&1
+    info "one 1024x1024 x 4 steps image by op (KILN_CUDA_PROFILE=1, rc $?):"
+    while IFS= read -r line; do info "  $line"; done < <(sed -n 's/.*cuda: profile: //p' "$plog" | head -12)
+    cat "$plog" >>"$OUT/pipeline.log"
+    rm -f "$plog" "$OUT/prof.png.tmp"
+  fi
   rm -rf "$g" "$blog"
 fi
 

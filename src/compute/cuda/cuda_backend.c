@@ -153,7 +153,23 @@ static kiln_status cuda_download(kiln_backend *be, void *dst, const void *src, s
 
 static kiln_status cuda_sync(kiln_backend *be, kiln_err *err) {
     KILN_TRY(kcu_use(cuda_be(be), err));
-    return kcu_sync(cuda_be(be), err);
+    KILN_TRY(kcu_sync(cuda_be(be), err));
+    return kcu_prof_flush(cuda_be(be), err);
+}
+
+/* KILN_CUDA_PROFILE=1: the per-op table, one log line per op */
+static void prof_report(kiln_cuda_backend *cb) {
+    if (!cb->prof) return;
+    kiln_err e = {0};
+    if (kcu_prof_flush(cb, &e) != KILN_OK) log_warn("cuda: profile: %s", e.msg);
+    char buf[8192];
+    kcu_prof_format(cb->prof, buf, sizeof buf);
+    for (char *line = buf, *nl; *line; line = nl + 1) {
+        nl = strchr(line, '\n');
+        if (!nl) break;
+        *nl = 0;
+        log_info("%s", line);
+    }
 }
 
 static void cuda_close(kiln_backend *be) {
@@ -161,6 +177,9 @@ static void cuda_close(kiln_backend *be) {
     if (!cb) return;
     if (cb->stream) kcu_use(cb, NULL);
     if (cb->arena.peak > cb->arena_peak) cb->arena_peak = cb->arena.peak;
+    prof_report(cb);
+    kcu_prof_free(cb->prof);
+    cb->prof = NULL;
     /* One parseable line (tests/gpu/run.sh reads it): device memory kiln itself used at its peak, by kind -
      * not nvidia-smi's memory.used, which counts the CUDA context and whatever else runs. */
     log_info("cuda: memory peak: arena %llu MiB (capacity %llu MiB), weights %llu MiB, outside the arena %llu MiB, "
@@ -268,6 +287,9 @@ kiln_status kiln_backend_open_cuda(int device, kiln_backend **out, kiln_err *err
     }
     cb->base.bf16_activations = !(act && strcmp(act, "f32") == 0);
     s = kcu_open(cb, device, err);
+    const char *prof = getenv("KILN_CUDA_PROFILE"); /* closed (and reported) by cuda_close */
+    if (s == KILN_OK && prof && *prof && strcmp(prof, "0") != 0 && !(cb->prof = calloc(1, sizeof *cb->prof)))
+        s = KILN_FAIL(err, KILN_E_NOMEM, "KILN_CUDA_PROFILE: no memory");
     if (s == KILN_OK) s = kcu_arena_init(&cb->arena, 0, err);
     if (s == KILN_OK) {
         /* The activation arena: sized per request from its plan (cuda_reserve); KILN_CUDA_ARENA_MB fixes it at
@@ -296,7 +318,8 @@ kiln_status kiln_backend_open_cuda(int device, kiln_backend **out, kiln_err *err
 
 static kiln_status graph_run(kiln_cuda_backend *cb, uint64_t key, kiln_graph_body body, void *ctx, kiln_err *err) {
     const char *env = getenv("KILN_CUDA_GRAPHS");
-    if (env && strcmp(env, "0") == 0) return body(&cb->base, ctx, err);
+    /* eager when asked, and while profiling (an event recorded in a capture would be replayed as a node) */
+    if ((env && strcmp(env, "0") == 0) || cb->prof) return body(&cb->base, ctx, err);
     KILN_TRY(kcu_use(cb, err));
     void *exec = NULL, *stale = NULL;
     kcu_graph_action act = kcu_graph_cache_begin(&cb->graphs, key, cb->arena_gen, &exec, &stale);

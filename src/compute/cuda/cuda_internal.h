@@ -31,6 +31,7 @@
 #include "compute/cuda/cuda_arena.h"
 #include "compute/cuda/cuda_check.h"
 #include "compute/cuda/cuda_graph_cache.h"
+#include "compute/cuda/cuda_profile.h"
 #include "compute/cuda/cuda_residency.h"
 #include "compute/ops.h"
 #include "tensor/tensor.h"
@@ -56,6 +57,7 @@ typedef struct kiln_cuda_backend {
     kcu_placements placed; /* weights placed at load: host range -> device copy (ops->place) */
     bool deterministic; /* KILN_DETERMINISTIC=1: no split-K GEMMs, fixed reduction orders everywhere */
     bool capturing;     /* inside a CUDA-graph capture: no allocation, no synchronisation allowed */
+    kcu_profile *prof;  /* KILN_CUDA_PROFILE=1: GPU time per op (cuda_profile.h); NULL otherwise */
     int tc_bq;          /* KILN_CUDA_TC_BQ=128: the tensor-core attention's blocks take 128 query rows (8 warps) */
     int tc_async;       /* KILN_CUDA_TC_ASYNC=0: the tensor-core attention loads K and V without cp.async (A/B) */
     int attention;      /* KILN_CUDA_ATTENTION: 0 = auto (default: tensor cores in FAST, simple in EXACT), 1 = the
@@ -85,6 +87,13 @@ void kcu_close(kiln_cuda_backend *cb);
 /* Makes cb's GPU the calling thread's current device (CUDA's current device is per host thread: a request may
  * run on another thread than the one that opened the backend). Every entry point calls it first. */
 kiln_status kcu_use(kiln_cuda_backend *cb, kiln_err *err);
+/* An op's entry: kcu_use, and with KILN_CUDA_PROFILE=1 an event on the stream marking where op `name` starts. */
+kiln_status kcu_op_begin(kiln_cuda_backend *cb, const char *name, kiln_err *err);
+/* KILN_CUDA_PROFILE: waits for the marked work and adds each op's interval to cb->prof's rows; the events are
+ * reused. Outside capture only. */
+kiln_status kcu_prof_flush(kiln_cuda_backend *cb, kiln_err *err);
+/* Destroys the profile's events. */
+void kcu_prof_free(kcu_profile *p);
 void *kcu_malloc(size_t bytes);          /* cudaMalloc; NULL on failure */
 void kcu_free(void *p);                  /* cudaFree; NULL is a no-op */
 kiln_status kcu_memcpy_h2d(kiln_cuda_backend *cb, void *dst, const void *src, size_t bytes, kiln_err *err);

@@ -119,7 +119,7 @@ static kiln_status gemm(kiln_cuda_backend *cb, kcu_gemm_key *key, void *y, const
 
 kiln_status cuda_matmul(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt, const kiln_tensor *wt,
                         const kiln_tensor *bt, const kiln_epilogue *epi, kiln_err *err) {
-    KILN_TRY(kcu_use(cuda_be(be), err));
+    KILN_TRY(kcu_op_begin(cuda_be(be), __func__, err));
     RESIDE(yt);
     RESIDE(xt);
     RESIDE(wt);
@@ -261,7 +261,7 @@ kiln_status cuda_matmul(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt
 kiln_status cuda_attention(kiln_backend *be, kiln_tensor *ot, const kiln_tensor *qt, const kiln_tensor *kt,
                            const kiln_tensor *vt, int n_q_heads, int n_kv_heads, float scale, bool causal,
                            const kiln_tensor *mt, const kiln_tensor *bt, kiln_err *err) {
-    KILN_TRY(kcu_use(cuda_be(be), err));
+    KILN_TRY(kcu_op_begin(cuda_be(be), __func__, err));
     RESIDE(ot);
     RESIDE(qt);
     RESIDE(kt);
@@ -314,7 +314,7 @@ kiln_status cuda_attention(kiln_backend *be, kiln_tensor *ot, const kiln_tensor 
 
 kiln_status cuda_rms_norm(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt, const kiln_tensor *gt, float eps,
                           kiln_err *err) {
-    KILN_TRY(kcu_use(cuda_be(be), err));
+    KILN_TRY(kcu_op_begin(cuda_be(be), __func__, err));
     RESIDE(gt);
     kcu_mat y, x, g;
     KILN_TRY(same_shape_pair(be, yt, xt, "rms_norm", "y", "x", &y, &x, err));
@@ -329,7 +329,7 @@ kiln_status cuda_rms_norm(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *
 
 kiln_status cuda_layer_norm_modulate(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt, const kiln_tensor *sht,
                                      const kiln_tensor *sct, float eps, kiln_err *err) {
-    KILN_TRY(kcu_use(cuda_be(be), err));
+    KILN_TRY(kcu_op_begin(cuda_be(be), __func__, err));
     RESIDE(sht);
     RESIDE(sct);
     kcu_mat y, x, sh, sc;
@@ -341,7 +341,7 @@ kiln_status cuda_layer_norm_modulate(kiln_backend *be, kiln_tensor *yt, const ki
 
 kiln_status cuda_rope(kiln_backend *be, kiln_tensor *xt, const kiln_tensor *ct, const kiln_tensor *st, int n_heads,
                       bool interleaved, kiln_err *err) {
-    KILN_TRY(kcu_use(cuda_be(be), err));
+    KILN_TRY(kcu_op_begin(cuda_be(be), __func__, err));
     RESIDE(xt);
     RESIDE(ct);
     RESIDE(st);
@@ -364,7 +364,7 @@ kiln_status cuda_rope(kiln_backend *be, kiln_tensor *xt, const kiln_tensor *ct, 
 }
 
 kiln_status cuda_softmax(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt, kiln_err *err) {
-    KILN_TRY(kcu_use(cuda_be(be), err));
+    KILN_TRY(kcu_op_begin(cuda_be(be), __func__, err));
     kcu_mat y, x;
     KILN_TRY(same_shape_pair(be, yt, xt, "softmax", "y", "x", &y, &x, err));
     return kcu_softmax(cuda_be(be), &y, &x, err);
@@ -373,7 +373,7 @@ kiln_status cuda_softmax(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *x
 /* ---- elementwise ---- */
 
 kiln_status cuda_swiglu(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *abt, kiln_err *err) {
-    KILN_TRY(kcu_use(cuda_be(be), err));
+    KILN_TRY(kcu_op_begin(cuda_be(be), __func__, err));
     RESIDE(yt);
     RESIDE(abt);
     kcu_mat y, ab;
@@ -392,7 +392,7 @@ typedef kiln_status (*binary_fn)(kiln_cuda_backend *cb, const kcu_mat *y, const 
 
 static kiln_status binary(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *at, const kiln_tensor *bt,
                           binary_fn fn, const char *op, kiln_err *err) {
-    KILN_TRY(kcu_use(cuda_be(be), err));
+    KILN_TRY(kcu_op_begin(cuda_be(be), op, err));
     RESIDE(yt);
     RESIDE(at);
     RESIDE(bt);
@@ -430,12 +430,12 @@ static kiln_status unary(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *x
 }
 
 kiln_status cuda_silu(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, kiln_err *err) {
-    KILN_TRY(kcu_use(cuda_be(be), err));
+    KILN_TRY(kcu_op_begin(cuda_be(be), __func__, err));
     return unary(be, y, x, KCU_ACT_SILU, "silu", err);
 }
 
 kiln_status cuda_gelu_tanh(kiln_backend *be, kiln_tensor *y, const kiln_tensor *x, kiln_err *err) {
-    KILN_TRY(kcu_use(cuda_be(be), err));
+    KILN_TRY(kcu_op_begin(cuda_be(be), __func__, err));
     return unary(be, y, x, KCU_ACT_GELU, "gelu_tanh", err);
 }
 
@@ -445,7 +445,7 @@ kiln_status cuda_add(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *at, c
 
 kiln_status cuda_gated_add(kiln_backend *be, kiln_tensor *xt, const kiln_tensor *gt, const kiln_tensor *yt,
                            kiln_err *err) {
-    KILN_TRY(kcu_use(cuda_be(be), err));
+    KILN_TRY(kcu_op_begin(cuda_be(be), __func__, err));
     RESIDE(gt);
     kcu_mat x, g, y;
     KILN_TRY(same_shape_pair(be, xt, yt, "gated_add", "x", "y", &x, &y, err));
@@ -454,7 +454,7 @@ kiln_status cuda_gated_add(kiln_backend *be, kiln_tensor *xt, const kiln_tensor 
 }
 
 kiln_status cuda_scale_shift(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt, float a, float b, kiln_err *err) {
-    KILN_TRY(kcu_use(cuda_be(be), err));
+    KILN_TRY(kcu_op_begin(cuda_be(be), __func__, err));
     kcu_mat y, x;
     KILN_TRY(same_shape_pair(be, yt, xt, "scale_shift", "y", "x", &y, &x, err));
     return kcu_scale_shift(cuda_be(be), &y, &x, a, b, err);
@@ -467,7 +467,7 @@ static bool convertible(kiln_dtype a, kiln_dtype b) {
 }
 
 kiln_status cuda_copy(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt, kiln_err *err) {
-    KILN_TRY(kcu_use(cuda_be(be), err));
+    KILN_TRY(kcu_op_begin(cuda_be(be), __func__, err));
     RESIDE(yt);
     RESIDE(xt);
     kcu_view4 y, x;
@@ -488,7 +488,7 @@ kiln_status cuda_copy(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt, 
  * the left operand. Chunks cap the scratch at ~256 MiB (a 1024x1024 128-channel 3x3 layer would need 2.4 GB). */
 kiln_status cuda_conv2d(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt, const kiln_tensor *wt,
                         const kiln_tensor *bt, int stride, int pad_begin, int pad_end, kiln_err *err) {
-    KILN_TRY(kcu_use(cuda_be(be), err));
+    KILN_TRY(kcu_op_begin(cuda_be(be), __func__, err));
     RESIDE(wt);
     RESIDE(bt);
     kiln_cuda_backend *cb = cuda_be(be);
@@ -558,7 +558,7 @@ kiln_status cuda_conv2d(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt
 
 kiln_status cuda_group_norm(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt, int groups,
                             const kiln_tensor *gt, const kiln_tensor *bt, float eps, bool silu, kiln_err *err) {
-    KILN_TRY(kcu_use(cuda_be(be), err));
+    KILN_TRY(kcu_op_begin(cuda_be(be), __func__, err));
     RESIDE(gt);
     RESIDE(bt);
     int64_t xd[4], yd[4];
@@ -577,7 +577,7 @@ kiln_status cuda_group_norm(kiln_backend *be, kiln_tensor *yt, const kiln_tensor
 }
 
 kiln_status cuda_upsample2x(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt, kiln_err *err) {
-    KILN_TRY(kcu_use(cuda_be(be), err));
+    KILN_TRY(kcu_op_begin(cuda_be(be), __func__, err));
     int64_t xd[4], yd[4];
     img_arg y, x;
     KILN_TRY(nchw_pair(be, yt, xt, "upsample2x", yd, xd, &y, &x, err));

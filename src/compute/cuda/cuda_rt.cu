@@ -2,6 +2,7 @@
  * stream, memory, copies, scratch and workspace growth. */
 #include <cublasLt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "compute/cuda/cuda_kernels.cuh"
@@ -61,6 +62,59 @@ kiln_status kcu_use(kiln_cuda_backend *cb, kiln_err *err) {
     if (cudaGetDevice(&cur) == cudaSuccess && cur == cb->base.device) return KILN_OK;
     KCU_CALL(err, cudaSetDevice(cb->base.device));
     return KILN_OK;
+}
+
+/* ---- KILN_CUDA_PROFILE (cuda_profile.h) ---- */
+
+static kiln_status prof_record(kiln_cuda_backend *cb, const char *name, kiln_err *err) {
+    kcu_profile *p = cb->prof;
+    if (p->n_marks == p->cap_marks) {
+        size_t cap = p->cap_marks ? 2 * p->cap_marks : 256;
+        void **pool = (void **)realloc(p->pool, cap * sizeof *pool);
+        if (pool) p->pool = pool;
+        const char **names = (const char **)realloc(p->names, cap * sizeof *names);
+        if (names) p->names = names;
+        if (!pool || !names) return KILN_FAIL(err, KILN_E_NOMEM, "KILN_CUDA_PROFILE: no memory for %zu marks", cap);
+        p->cap_marks = cap;
+    }
+    if (p->n_marks == p->n_pool) {
+        cudaEvent_t e;
+        KCU_CALL(err, cudaEventCreate(&e));
+        p->pool[p->n_pool++] = e;
+    }
+    KCU_CALL(err, cudaEventRecord((cudaEvent_t)p->pool[p->n_marks], KCU_STREAM(cb)));
+    p->names[p->n_marks++] = name;
+    return KILN_OK;
+}
+
+kiln_status kcu_prof_flush(kiln_cuda_backend *cb, kiln_err *err) {
+    kcu_profile *p = cb->prof;
+    if (!p || p->n_marks == 0 || cb->capturing) return KILN_OK;
+    KILN_TRY(prof_record(cb, NULL, err)); /* where the last op ends */
+    KCU_CALL(err, cudaEventSynchronize((cudaEvent_t)p->pool[p->n_marks - 1]));
+    for (size_t i = 0; i + 1 < p->n_marks; i++) {
+        float ms = 0;
+        if (!p->names[i]) continue;
+        KCU_CALL(err, cudaEventElapsedTime(&ms, (cudaEvent_t)p->pool[i], (cudaEvent_t)p->pool[i + 1]));
+        kcu_prof_add(p, p->names[i], ms);
+    }
+    p->n_marks = 0;
+    return KILN_OK;
+}
+
+kiln_status kcu_op_begin(kiln_cuda_backend *cb, const char *name, kiln_err *err) {
+    KILN_TRY(kcu_use(cb, err));
+    if (!cb->prof || cb->capturing) return KILN_OK;
+    KILN_TRY(prof_record(cb, name, err));
+    return cb->prof->n_marks >= 8192 ? kcu_prof_flush(cb, err) : KILN_OK; /* bounded: wait now and then */
+}
+
+void kcu_prof_free(kcu_profile *p) {
+    if (!p) return;
+    for (size_t i = 0; i < p->n_pool; i++) cudaEventDestroy((cudaEvent_t)p->pool[i]);
+    free(p->pool);
+    free(p->names);
+    free(p);
 }
 
 void *kcu_malloc(size_t bytes) {
