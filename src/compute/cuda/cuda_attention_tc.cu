@@ -1,10 +1,11 @@
 /* cuda_attention_tc.cu - attention variant 2: tensor cores through mma.sync m16n8k16 (bf16 operands, f32
- * accumulation), the flash-attention recurrence with everything a warp updates in registers. Opt-in with
- * KILN_CUDA_ATTENTION=tc until tests/gpu/run.sh has validated and timed it against variant 1 (cuda_attention.cu):
- * it was written without a GPU, and runs on the emulated one (tests/cuda_emu), which computes mma.sync from the
- * PTX ISA's fragment layout.
+ * accumulation), the flash-attention recurrence with everything a warp updates in registers. The FAST default
+ * (cuda_ops.c): on the H200 it matched variant 1 (cuda_attention.cu) in every op comparison and image and ran the
+ * DiT's attention 19 times faster (docs/benchmarks.md); the emulated GPU (tests/cuda_emu) computes mma.sync,
+ * ldmatrix and cp.async from the PTX ISA's definitions.
  *
- *   block  = 4 warps, 64 query rows (16 per warp) of one head; K and V tiles of 64 keys in shared memory (bf16,
+ *   block  = 4 warps, 64 query rows (16 per warp) of one head (8 warps, 128 rows with KILN_CUDA_TC_BQ=128); K and
+ *            V tiles of 64 keys in shared memory, through cp.async when they are aligned bf16 (bf16,
  *            row-major as in memory; P V's B fragments come from V through ldmatrix.trans, four registers - two
  *            dim tiles - per instruction, so no transposed store with its bank conflicts)
  *   Q      = the warp's 16 rows as A fragments, loaded once (dh/4 registers per lane)
