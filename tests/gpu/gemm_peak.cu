@@ -39,12 +39,9 @@ static double run(cublasLtHandle_t lt, int m, int n, int k, bool f32_out, void *
     CK(cudaMalloc(&y, (size_t)m * n * (f32_out ? 4 : 2)));
     lt_tn g = {};
     LK(lt_tn_make(&g, CUDA_R_16BF, f32_out ? CUDA_R_32F : CUDA_R_16BF, m, n, k, ws_bytes, false, true));
-    cublasLtMatmulDesc_t op = g.op;
-    cublasLtMatrixLayout_t a = g.a, b = g.b, c = g.c;
-    cublasLtMatmulPreference_t pref = g.pref;
     cublasLtMatmulHeuristicResult_t res;
     int found = 0;
-    LK(cublasLtMatmulAlgoGetHeuristic(lt, op, a, b, c, c, pref, 1, &res, &found));
+    LK(lt_tn_heuristic(lt, &g, 1, &res, &found));
     if (!found) {
         fprintf(stderr, "no algorithm for %d %d %d\n", m, n, k);
         exit(1);
@@ -54,12 +51,12 @@ static double run(cublasLtHandle_t lt, int m, int n, int k, bool f32_out, void *
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
     for (int i = 0; i < 10; i++)
-        LK(cublasLtMatmul(lt, op, &alpha, w[i % copies], a, x[i % copies], b, &beta, y, c, y, c, &res.algo, ws, ws_bytes, 0));
+        LK(lt_tn_run(lt, &g, &res.algo, &alpha, w[i % copies], x[i % copies], &beta, y, ws, ws_bytes));
     enum { REPS = 30 };
     float ms[REPS];
     for (int i = 0; i < REPS; i++) {
         CK(cudaEventRecord(e0));
-        LK(cublasLtMatmul(lt, op, &alpha, w[i % copies], a, x[i % copies], b, &beta, y, c, y, c, &res.algo, ws, ws_bytes, 0));
+        LK(lt_tn_run(lt, &g, &res.algo, &alpha, w[i % copies], x[i % copies], &beta, y, ws, ws_bytes));
         CK(cudaEventRecord(e1));
         CK(cudaEventSynchronize(e1));
         CK(cudaEventElapsedTime(&ms[i], e0, e1));

@@ -47,23 +47,20 @@ static void fp8_case(cublasLtHandle_t lt, int m, int n, int k, bool out_f32, boo
     float *s = (float *)dev_copy(hs, sizeof hs);
     lt_tn g = {};
     lt_tn_make(&g, CUDA_R_8F_E4M3, out_f32 ? CUDA_R_32F : CUDA_R_16BF, m, n, k, ws_bytes, align_pref, reductions);
-    cublasLtMatmulDesc_t op = g.op;
-    cublasLtMatrixLayout_t a = g.a, b = g.b, c = g.c;
-    cublasLtMatmulPreference_t pref = g.pref;
     if (scales) {
         const float *sa = s, *sb = s + 1;
-        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof sa);
-        cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb, sizeof sb);
+        cublasLtMatmulDescSetAttribute(g.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof sa);
+        cublasLtMatmulDescSetAttribute(g.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb, sizeof sb);
     }
     cublasLtMatmulHeuristicResult_t res[8];
     int found = 0;
-    cublasStatus_t h = cublasLtMatmulAlgoGetHeuristic(lt, op, a, b, c, c, pref, 8, res, &found);
+    cublasStatus_t h = lt_tn_heuristic(lt, &g, 8, res, &found);
     printf("fp8 %5d x %5d x %5d out %-4s scales %d alignpref %d beta %.0f reductions %d: heuristic %s, %d algos;",
            m, n, k, out_f32 ? "f32" : "bf16", scales, align_pref, beta, reductions, cublasLtGetStatusString(h), found);
     float alpha = 1.0f;
     for (int i = 0; i < found && i < 3; i++) {
-        cublasStatus_t r = cublasLtMatmul(lt, op, &alpha, w, a, x, b, &beta, y, c, y, c, &res[i].algo, ws,
-                                          res[i].workspaceSize <= ws_bytes ? res[i].workspaceSize : ws_bytes, 0);
+        cublasStatus_t r = lt_tn_run(lt, &g, &res[i].algo, &alpha, w, x, &beta, y, ws,
+                                     res[i].workspaceSize <= ws_bytes ? res[i].workspaceSize : ws_bytes);
         cudaError_t e = cudaDeviceSynchronize();
         printf(" algo %d (ws %zu): %s/%s", i, res[i].workspaceSize, cublasLtGetStatusString(r), cudaGetErrorString(e));
     }
@@ -106,20 +103,17 @@ static void fp8_dev_case(cublasLtHandle_t lt, int m, int n, int k, bool out_f32,
     float *ab = (float *)dev_copy(hab, sizeof hab);
     lt_tn g = {};
     lt_tn_make(&g, CUDA_R_8F_E4M3, out_f32 ? CUDA_R_32F : CUDA_R_16BF, m, n, k, ws_bytes, true, true);
-    cublasLtMatmulDesc_t op = g.op;
-    cublasLtMatrixLayout_t a = g.a, b = g.b, c = g.c;
-    cublasLtMatmulPreference_t pref = g.pref;
     cublasLtPointerMode_t pm = CUBLASLT_POINTER_MODE_DEVICE;
-    cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_POINTER_MODE, &pm, sizeof pm);
+    cublasLtMatmulDescSetAttribute(g.op, CUBLASLT_MATMUL_DESC_POINTER_MODE, &pm, sizeof pm);
     cublasLtMatmulHeuristicResult_t res;
     int found = 0;
-    cublasStatus_t h = cublasLtMatmulAlgoGetHeuristic(lt, op, a, b, c, c, pref, 1, &res, &found);
+    cublasStatus_t h = lt_tn_heuristic(lt, &g, 1, &res, &found);
     printf("fp8dev %5d x %5d x %5d out %-4s beta %.0f (device alpha/beta): heuristic %s, %d algos;", m, n, k,
            out_f32 ? "f32" : "bf16", beta_v, cublasLtGetStatusString(h), found);
     fp8dev_total++;
     if (h == CUBLAS_STATUS_SUCCESS && found > 0) {
-        cublasStatus_t r = cublasLtMatmul(lt, op, ab, w, a, x, b, ab + 1, y, c, y, c, &res.algo, ws,
-                                          res.workspaceSize <= ws_bytes ? res.workspaceSize : ws_bytes, 0);
+        cublasStatus_t r = lt_tn_run(lt, &g, &res.algo, ab, w, x, ab + 1, y, ws,
+                                     res.workspaceSize <= ws_bytes ? res.workspaceSize : ws_bytes);
         cudaError_t e = cudaDeviceSynchronize();
         printf(" matmul %s/%s", cublasLtGetStatusString(r), cudaGetErrorString(e));
         if (r == CUBLAS_STATUS_SUCCESS && e == cudaSuccess) {
@@ -164,13 +158,10 @@ static void bf16_acc_case(cublasLtHandle_t lt, int m, int n, int k, uint32_t mas
     void *x = dev_copy(hx, (size_t)m * k * 2), *w = dev_copy(hw, (size_t)n * k * 2), *y = dev_copy(hy, (size_t)m * n * 2);
     lt_tn g = {};
     lt_tn_make(&g, CUDA_R_16BF, CUDA_R_16BF, m, n, k, ws_bytes, false, true);
-    cublasLtMatmulDesc_t op = g.op;
-    cublasLtMatrixLayout_t a = g.a, b = g.b, c = g.c;
-    cublasLtMatmulPreference_t pref = g.pref;
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &mask, sizeof mask);
+    cublasLtMatmulPreferenceSetAttribute(g.pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &mask, sizeof mask);
     cublasLtMatmulHeuristicResult_t res;
     int found = 0;
-    cublasStatus_t h = cublasLtMatmulAlgoGetHeuristic(lt, op, a, b, c, c, pref, 1, &res, &found);
+    cublasStatus_t h = lt_tn_heuristic(lt, &g, 1, &res, &found);
     if (h != CUBLAS_STATUS_SUCCESS || !found) {
         printf("bf16 beta=1 %dx%dx%d mask %-12s: no algorithm (%s)\n", m, n, k, mask_name, cublasLtGetStatusString(h));
         lt_tn_free(&g);
@@ -181,7 +172,7 @@ static void bf16_acc_case(cublasLtHandle_t lt, int m, int n, int k, uint32_t mas
     cublasLtMatmulAlgoConfigGetAttribute(&res.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk, sizeof splitk, &got);
     cublasLtMatmulAlgoConfigGetAttribute(&res.algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme, sizeof scheme, &got);
     float alpha = 1.0f, beta = 1.0f;
-    cublasStatus_t r = cublasLtMatmul(lt, op, &alpha, w, a, x, b, &beta, y, c, y, c, &res.algo, ws, res.workspaceSize, 0);
+    cublasStatus_t r = lt_tn_run(lt, &g, &res.algo, &alpha, w, x, &beta, y, ws, res.workspaceSize);
     CK(cudaDeviceSynchronize());
     __nv_bfloat16 *out = (__nv_bfloat16 *)malloc((size_t)m * n * 2);
     CK(cudaMemcpy(out, y, (size_t)m * n * 2, cudaMemcpyDeviceToHost));

@@ -60,6 +60,20 @@ static cublasStatus_t lt_tn_make(lt_tn *g, cudaDataType_t in, cudaDataType_t out
     return s;
 }
 
+/* The heuristic's best `want` algorithms for g (count in *found). */
+static cublasStatus_t lt_tn_heuristic(cublasLtHandle_t lt, const lt_tn *g, int want,
+                                      cublasLtMatmulHeuristicResult_t *res, int *found) {
+    return cublasLtMatmulAlgoGetHeuristic(lt, g->op, g->a, g->b, g->c, g->c, g->pref, want, res, found);
+}
+
+/* y (n x m column-major, C = D) = alpha (w^T x) + beta y with algo; alpha and beta host or device pointers as
+ * g->op's pointer mode says. */
+static cublasStatus_t lt_tn_run(cublasLtHandle_t lt, const lt_tn *g, const cublasLtMatmulAlgo_t *algo,
+                                const void *alpha, const void *w, const void *x, const void *beta, void *y, void *ws,
+                                size_t ws_bytes) {
+    return cublasLtMatmul(lt, g->op, alpha, w, g->a, x, g->b, beta, y, g->c, y, g->c, algo, ws, ws_bytes, 0);
+}
+
 static void lt_tn_free(lt_tn *g) {
     if (g->pref) cublasLtMatmulPreferenceDestroy(g->pref);
     if (g->a) cublasLtMatrixLayoutDestroy(g->a);
