@@ -207,6 +207,47 @@ static __device__ __forceinline__ void store_rows(const kcu_mat &out, float (&o)
         }
 }
 
+/* The key loop both kernels run: tiles of TBK keys of K and V (columns [col0, col0 + dh)) into ks and vs, then per
+ * tile scores(s) (S = Q K^T), softmax(s, corr, j0, full) (full: every key of the tile exists) and pv(s, corr)
+ * (O = O corr + P V). async: K and V through cp.async in FlashAttention-2's order - wait for K(j0), start V(j0),
+ * S and the softmax, wait for V(j0), start K(j0 + TBK), P V - one buffer each, so the same shared memory as the
+ * plain loads between two barriers (vec bits 1 and 2: 8 values at a time). */
+template <int TBK, int DH, class Scores, class Softmax, class PV>
+static __device__ __forceinline__ void key_loop(__nv_bfloat16 *ks, __nv_bfloat16 *vs, const kcu_mat &k, const kcu_mat &v,
+                                                int64_t col0, int dh, int64_t kend, int64_t sk, int vec, bool async,
+                                                Scores scores, Softmax softmax, PV pv) {
+    if (async) {
+        __syncthreads(); /* every warp has its Q fragments: ks is free */
+        load_tile_async<TBK, DH>(ks, k, 0, col0, dh);
+        kcu_cp_async_commit();
+    }
+    for (int64_t j0 = 0; j0 < kend; j0 += TBK) {
+        if (async) {
+            kcu_cp_async_wait<0>(); /* this thread's copies of K(j0) have landed */
+            __syncthreads();        /* K(j0) is in for every warp; every warp is done with V(j0 - TBK) */
+            load_tile_async<TBK, DH>(vs, v, j0, col0, dh);
+            kcu_cp_async_commit();
+        } else {
+            __syncthreads(); /* Q's fragments are read; the previous tile is consumed */
+            load_tile<TBK, DH>(ks, k, j0, col0, dh, (vec >> 1) & 1);
+            load_tile<TBK, DH>(vs, v, j0, col0, dh, (vec >> 2) & 1);
+            __syncthreads();
+        }
+        float s[TBK / 8][4], corr[2];
+        scores(s);
+        softmax(s, corr, j0, j0 + TBK <= sk);
+        if (async) {
+            kcu_cp_async_wait<0>(); /* this thread's copies of V(j0) have landed */
+            __syncthreads();        /* V(j0) is in for every warp; every warp is done with K(j0) */
+            if (j0 + TBK < kend) {
+                load_tile_async<TBK, DH>(ks, k, j0 + TBK, col0, dh);
+                kcu_cp_async_commit();
+            }
+        }
+        pv(s, corr);
+    }
+}
+
 /* vec: bit 0 q, bit 1 k, bit 2 v may be loaded 8 values at a time (load_tile); bit 3: K and V through cp.async
  * when both may (KILN_CUDA_TC_ASYNC=0 clears it: the synchronous loads, for an A/B on the GPU) */
 template <int DH, int WARPS>
@@ -243,47 +284,14 @@ static __global__ void __launch_bounds__(WARPS * 32)
     int64_t kend = sk;
     if (causal) kend = q0 + BQR < sk ? q0 + BQR : sk;
     const bool plain = !causal && !key_mask && !bias; /* a full tile then needs no visibility checks */
-    if ((vec & 14) == 14) {
-        /* K and V through cp.async, in FlashAttention-2's order: V's copy flies while S = Q K^T and the softmax
-         * run, the next K's while P V runs; one buffer each, so the same shared memory as the plain loads. */
-        __syncthreads(); /* every warp has its Q fragments: ks is free */
-        load_tile_async<BK, DH>(ks, k, 0, (int64_t)hk * dh, dh);
-        kcu_cp_async_commit();
-        for (int64_t j0 = 0; j0 < kend; j0 += BK) {
-            kcu_cp_async_wait<0>(); /* this thread's copies of K(j0) have landed */
-            __syncthreads();        /* K(j0) is in for every warp; every warp is done with V(j0 - BK) */
-            load_tile_async<BK, DH>(vs, v, j0, (int64_t)hk * dh, dh);
-            kcu_cp_async_commit();
-
-            float s[NT][4];
-            qk_tile<NT, KD, LDK>(s, qf, ks, lane);
-            float corr[2];
-            if (plain && j0 + BK <= sk) softmax_tile<NT, false>(s, m, l, corr, row, j0, sk, causal, key_mask, brow, sl2, t);
+    key_loop<BK, DH>(
+        ks, vs, k, v, (int64_t)hk * dh, dh, kend, sk, vec, (vec & 14) == 14,
+        [&](float (&s)[NT][4]) { qk_tile<NT, KD, LDK>(s, qf, ks, lane); },
+        [&](float (&s)[NT][4], float (&corr)[2], int64_t j0, bool full) {
+            if (plain && full) softmax_tile<NT, false>(s, m, l, corr, row, j0, sk, causal, key_mask, brow, sl2, t);
             else softmax_tile<NT, true>(s, m, l, corr, row, j0, sk, causal, key_mask, brow, sl2, t);
-
-            kcu_cp_async_wait<0>(); /* this thread's copies of V(j0) have landed */
-            __syncthreads();        /* V(j0) is in for every warp; every warp is done with K(j0) */
-            if (j0 + BK < kend) {
-                load_tile_async<BK, DH>(ks, k, j0 + BK, (int64_t)hk * dh, dh);
-                kcu_cp_async_commit();
-            }
-            pv_tile<NT, ND, LDK>(o, s, corr, vs, lane);
-        }
-    } else {
-        for (int64_t j0 = 0; j0 < kend; j0 += BK) {
-            __syncthreads(); /* Q's fragments are read; the previous tile is consumed */
-            load_tile<BK, DH>(ks, k, j0, (int64_t)hk * dh, dh, (vec >> 1) & 1);
-            load_tile<BK, DH>(vs, v, j0, (int64_t)hk * dh, dh, (vec >> 2) & 1);
-            __syncthreads();
-
-            float s[NT][4];
-            qk_tile<NT, KD, LDK>(s, qf, ks, lane);
-
-            float corr[2];
-            softmax_tile<NT, true>(s, m, l, corr, row, j0, sk, causal, key_mask, brow, sl2, t);
-            pv_tile<NT, ND, LDK>(o, s, corr, vs, lane);
-        }
-    }
+        },
+        [&](float (&s)[NT][4], float (&corr)[2]) { pv_tile<NT, ND, LDK>(o, s, corr, vs, lane); });
     store_rows<ND>(out, o, l, row, sq, h, dh, 0, t);
 }
 
@@ -321,7 +329,8 @@ static __global__ void __launch_bounds__((DH / 128) * 32)
     int64_t kend = sk;
     if (causal) kend = q0 + 16 < sk ? q0 + 16 : sk;
     const bool plain = !causal && !key_mask && !bias;
-    /* S over all dims: each warp's share through shared memory, added in warp order by every warp */
+    /* S over all dims: each warp's share through shared memory, added in warp order by every warp; the barrier
+     * before the next tile's shares is key_loop's first (every warp has read these by its second) */
     auto scores = [&](float (&s)[NT][4]) {
         qk_tile<NT, KD, LDK>(s, qf, ks + d0, lane);
 #pragma unroll
@@ -338,43 +347,13 @@ static __global__ void __launch_bounds__((DH / 128) * 32)
                 s[nt][i] = x;
             }
     };
-    if ((vec & 14) == 14) { /* K and V through cp.async, in the main kernel's order */
-        __syncthreads();    /* every warp has its Q fragments: ks is free */
-        load_tile_async<KCU_TC_WIDE_BK, DH>(ks, k, 0, (int64_t)hk * dh, dh);
-        kcu_cp_async_commit();
-        for (int64_t j0 = 0; j0 < kend; j0 += KCU_TC_WIDE_BK) {
-            kcu_cp_async_wait<0>(); /* this thread's copies of the wide K(j0) have landed */
-            __syncthreads();        /* K(j0) is in; every warp is done with V(j0 - BK) and the last S shares */
-            load_tile_async<KCU_TC_WIDE_BK, DH>(vs, v, j0, (int64_t)hk * dh, dh);
-            kcu_cp_async_commit();
-            float s[NT][4];
-            scores(s);
-            float corr[2];
-            if (plain && j0 + KCU_TC_WIDE_BK <= sk)
-                softmax_tile<NT, false>(s, m, l, corr, row, j0, sk, causal, key_mask, brow, sl2, t);
-            else
-                softmax_tile<NT, true>(s, m, l, corr, row, j0, sk, causal, key_mask, brow, sl2, t);
-            kcu_cp_async_wait<0>(); /* this thread's copies of the wide V(j0) have landed */
-            __syncthreads();        /* V(j0) is in; every warp is done with K(j0) and has read the S shares */
-            if (j0 + KCU_TC_WIDE_BK < kend) {
-                load_tile_async<KCU_TC_WIDE_BK, DH>(ks, k, j0 + KCU_TC_WIDE_BK, (int64_t)hk * dh, dh);
-                kcu_cp_async_commit();
-            }
-            pv_tile<NT, ND, LDK>(o, s, corr, vs + d0, lane); /* the cp.async tiles */
-        }
-    } else {
-        for (int64_t j0 = 0; j0 < kend; j0 += KCU_TC_WIDE_BK) {
-            __syncthreads(); /* Q's fragments and the previous tile's K, V and S shares are read */
-            load_tile<KCU_TC_WIDE_BK, DH>(ks, k, j0, (int64_t)hk * dh, dh, (vec >> 1) & 1);
-            load_tile<KCU_TC_WIDE_BK, DH>(vs, v, j0, (int64_t)hk * dh, dh, (vec >> 2) & 1);
-            __syncthreads();
-            float s[NT][4];
-            scores(s);
-            float corr[2];
-            softmax_tile<NT, true>(s, m, l, corr, row, j0, sk, causal, key_mask, brow, sl2, t);
-            pv_tile<NT, ND, LDK>(o, s, corr, vs + d0, lane); /* the synchronous tiles */
-        }
-    }
+    key_loop<KCU_TC_WIDE_BK, DH>(
+        ks, vs, k, v, (int64_t)hk * dh, dh, kend, sk, vec, (vec & 14) == 14, scores,
+        [&](float (&s)[NT][4], float (&corr)[2], int64_t j0, bool full) {
+            if (plain && full) softmax_tile<NT, false>(s, m, l, corr, row, j0, sk, causal, key_mask, brow, sl2, t);
+            else softmax_tile<NT, true>(s, m, l, corr, row, j0, sk, causal, key_mask, brow, sl2, t);
+        },
+        [&](float (&s)[NT][4], float (&corr)[2]) { pv_tile<NT, ND, LDK>(o, s, corr, vs + d0, lane); });
     store_rows<ND>(out, o, l, row, sq, h, dh, d0, t);
 }
 
