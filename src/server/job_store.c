@@ -2,10 +2,15 @@
 #include "server/job_store.h"
 
 #include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <sqlite3.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include "base/alloc.h"
 #include "base/clock.h"
@@ -16,6 +21,7 @@ struct kiln_store {
     sqlite3 *db;
     pthread_mutex_t mu;
     kiln_pg *pg; /* set: every call goes to the PostgreSQL store instead (job_store_pg.c) */
+    int owner_fd; /* the SQLite file's owner lock (take_owner), held until close; -1: none (":memory:", PostgreSQL) */
 };
 
 static bool is_pg_uri(const char *path) {
@@ -96,11 +102,45 @@ static const char *schema =
     " created_ms INTEGER NOT NULL, started_ms INTEGER NOT NULL DEFAULT 0, finished_ms INTEGER NOT NULL DEFAULT 0);"
     "CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state, front DESC, number);";
 
+/* One process owns a SQLite queue: opening it queues again what was RUNNING (the last owner died), so a second
+ * live server on the same file would re-run the first one's job, and run jobs submitted to the first whose
+ * outputs then land in its own output folder, where the first one's /view cannot find them. An exclusive flock
+ * on "<path>.owner" (released by the kernel when the owner dies, kill -9 included) refuses the second one by
+ * name; the file holds the owner's pid for that message. flock, not fcntl: SQLite's own fcntl locks on the
+ * database are per process and would be dropped by closing any other descriptor of the same file. */
+static kiln_status take_owner(kiln_store *st, const char *path, kiln_err *err) {
+    char lock[4200];
+    if (snprintf(lock, sizeof lock, "%s.owner", path) >= (int)sizeof lock)
+        return KILN_FAIL(err, KILN_E_LIMIT, "job store %s: path too long", path);
+    int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return KILN_FAIL(err, KILN_E_IO, "job store %s: %s", lock, strerror(errno));
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        int e = errno;
+        char pid[32] = "";
+        ssize_t n = pread(fd, pid, sizeof pid - 1, 0);
+        pid[n > 0 ? n : 0] = 0;
+        pid[strcspn(pid, "\n")] = 0;
+        close(fd);
+        if (e != EWOULDBLOCK) return KILN_FAIL(err, KILN_E_IO, "job store %s: lock: %s", lock, strerror(e));
+        return KILN_FAIL(err, KILN_E_INVALID,
+                         "job store %s is in use by another kiln serve (pid %s): one server per SQLite queue; give "
+                         "this one its own --database (or --output/--user-dir), or share a PostgreSQL --queue",
+                         path, pid[0] ? pid : "?");
+    }
+    char pid[32];
+    int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n)
+        log_warn("job store %s: could not record the owner's pid: %s", lock, strerror(errno)); /* the lock holds */
+    st->owner_fd = fd;
+    return KILN_OK;
+}
+
 kiln_status kiln_store_open(const char *path, kiln_store **out, int *recovered, kiln_err *err) {
     *out = NULL;
     if (recovered) *recovered = 0;
     kiln_store *st = kiln_calloc(1, sizeof *st);
     if (!st) return KILN_FAIL(err, KILN_E_NOMEM, "job store: out of memory");
+    st->owner_fd = -1;
     pthread_mutex_init(&st->mu, NULL);
     if (is_pg_uri(path)) {
         kiln_status ps = kiln_pg_open(path, &st->pg, err);
@@ -110,6 +150,13 @@ kiln_status kiln_store_open(const char *path, kiln_store **out, int *recovered, 
         }
         *out = st;
         return KILN_OK;
+    }
+    if (strcmp(path, ":memory:") != 0) {
+        kiln_status ls = take_owner(st, path, err);
+        if (ls != KILN_OK) {
+            kiln_store_close(st);
+            return ls;
+        }
     }
     int rc = sqlite3_open_v2(path, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
                              NULL);
@@ -143,6 +190,8 @@ kiln_status kiln_store_open(const char *path, kiln_store **out, int *recovered, 
 void kiln_store_close(kiln_store *st) {
     if (!st) return;
     if (st->db) sqlite3_close(st->db);
+    if (st->owner_fd >= 0) close(st->owner_fd); /* the lock goes with it; the file stays (unlinking it would race
+                                                  * a server opening it just now) */
     kiln_pg_close(st->pg);
     pthread_mutex_destroy(&st->mu);
     kiln_free(st);

@@ -28,7 +28,8 @@ trap 'stop_ranks; cleanup' EXIT
 start_server --front-end-root none
 ONE=$PORT
 timeout 300 mpirun --oversubscribe -np 2 -x KILN_THREADS -x ASAN_OPTIONS "$KILN_BIN" serve --port 0 \
-  --port-file "$SCRATCH/port2" --models "$MODELS" --output "$SCRATCH/out2" --front-end-root none --sp 2 \
+  --port-file "$SCRATCH/port2" --models "$MODELS" --output "$SCRATCH/out2" --user-dir "$SCRATCH/user2" \
+  --front-end-root none --sp 2 \
   >"$SCRATCH/ranks.log" 2>&1 &
 MPI_PID=$!
 for _ in $(seq 1 300); do

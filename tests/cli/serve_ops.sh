@@ -56,7 +56,10 @@ assert all({"ts", "level", "src", "msg"} <= o.keys() for o in objs), objs[:2]
 assert any("succeeded" in o["msg"] for o in objs) and any("listening on" in o["msg"] for o in objs), [o["msg"] for o in objs]
 PY
 
-# drain: a slow job running, two queued; SIGTERM: the slow one finishes, the others stay queued
+# drain: a job running, two queued; SIGTERM: the running one finishes, the others stay queued. KILN_FAULT_PAUSE
+# holds every job 3 s after its graph ran: on a fast machine a 256x256 job alone finished before the SIGTERM came.
+stop_server
+KILN_FAULT_PAUSE=after-stage:3 KILN_LOG=info start_server --log-format json
 slow=$(submit 256 30); q1=$(submit 64 1); q2=$(submit 64 1)
 for _ in $(seq 1 300); do
   curl -s "$(url /queue)" | python3 -c "import json,sys; sys.exit(0 if json.load(sys.stdin)['queue_running'] else 1)" && break

@@ -25,8 +25,14 @@ grep -q -- "--memory-limit needs a number in 0.001..1e+06" "$SCRATCH/out.txt" &&
   || fail "--memory-limit's message: $(head -c 300 "$SCRATCH/out.txt")"
 make_models
 start_server
-expect_exit 5 "port already in use" --port "$PORT" --output "$SCRATCH/o2"
+expect_exit 5 "port already in use" --port "$PORT" --output "$SCRATCH/o2" --user-dir "$SCRATCH/u2"
 grep -q "cannot listen" "$SCRATCH/out.txt" && ok "port-in-use message" || fail "port-in-use message"
+# A second live server on the same SQLite queue (here: another output folder beside the first, so the same user/)
+# would queue the first one's running job again and take jobs submitted to the first, saving their images where
+# the first one's /view cannot find them: refused, naming the database and the owner's pid.
+expect_exit 2 "a second server on the same job database" --port 0 --output "$SCRATCH/o2"
+grep -q "kiln-jobs.sqlite is in use by another kiln serve (pid $SERVER_PID)" "$SCRATCH/out.txt" \
+  && ok "the refusal names the database and the owner" || fail "second-owner message: $(head -c 300 "$SCRATCH/out.txt")"
 kill -TERM "$SERVER_PID"
 set +e; wait "$SERVER_PID"; rc=$?; set -e
 SERVER_PID=""

@@ -18,6 +18,8 @@ static void fresh_path(const char *tag) {
     unlink(p);
     snprintf(p, sizeof p, "%s-shm", db_path);
     unlink(p);
+    snprintf(p, sizeof p, "%s.owner", db_path);
+    unlink(p);
 }
 
 static void cleanup(void) {
@@ -26,6 +28,8 @@ static void cleanup(void) {
     snprintf(p, sizeof p, "%s-wal", db_path);
     unlink(p);
     snprintf(p, sizeof p, "%s-shm", db_path);
+    unlink(p);
+    snprintf(p, sizeof p, "%s.owner", db_path);
     unlink(p);
 }
 
@@ -210,6 +214,39 @@ static void test_claim_by_id(void) {
     kiln_store_close(st);
 }
 
+/* One live owner per SQLite file: a second open (another server on the same --database) is refused by name, with
+ * the owner's pid, and nothing in the file is touched - above all its RUNNING job is not queued again. Once the
+ * owner closes (or dies: test_kill9_recovery reopens after a kill -9), the next open succeeds and recovers. */
+static void test_one_owner(void) {
+    fresh_path("owner");
+    kiln_err err = {0};
+    kiln_store *a, *b = (kiln_store *)1;
+    CHECK_EQ_INT(kiln_store_open(db_path, &a, NULL, &err), KILN_OK);
+    CHECK_EQ_INT(kiln_store_add(a, "run", "comfy", NULL, "{}", false, 0, NULL, &err), KILN_OK);
+    kiln_job j;
+    CHECK_EQ_INT(kiln_store_claim_next(a, &j, &err), KILN_OK);
+    kiln_job_clear(&j);
+    int recovered = -1;
+    CHECK_EQ_INT(kiln_store_open(db_path, &b, &recovered, &err), KILN_E_INVALID);
+    CHECK(b == NULL);
+    CHECK_ERR_CONTAINS(&err, "in use by another kiln serve");
+    char pid[32];
+    snprintf(pid, sizeof pid, "(pid %d)", (int)getpid());
+    CHECK_ERR_CONTAINS(&err, pid);
+    CHECK_ERR_CONTAINS(&err, "--database");
+    CHECK_EQ_INT(kiln_store_count(a, KILN_JOB_RUNNING), 1); /* the refused open recovered nothing */
+    kiln_store_close(a);
+    CHECK_EQ_INT(kiln_store_open(db_path, &b, &recovered, &err), KILN_OK);
+    CHECK_EQ_INT(recovered, 1);
+    kiln_store_close(b);
+    kiln_store *m1, *m2; /* ":memory:" stores share nothing: no owner file */
+    CHECK_EQ_INT(kiln_store_open(":memory:", &m1, NULL, &err), KILN_OK);
+    CHECK_EQ_INT(kiln_store_open(":memory:", &m2, NULL, &err), KILN_OK);
+    kiln_store_close(m1);
+    kiln_store_close(m2);
+    cleanup();
+}
+
 static void test_open_errors(void) {
     kiln_err err = {0};
     kiln_store *st = (kiln_store *)1;
@@ -224,6 +261,7 @@ int main(void) {
     RUN(test_queue_limit_and_list);
     RUN(test_kill9_recovery);
     RUN(test_claim_by_id);
+    RUN(test_one_owner);
     RUN(test_open_errors);
     return test_summary();
 }
