@@ -26,15 +26,24 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# the cuDNN frontend's headers where the CUDA toolkit is (make cuda compiles the cuDNN attention against them)
+cudnn_frontend() {
+  if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
+    $SUDO "$(dirname "$0")/fetch-cudnn-frontend.sh" ||
+      echo "install-deps: warning: no cuDNN frontend headers (PyPI unreachable?): the CUDA build goes without cuDNN attention"
+  fi
+}
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages present"
   "$(dirname "$0")/install-test-python.sh"   # Python clients for the server tests (venv outside the repo)
+  cudnn_frontend
   exit 0
 fi
-SUDO=""
-[ "$(id -u)" -eq 0 ] || SUDO="sudo"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 echo "install-deps: installed ${missing[*]}"
 "$(dirname "$0")/install-test-python.sh"   # Python clients for the server tests (venv outside the repo)
+cudnn_frontend

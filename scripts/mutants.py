@@ -22,10 +22,12 @@ tests fails, no test matches `tests`, or ctest could not run one), NOT-RUN (the 
 kernel on a CPU without AMX or a CUDA file in the CPU build; never counted as killed). Exit status 0 only when
 every mutant that ran was KILLED.
 
-The optional key `needs: amx|avx512|avx2|cuda` (comma separated) marks code that runs only on that hardware; it is
-also inferred from the file name (*_amx.*, *_avx512.*, *_avx2.*, src/compute/cuda/, *.cu). A `cuda` mutant is
-built and tested in BUILD/build-emu, the CUDA emulator's build (cmake -DKILN_CUDA_EMU=ON, tests/cuda_emu: the
-backend's own sources on the CPU), which needs only the CUDA headers; without them it is NOT-RUN.
+The optional key `needs: amx|avx512|avx2|cuda|cudnn` (comma separated) marks code that runs only on that hardware;
+it is also inferred from the file name (*_amx.*, *_avx512.*, *_avx2.*, src/compute/cuda/, *.cu). A `cuda` mutant
+is built and tested in BUILD/build-emu, the CUDA emulator's build (cmake -DKILN_CUDA_EMU=ON, tests/cuda_emu: the
+backend's own sources on the CPU), which needs only the CUDA headers; without them it is NOT-RUN. A `cudnn` mutant
+(the cuDNN attention, which the emulator does not build) is built with nvcc in BUILD/build-cudnn (-DKILN_CUDA=ON,
+sm_90) and tested by its host-side tests; without nvcc or the cuDNN frontend headers it is NOT-RUN.
 """
 import argparse
 import datetime
@@ -43,7 +45,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REQUIRED = ("id", "file", "find", "replace", "tests", "why")
 OPTIONAL = ("needs",)
-NEEDS = ("amx", "avx512", "avx2", "cuda")
+NEEDS = ("amx", "avx512", "avx2", "cuda", "cudnn")
 # /proc/cpuinfo flags each tier's kernels need (what src/compute/cpu/cpu_features.c checks through cpuid)
 CPU_FLAGS = {
     "avx2": ("avx2", "fma", "f16c"),
@@ -167,8 +169,21 @@ def cuda_headers():
     return None
 
 
+def nvcc():
+    return shutil.which("nvcc") or next((p for p in ("/usr/local/cuda/bin/nvcc",) if os.access(p, os.X_OK)), None)
+
+
+def cudnn_frontend():
+    for d in (os.environ.get("KILN_CUDNN_FRONTEND", ""), "/opt/kiln-cudnn-frontend/include"):
+        if d and os.path.isfile(os.path.join(d, "cudnn_frontend.h")):
+            return d
+    return None
+
+
 def not_run_reason(m, flags):
     for n in m.needs():
+        if n == "cudnn" and not (nvcc() and cudnn_frontend()):
+            return "needs nvcc and the cuDNN frontend headers (scripts/fetch-cudnn-frontend.sh); not found"
         if n == "cuda" and not cuda_headers():
             return "needs the CUDA headers (the emulator build, tests/cuda_emu); none found"
         lacking = [f for f in CPU_FLAGS.get(n, ()) if f not in flags]
@@ -251,6 +266,8 @@ def configure(tree, build, log):
         return 0
     gen = ["-G", "Ninja"] if shutil.which("ninja") else []
     emu = ["-DKILN_CUDA_EMU=ON"] if build.endswith("build-emu") else []
+    if build.endswith("build-cudnn"):
+        emu = ["-DKILN_CUDA=ON", "-DCMAKE_CUDA_ARCHITECTURES=90", "-DCMAKE_CUDA_COMPILER=" + nvcc()]
     return run(["cmake", "-S", tree, "-B", build, "-DCMAKE_BUILD_TYPE=Release", "-DKILN_TESTS=ON"] + emu + gen, log)
 
 
@@ -496,8 +513,9 @@ def main():
     copied, removed = sync_tree(tree)
     print("mutants: scratch tree %s (%d files copied, %d removed)" % (tree, copied, removed))
 
-    def build_of(m):  # the CPU release build, or the CUDA emulator's for a cuda mutant
-        return os.path.join(scratch, "build-emu" if "cuda" in m.needs() else "build")
+    def build_of(m):  # the CPU release build, the CUDA emulator's for a cuda mutant, nvcc's for a cudnn one
+        n = m.needs()
+        return os.path.join(scratch, "build-cudnn" if "cudnn" in n else "build-emu" if "cuda" in n else "build")
 
     # the unmutated tree builds (the named tests' targets); their runs on it come after the mutants, for the killers
     base_secs = {}

@@ -535,7 +535,7 @@ static void attn_case_full(const char *what, int64_t sq, int64_t sk, int hq, int
     dut->precision = KILN_PREC_FAST;
     /* KILN_CUDA_ATTENTION=tc rounds q, k, v (and p) to bf16 (tensor-core operands), every head dim to 512 */
     const char *att = getenv("KILN_CUDA_ATTENTION");
-    bool tc = dut->kind == KILN_BACKEND_CUDA && att && strcmp(att, "tc") == 0 && dh <= 512;
+    bool tc = dut->kind == KILN_BACKEND_CUDA && att && (strcmp(att, "tc") == 0 || strcmp(att, "cudnn") == 0) && dh <= 512;
     ref_attention(o, q, k, v, hq, hkv, dh, scale, causal, km, bias, tc);
     compare(what, o, tc ? TC_TOL : 1e-5);
 }
@@ -688,6 +688,18 @@ static void compare_attention_bf16(const char *what, pair *o16, pair *o, bool tc
     compare(name, of, TC_TOL);
 }
 
+/* Attention on contiguous bf16 q, k, v (rounded twins of the f32 reference's) into a bf16 output. */
+static void attn_bf16_case(const char *what, int64_t sq, int64_t sk, int hq, int hkv, int dh, bool causal, bool tc) {
+    pair *q = mk2(KILN_DT_F32, sq, (int64_t)hq * dh, FILL_RAND), *k = mk2(KILN_DT_F32, sk, (int64_t)hkv * dh, FILL_RAND);
+    pair *v = mk2(KILN_DT_F32, sk, (int64_t)hkv * dh, FILL_RAND), *o = mk2(KILN_DT_F32, sq, (int64_t)hq * dh, FILL_NAN);
+    pair *q16 = bf16_twin(q), *k16 = bf16_twin(k), *v16 = bf16_twin(v);
+    pair *o16 = mk2(KILN_DT_BF16, sq, (int64_t)hq * dh, FILL_NAN);
+    const float scale = 1.0f / sqrtf((float)dh);
+    BOTH(ref->ops->attention(ref, &o->h, &q->h, &k->h, &v->h, hq, hkv, scale, causal, NULL, NULL, &e_),
+         dut->ops->attention(dut, &o16->d, &q16->d, &k16->d, &v16->d, hq, hkv, scale, causal, NULL, NULL, &e_));
+    compare_attention_bf16(what, o16, o, tc);
+}
+
 /* Relative L2 error of the bf16 values in got against the bf16 codes want (NaN where either is counted apart). */
 static double rel_l2_bf16(const uint16_t *got, const uint16_t *want, int64_t n, int64_t *nan_bad) {
     double se = 0, sr = 0;
@@ -824,6 +836,11 @@ static void test_bf16_activations(void) {
              dut->ops->attention(dut, &o516->d, &q516.d, &k516.d, &v516.d, 1, 1, sc5, false, NULL, NULL, &e_));
         compare_attention_bf16("attention bf16 1 head x 512 (VAE mid) -> bf16", o516, o5, tc);
     }
+    /* contiguous bf16 q, k, v (the text encoders' layout), causal GQA and several key tiles: with
+     * KILN_CUDA_ATTENTION=cudnn these, the views above and the timed one below are the calls cuDNN takes */
+    attn_bf16_case("attention bf16 GQA 8q/2kv causal dh128 (Qwen3)", 70, 70, 8, 2, 128, true, tc);
+    attn_bf16_case("attention bf16 2 heads dh128, 300 queries x 300 keys", 300, 300, 2, 2, 128, false, tc);
+    attn_bf16_case("attention bf16 4 heads dh64, 37 queries x 130 keys", 37, 130, 4, 4, 64, false, tc);
 
     pair *x = mk2(KILN_DT_F32, 29, 293, FILL_RAND), *x16 = bf16_twin(x);
     pair *y = mk2(KILN_DT_F32, 29, 293, FILL_NAN), *y16 = mk2(KILN_DT_BF16, 29, 293, FILL_NAN);

@@ -191,6 +191,12 @@ static void cuda_close(kiln_backend *be) {
              (unsigned long long)cb->algos.count, (unsigned long long)cb->algos.hits,
              (unsigned long long)cb->graphs.n_captures, (unsigned long long)cb->graphs.n_replays,
              (unsigned long long)cb->gemm_fused);
+    if (cb->attention == 3)
+        log_info("cuda: attention: %llu calls by cuDNN, %llu by the tensor-core kernel (shapes cuDNN does not take)",
+                 (unsigned long long)cb->cudnn_calls, (unsigned long long)cb->cudnn_fallbacks);
+#ifdef KILN_HAVE_CUDNN
+    kcu_cudnn_close(cb);
+#endif
     kcu_graph_cache_clear(&cb->graphs, kcu_graph_destroy, cb);
     kcu_algo_cache_free(&cb->algos);
     if (cb->placed.r.n)
@@ -262,7 +268,7 @@ kiln_status kiln_backend_open_cuda(int device, kiln_backend **out, kiln_err *err
     const char *det = getenv("KILN_DETERMINISTIC"), *att = getenv("KILN_CUDA_ATTENTION");
     cb->deterministic = det && *det && strcmp(det, "0") != 0;
     /* auto (unset): the tensor-core kernel for FAST, the f32 one for EXACT; simple or tc: that kernel always */
-    cb->attention = !att || !*att ? 0 : strcmp(att, "tc") == 0 ? 2 : 1;
+    cb->attention = !att || !*att ? 0 : strcmp(att, "tc") == 0 ? 2 : strcmp(att, "cudnn") == 0 ? 3 : 1;
     const char *tcbq = getenv("KILN_CUDA_TC_BQ");
     if (tcbq && *tcbq && strcmp(tcbq, "64") != 0 && strcmp(tcbq, "128") != 0) {
         kiln_free(cb);
@@ -274,10 +280,18 @@ kiln_status kiln_backend_open_cuda(int device, kiln_backend **out, kiln_err *err
     const char *fp8 = getenv("KILN_CUDA_FP8"), *fuse = getenv("KILN_CUDA_FUSE");
     cb->fp8_gemm = fp8 && *fp8 && strcmp(fp8, "0") != 0;
     cb->fuse_epilogues = !(fuse && strcmp(fuse, "0") == 0);
-    if (att && *att && strcmp(att, "tc") != 0 && strcmp(att, "simple") != 0) {
+    if (att && *att && strcmp(att, "tc") != 0 && strcmp(att, "simple") != 0 && strcmp(att, "cudnn") != 0) {
         kiln_free(cb);
-        return KILN_FAIL(err, KILN_E_INVALID, "KILN_CUDA_ATTENTION=%s: expected simple or tc", att);
+        return KILN_FAIL(err, KILN_E_INVALID, "KILN_CUDA_ATTENTION=%s: expected simple, tc or cudnn", att);
     }
+#ifndef KILN_HAVE_CUDNN
+    if (cb->attention == 3) {
+        kiln_free(cb);
+        return KILN_FAIL(err, KILN_E_UNSUPPORTED,
+                         "KILN_CUDA_ATTENTION=cudnn: this kiln was built without cuDNN (CMake found no cuDNN frontend "
+                         "headers: scripts/fetch-cudnn-frontend.sh)");
+    }
+#endif
     /* FAST models keep their activations in bf16 here (compute/ops.h kiln_backend_act_dtype), as PyTorch runs
      * a bf16 model: half the memory traffic of every elementwise op, and no conversion pass before a GEMM */
     const char *act = getenv("KILN_CUDA_ACT");
@@ -287,6 +301,9 @@ kiln_status kiln_backend_open_cuda(int device, kiln_backend **out, kiln_err *err
     }
     cb->base.bf16_activations = !(act && strcmp(act, "f32") == 0);
     s = kcu_open(cb, device, err);
+#ifdef KILN_HAVE_CUDNN
+    if (s == KILN_OK && cb->attention == 3) s = kcu_cudnn_open(cb, err); /* asked for: a failure to load is an error */
+#endif
     const char *prof = getenv("KILN_CUDA_PROFILE"); /* closed (and reported) by cuda_close */
     if (s == KILN_OK && prof && *prof && strcmp(prof, "0") != 0 && !(cb->prof = calloc(1, sizeof *cb->prof)))
         s = KILN_FAIL(err, KILN_E_NOMEM, "KILN_CUDA_PROFILE: no memory");
@@ -306,7 +323,8 @@ kiln_status kiln_backend_open_cuda(int device, kiln_backend **out, kiln_err *err
     }
     log_info("cuda: %s, arena %llu MiB, attention %s, %s activations in FAST%s", cb->name,
              (unsigned long long)(cb->arena.capacity >> 20),
-             cb->attention == 2   ? "tensor cores"
+             cb->attention == 3   ? "cuDNN SDPA (else tensor cores)"
+             : cb->attention == 2 ? "tensor cores"
              : cb->attention == 1 ? "simple"
                                   : "tensor cores (FAST), simple (EXACT)",
              cb->base.bf16_activations ? "bf16" : "f32", cb->deterministic ? ", deterministic" : "");

@@ -61,7 +61,10 @@ typedef struct kiln_cuda_backend {
     int tc_bq;          /* KILN_CUDA_TC_BQ=128: the tensor-core attention's blocks take 128 query rows (8 warps) */
     int tc_async;       /* KILN_CUDA_TC_ASYNC=0: the tensor-core attention loads K and V without cp.async (A/B) */
     int attention;      /* KILN_CUDA_ATTENTION: 0 = auto (default: tensor cores in FAST, simple in EXACT), 1 = the
-                         * simple f32 kernel ("simple"), 2 = tensor cores ("tc") in both precisions */
+                         * simple f32 kernel ("simple"), 2 = tensor cores ("tc") in both precisions, 3 = cuDNN's
+                         * SDPA where it takes the call, else tensor cores ("cudnn", cuda_cudnn.h) */
+    void *cudnn;        /* cuda_cudnn.cpp's state (handle, plans) when attention = 3; NULL otherwise */
+    uint64_t cudnn_calls, cudnn_fallbacks; /* attention calls cuDNN ran / passed to variant 2 (the close line) */
     bool fp8_gemm;      /* KILN_CUDA_FP8=1: fp8 weights as e4m3 x e4m3 GEMMs (activations quantised per tensor) */
     bool fuse_epilogues; /* bias and gated residual in cuBLASLt's epilogue where it takes them (KILN_CUDA_FUSE=0: never) */
     uint64_t gemm_fused; /* GEMMs that ran with a fused epilogue (the close line) */
@@ -176,6 +179,19 @@ kiln_status kcu_layer_norm_modulate(kiln_cuda_backend *cb, const kcu_mat *y, con
 kiln_status kcu_softmax(kiln_cuda_backend *cb, const kcu_mat *y, const kcu_mat *x, kiln_err *err);
 kiln_status kcu_rope(kiln_cuda_backend *cb, const kcu_mat *x, const kcu_mat *cos, const kcu_mat *sin, int n_heads,
                      bool interleaved, kiln_err *err);
+
+/* ---- attention variant 3 (cuda_cudnn.cpp, built with KILN_HAVE_CUDNN): cuDNN's SDPA, cuda_cudnn.h ---- */
+/* Loads cuDNN (once per process) and makes a handle on cb's stream; KILN_E_UNSUPPORTED naming what failed to load. */
+kiln_status kcu_cudnn_open(kiln_cuda_backend *cb, kiln_err *err);
+void kcu_cudnn_close(kiln_cuda_backend *cb);
+/* out = softmax(q k^T scale) v by cuDNN; KILN_E_UNSUPPORTED when cuDNN does not take the call (the caller runs
+ * variant 2), another status when it failed. No key mask or bias: kcu_cudnn_attention_refusal. */
+kiln_status kcu_cudnn_attention(kiln_cuda_backend *cb, const kcu_mat *out, const kcu_mat *q, const kcu_mat *k,
+                                const kcu_mat *v, int n_q_heads, int n_kv_heads, float scale, bool causal,
+                                kiln_err *err);
+/* Loads cuDNN and validates the graph kcu_cudnn_attention would build for this shape on sm (no GPU needed). */
+kiln_status kcu_cudnn_check_graph(int sm, int64_t sq, int64_t sk, int hq, int hk, int dh, int64_t ld_q, int64_t ld_kv,
+                                  bool causal, float scale, kiln_err *err);
 
 /* ---- attention (cuda_attention.cu) ---- */
 /* bias: NULL or f32 [n_q_heads * Sq, Sk] at bias->ld (compute/ops.h), added to the scaled scores. */

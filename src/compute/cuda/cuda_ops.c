@@ -302,7 +302,23 @@ kiln_status cuda_attention(kiln_backend *be, kiln_tensor *ot, const kiln_tensor 
     kiln_cuda_backend *cb = cuda_be(be);
     /* the tensor-core variant (bf16 operands): by default in FAST, or wherever KILN_CUDA_ATTENTION=tc; head dims
      * up to 512 on sm_80+ (cuda_launch.h), else the simple f32 kernel - which EXACT keeps by default */
-    const bool tc = cb->attention == 2 || (cb->attention == 0 && be->precision == KILN_PREC_FAST);
+#ifdef KILN_HAVE_CUDNN
+    if (cb->attention == 3) { /* cuDNN where it takes the call, else variant 2 below (counted for the close line) */
+        kiln_err why = {0};
+        kiln_status cs = mt || bt ? KILN_E_UNSUPPORTED
+                                  : kcu_cudnn_attention(cb, &o, &q, &k, &v, n_q_heads, n_kv_heads, scale, causal, &why);
+        if (cs == KILN_OK) {
+            cb->cudnn_calls++;
+            return KILN_OK;
+        }
+        if (cs != KILN_E_UNSUPPORTED) {
+            if (err) *err = why;
+            return cs;
+        }
+        cb->cudnn_fallbacks++;
+    }
+#endif
+    const bool tc = cb->attention >= 2 || (cb->attention == 0 && be->precision == KILN_PREC_FAST);
     if (tc && kcu_attention_tc_supported(cb, (int)dh))
         return kcu_attention_tc(cb, &o, &q, &k, &v, n_q_heads, n_kv_heads, scale, causal, mt ? &mask : NULL,
                                 bt ? &bias : NULL, err);
