@@ -29,7 +29,10 @@ has good "^ops +PASS +simple:"
 has good "= 83.3% of peak; attention .*tensor cores.* = 59.6% of peak"
 has good "the f32 attention kernel \(KILN_CUDA_ATTENTION=simple\): 155.0 TFLOP/s = 19.9% of peak"
 has good "^tiny +PASS +FAST \(the f32 attention kernel"
-has good "^full +PASS +kiln bench, one process, warm-up excluded, attention default"
+# cuDNN's SDPA passed and timed faster than the default (650 vs 465 TFLOP/s): the tiny and full-size parts use it
+has good "^cudnn +PASS +KILN_CUDA_ATTENTION=cudnn: .* 12 calls by cuDNN; attention 4608 x 24 x 128: 650.0 TFLOP/s \(the default: 465.0\)"
+has good "^tiny +PASS +FAST \(cuDNN's SDPA, KILN_CUDA_ATTENTION=cudnn\): golden .*; 2 graph replays, identical to eager"
+has good "^full +PASS +kiln bench, one process, warm-up excluded, attention cudnn"
 has good "^profile +skipped +not run: dry run"
 has good "^tiny +PASS +--exact: golden pipeline_b1_f32"
 has good "^graphs +PASS +1 captured, 2 replayed"
@@ -48,6 +51,7 @@ has noreplay "^graphs +FAIL +captured 1, replayed 0"
 has noreplay "^tiny +PASS"
 has noreplay "^full +FAIL +kiln bench failed"
 has noreplay "^memory +not run"
+has noreplay "^tiny +FAIL +FAST \(cuDNN's SDPA\): .*replays 0 \(must be >= 1\)"
 
 # 3. no compute-sanitizer and too little time: "not run" rows - and a required part not run fails the run
 run bad KILN_GPU_DRY_NO=compute-sanitizer KILN_GPU_BUDGET_S=30
@@ -69,5 +73,18 @@ has broken "^peak +not run +fractions"
 has broken "^tiny +FAIL +--exact: kiln generate failed"
 has broken "^graphs +FAIL"
 has broken "^full +PASS .*attention simple" # the default attention's comparison failed: the f32 kernel
-[ $fail = 0 ] && echo "ok: tests/gpu/run.sh --dry-run, 4 scenarios"
+
+# 5. a kiln built without cuDNN: the cudnn part is skipped, saying why, and the rest runs with the default
+run nocudnn KILN_GPU_DRY_NO=cudnn
+rc_is nocudnn 0
+has nocudnn "^cudnn +skipped +not run: built without cuDNN"
+has nocudnn "^full +PASS +kiln bench, one process, warm-up excluded, attention default"
+hasnt nocudnn "cuDNN's SDPA"
+
+# 6. cuDNN's SDPA passes but times slower than the default: the full-size run keeps the default
+run slowcudnn DRY_CUDNN_TF=300.0
+rc_is slowcudnn 0
+has slowcudnn "^cudnn +PASS .*300.0 TFLOP/s \(the default: 465.0\)"
+has slowcudnn "^full +PASS +kiln bench, one process, warm-up excluded, attention default"
+[ $fail = 0 ] && echo "ok: tests/gpu/run.sh --dry-run, 6 scenarios"
 exit $fail

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tests/gpu/fetch-debs.sh - downloads (never installs) the Debian packages kiln's build needs into .gpu-debs/, for
 # a GPU machine that has no internet and none of them: tests/gpu/run.sh unpacks them into a private sysroot
-# (/tmp/kiln-sysroot) when pkg-config cannot find kiln's dependencies there.
+# (/tmp/kiln-sysroot) when pkg-config cannot find kiln's dependencies there. Also the cuDNN frontend's headers, into
+# .gpu-debs/cudnn-frontend (scripts/fetch-cudnn-frontend.sh): the GPU machine's build of the cuDNN attention.
 #
 # Run on a machine with apt and internet (the dev machine), from anywhere:
 #     tests/gpu/fetch-debs.sh            # -> <repo>/.gpu-debs/*.deb  (~10 MB)
@@ -42,3 +43,6 @@ cd "$DEST"
 echo "fetch-debs: ${#seen[@]} packages: ${!seen[*]}"
 apt-get download "${!seen[@]}" >/dev/null
 echo "fetch-debs: $(ls *.deb | wc -l) files, $(du -sh . | cut -f1) in $DEST"
+# and the cuDNN frontend's headers (src/compute/cuda/cuda_cudnn.h), where CMake looks for them on the GPU machine
+cd - >/dev/null
+scripts/fetch-cudnn-frontend.sh "$DEST/cudnn-frontend"

@@ -14,6 +14,10 @@
 #   ops       every op against float64 references (test_compute_cuda_ops: default kernels - FAST attention on
 #             tensor cores - timed; then KILN_DETERMINISTIC=1; then the f32 attention, KILN_CUDA_ATTENTION=simple,
 #             timed); run-to-run bit-identity
+#   cudnn     attention variant 3, cuDNN's SDPA (KILN_CUDA_ATTENTION=cudnn; optional): the op comparison again with
+#             it, timed, and how many calls cuDNN ran (the rest run on the tensor-core kernel); libcudnn.so.9 and
+#             cudnn.h are looked for in the machine's Python (PyTorch's nvidia-cudnn wheel) and the CUDA toolkit. When
+#             it passes and times faster than the default, the tiny and full-size parts run with it too
 #   peak      bf16 GEMM ceiling through cuBLASLt (tests/gpu/gemm_peak.cu); the ops run's GEMM and attention
 #             TFLOP/s as fractions of it
 #   tiny      the whole CUDA pipeline on tests/data/tiny/diffusers with the goldens' injected noise against the
@@ -92,7 +96,12 @@ exit 0'
   if fail_is ops; then ops_body='echo "  add   rel_l2 0.0e+00 tol 1e-06  ok"; echo "  matmul bf16 77x300x256   rel_l2 3.1e-02 tol 1e-05  FAIL"; echo "1 passed, 1 failed"; exit 1'
   else ops_body='echo "device under test: cuda"; for i in 1 2 3; do echo "  matmul case $i rel_l2 1.0e-07 tol 1e-05  ok"; done
 [ "${KILN_OPS_TIME:-0}" = 1 ] && [ "${KILN_CUDA_ATTENTION:-}" = simple ] && echo "  time attention 4608 tokens x 24 heads x 128        2.100 ms    155.0 TFLOP/s"
-[ "${KILN_OPS_TIME:-0}" = 1 ] && [ "${KILN_CUDA_ATTENTION:-}" != simple ] && echo "  time attention 4608 tokens x 24 heads x 128        0.700 ms    465.0 TFLOP/s" &&
+if [ "${KILN_CUDA_ATTENTION:-}" = cudnn ]; then
+  [ "${KILN_GPU_DRY_NO:-}" = cudnn ] && echo "cuda:0: KILN_CUDA_ATTENTION=cudnn: this kiln was built without cuDNN (dry run)" && exit 1
+  echo "  time attention 4608 tokens x 24 heads x 128        0.500 ms    ${DRY_CUDNN_TF:-650.0} TFLOP/s"
+  echo "[info] cuda: attention: 12 calls by cuDNN, 30 by the tensor-core kernel (shapes cuDNN does not take)"
+fi
+[ "${KILN_OPS_TIME:-0}" = 1 ] && [ "${KILN_CUDA_ATTENTION:-}" != simple ] && [ "${KILN_CUDA_ATTENTION:-}" != cudnn ] && echo "  time attention 4608 tokens x 24 heads x 128        0.700 ms    465.0 TFLOP/s" &&
   echo "  time matmul 4608 x 27648 x 3072 (single linear1)   1.200 ms    650.0 TFLOP/s" &&
   echo "  time e4m3 weight widened 4608 x 27648 x 3072         1.400 ms    557.0 TFLOP/s" &&
   echo "  time e4m3 x e4m3 4608 x 27648 x 3072 (KILN_CUDA_FP8)   0.700 ms   1114.0 TFLOP/s"
@@ -164,6 +173,34 @@ kiln_sysroot() { # kiln_sysroot DEBDIR ROOT MODULES...: unpack .debs into a priv
   done
   pkg-config --exists --print-errors "$@"
 }
+# cuDNN for variant 3 (src/compute/cuda/cuda_cudnn.h): its library and headers where this machine has them - the
+# CUDA toolkit, or the nvidia-* wheels of its Python (PyTorch's); the cuDNN frontend's headers come carried in
+# .gpu-debs/cudnn-frontend (tests/gpu/fetch-debs.sh), where CMake looks
+cudnn_paths() {
+  "$PY" - <<'PYEOF' 2>/dev/null
+import glob, os
+roots = ["/usr/local/cuda/lib64", "/usr/local/cuda/lib", "/usr/lib/x86_64-linux-gnu"]
+try:
+    import nvidia
+    roots += [os.path.join(p, "**") for p in nvidia.__path__]
+except Exception:
+    pass
+def first(name):
+    for r in roots:
+        for f in glob.glob(os.path.join(r, name), recursive=True):
+            return os.path.dirname(f)
+    return ""
+lib, rt = first("libcudnn.so.9"), first("libcudart.so.13")
+inc = "" if os.path.isfile("/usr/local/cuda/include/cudnn.h") else first("cudnn.h")
+print(lib, rt or "-", inc or "-")
+PYEOF
+}
+if [ $DRY = 0 ] && read -r CUDNN_LIB CUDART_LIB CUDNN_INC < <(cudnn_paths) && [ -n "$CUDNN_LIB" ]; then
+  export LD_LIBRARY_PATH="$CUDNN_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  [ "$CUDART_LIB" != - ] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$CUDART_LIB"
+  [ "$CUDNN_INC" != - ] && export KILN_CUDNN_INCLUDE="$CUDNN_INC"
+  say "cuDNN: libcudnn.so.9 in $CUDNN_LIB, libcudart.so.13 in $CUDART_LIB, cudnn.h in ${CUDNN_INC/-//usr/local/cuda/include}"
+fi
 BUILT=0
 if [ $DRY = 1 ]; then
   row deps PASS "dry run: not checked"
@@ -253,6 +290,30 @@ else
   row ops "not run" "no build"
 fi
 
+# ---- cudnn: attention variant 3 (optional) --------------------------------------------------------------------------
+CUDNN_TF="" CUDNN_OK=0
+if [ $BUILT = 1 ] && [ -x "$BUILD/test_compute_cuda_ops" ]; then
+  log=$OUT/ops-cudnn.tmp
+  KILN_REQUIRE_GPU=1 KILN_CUDA_ATTENTION=cudnn KILN_OPS_TIME=1 KILN_LOG=info timeout 150 "$BUILD/test_compute_cuda_ops" >"$log" 2>&1
+  rc=$?
+  # every backend the test opens logs its count at close
+  calls=$(sed -n 's/.*cuda: attention: \([0-9]*\) calls by cuDNN.*/\1/p' "$log" | awk '{s += $1} END {print s + 0}')
+  CUDNN_TF=$(awk '/time attention/ {print $(NF-1); exit}' "$log")
+  why=$(grep -m1 -o -E 'built without cuDNN|cuDNN: cannot load [^(]*|cuDNN [0-9]+ is older[^;]*' "$log")
+  if [ -n "$why" ]; then
+    row cudnn skipped "not run: $why"
+  elif [ $rc = 0 ] && [ "$calls" -gt 0 ]; then
+    CUDNN_OK=1
+    row cudnn PASS "KILN_CUDA_ATTENTION=cudnn: $(grep -c ' ok$' "$log") comparisons within tolerance, $calls calls by cuDNN; attention 4608 x 24 x 128: ${CUDNN_TF:-?} TFLOP/s (the default: ${ATT_TF:-?})"
+  elif [ $rc = 0 ]; then
+    row cudnn skipped "cuDNN loaded but ran no call: every shape fell back ($(grep -m1 'variant 2 runs it' "$log" | cut -c1-200))"
+  else
+    row cudnn FAIL "KILN_CUDA_ATTENTION=cudnn (rc $rc): $(grep -E 'FAIL|error' "$log" | head -2 | tr '\n' ' ' | cut -c1-200) (ops.log)"
+  fi
+  { echo "== test_compute_cuda_ops (cudnn) =="; cat "$log"; } >>"$OUT/ops.log"
+  rm -f "$log"
+fi
+
 # ---- peak and fractions -----------------------------------------------------------------------------------------
 PEAK=""
 if ! fits 40; then
@@ -277,9 +338,12 @@ fi
 # ---- the attention kernel of the full-size run: the default, unless its op comparison failed (then simple)
 ATT=default
 [ $DEFAULT_OK = 1 ] || ATT=simple
+# cuDNN's SDPA when its comparison passed and it timed faster than the default
+[ $DEFAULT_OK = 1 ] && [ $CUDNN_OK = 1 ] && [ -n "$CUDNN_TF" ] && [ -n "$ATT_TF" ] &&
+  awk -v c="$CUDNN_TF" -v d="$ATT_TF" 'BEGIN { exit !(c > d) }' && ATT=cudnn
 # KILN_GPU_ATTENTION=simple|tc forces the choice (an A/B run of the pipeline while the op comparison fails elsewhere)
 [ -n "${KILN_GPU_ATTENTION:-}" ] && ATT=$KILN_GPU_ATTENTION && say "attention forced by KILN_GPU_ATTENTION=$ATT"
-say "attention for the full-size run: $ATT (default ${ATT_TF:-?} TFLOP/s, its comparison passed: $DEFAULT_OK; simple ${ATT_SIMPLE_TF:-?})"
+say "attention for the full-size run: $ATT (default ${ATT_TF:-?} TFLOP/s, its comparison passed: $DEFAULT_OK; simple ${ATT_SIMPLE_TF:-?}; cudnn ${CUDNN_TF:-?}, passed: $CUDNN_OK)"
 att_env() { [ "$ATT" = default ] && echo "" || echo "$ATT"; } # KILN_CUDA_ATTENTION for the full-size run
 
 # ---- tiny pipeline vs the official goldens, and graph capture + replay --------------------------------------------------
@@ -326,6 +390,27 @@ else
     row tiny PASS "FAST (the f32 attention kernel, KILN_CUDA_ATTENTION=simple): $r"
   else
     row tiny FAIL "FAST (the f32 attention kernel): ${r:-kiln generate failed: $(tail -1 "$OUT/pipeline.log" | cut -c1-160)}"
+  fi
+  r="" # cuDNN's SDPA through the pipeline, where its op comparison passed
+  if [ $CUDNN_OK = 1 ]; then
+    # with graphs (the default): cuDNN's launches inside the captured step, replayed, equal to eager ones
+    if KILN_CUDA_ATTENTION=cudnn KILN_LOG=info gen "$d/fastcudnn.png" 2>/dev/null && cp "$OUT/pipeline.log" "$d/graphc.log" &&
+       KILN_CUDA_ATTENTION=cudnn KILN_CUDA_GRAPHS=0 gen "$d/eagercudnn.png" &&
+       r=$("$PY" "$ROOT/tests/gpu/report.py" golden "$GOLD/pipeline_b1_bf16.safetensors" "$d/fastcudnn.png" 30); then
+      m=$("$PY" "$ROOT/tests/gpu/report.py" memline "$d/graphc.log")
+      rep=$(printf '%s' "$m" | sed -n 's/.* captured \([0-9]*\) replays.*/\1/p')
+      same=no
+      "$PY" "$ROOT/tests/gpu/report.py" png "$d/fastcudnn.png" "$d/eagercudnn.png" inf >/dev/null && same=yes
+      if [ "${rep:-0}" -ge 1 ] 2>/dev/null && [ $same = yes ]; then
+        row tiny PASS "FAST (cuDNN's SDPA, KILN_CUDA_ATTENTION=cudnn): $r; $rep graph replays, identical to eager"
+      else
+        row tiny FAIL "FAST (cuDNN's SDPA): $r, but replays ${rep:-?} (must be >= 1), identical to eager: $same"
+        [ "$ATT" = cudnn ] && ATT=default && say "attention for the full-size run: back to the default"
+      fi
+    else
+      row tiny FAIL "FAST (cuDNN's SDPA): ${r:-kiln generate failed: $(tail -1 "$OUT/pipeline.log" | cut -c1-160)}"
+      [ "$ATT" = cudnn ] && ATT=default && say "attention for the full-size run: back to the default"
+    fi
   fi
   # step 1 eager, step 2 captured and launched, steps 3-4 replayed (src/pipeline/denoise_step.h)
   : >"$d/graph.log"
