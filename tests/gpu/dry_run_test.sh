@@ -30,9 +30,9 @@ has good "= 83.3% of peak; attention .*tensor cores.* = 59.6% of peak"
 has good "the f32 attention kernel \(KILN_CUDA_ATTENTION=simple\): 155.0 TFLOP/s = 19.9% of peak"
 has good "^tiny +PASS +FAST \(the f32 attention kernel"
 # cuDNN's SDPA passed and timed faster than the default (650 vs 465 TFLOP/s): the tiny and full-size parts use it
-has good "^cudnn +PASS +KILN_CUDA_ATTENTION=cudnn: .* 12 calls by cuDNN; attention 4608 x 24 x 128: 650.0 TFLOP/s \(the default: 465.0\)"
-has good "^tiny +PASS +FAST \(cuDNN's SDPA, KILN_CUDA_ATTENTION=cudnn\): golden .*; 2 graph replays, identical to eager"
-has good "^full +PASS +kiln bench, one process, warm-up excluded, attention cudnn"
+has good "^cudnn +PASS +KILN_CUDA_ATTENTION=cudnn KILN_CUDA_CONV=cudnn: .* 12 attention and 6 conv2d calls by cuDNN; attention 4608 x 24 x 128: 650.0 TFLOP/s \(the default: 465.0\); conv2d 3x3 128 at 1024\^2: 300.0 TFLOP/s \(im2col \+ GEMM: 60.0\)"
+has good "^tiny +PASS +FAST \(cuDNN's SDPA and convolutions, KILN_CUDA_ATTENTION=cudnn KILN_CUDA_CONV=cudnn\): golden .*; 2 graph replays, identical to eager"
+has good "^full +PASS +kiln bench, one process, warm-up excluded, attention cudnn, conv2d cudnn"
 has good "^profile +skipped +not run: dry run"
 has good "^tiny +PASS +--exact: golden pipeline_b1_f32"
 has good "^graphs +PASS +1 captured, 2 replayed"
@@ -51,7 +51,7 @@ has noreplay "^graphs +FAIL +captured 1, replayed 0"
 has noreplay "^tiny +PASS"
 has noreplay "^full +FAIL +kiln bench failed"
 has noreplay "^memory +not run"
-has noreplay "^tiny +FAIL +FAST \(cuDNN's SDPA\): .*replays 0 \(must be >= 1\)"
+has noreplay "^tiny +FAIL +FAST \(cuDNN's SDPA and convolutions\): .*replays 0 \(must be >= 1\)"
 
 # 3. no compute-sanitizer and too little time: "not run" rows - and a required part not run fails the run
 run bad KILN_GPU_DRY_NO=compute-sanitizer KILN_GPU_BUDGET_S=30
@@ -78,13 +78,16 @@ has broken "^full +PASS .*attention simple" # the default attention's comparison
 run nocudnn KILN_GPU_DRY_NO=cudnn
 rc_is nocudnn 0
 has nocudnn "^cudnn +skipped +not run: built without cuDNN"
-has nocudnn "^full +PASS +kiln bench, one process, warm-up excluded, attention default"
+has nocudnn "^full +PASS +kiln bench, one process, warm-up excluded, attention default, conv2d default"
 hasnt nocudnn "cuDNN's SDPA"
 
-# 6. cuDNN's SDPA passes but times slower than the default: the full-size run keeps the default
+# 6. cuDNN's SDPA passes but times slower than the default: the full-size run keeps the default attention, and
+# takes cuDNN's convolutions, which timed faster; then the other way round
 run slowcudnn DRY_CUDNN_TF=300.0
 rc_is slowcudnn 0
 has slowcudnn "^cudnn +PASS .*300.0 TFLOP/s \(the default: 465.0\)"
-has slowcudnn "^full +PASS +kiln bench, one process, warm-up excluded, attention default"
-[ $fail = 0 ] && echo "ok: tests/gpu/run.sh --dry-run, 6 scenarios"
+has slowcudnn "^full +PASS +kiln bench, one process, warm-up excluded, attention default, conv2d cudnn"
+run slowconv DRY_CUDNN_CONV_TF=50.0
+has slowconv "^full +PASS +kiln bench, one process, warm-up excluded, attention cudnn, conv2d default"
+[ $fail = 0 ] && echo "ok: tests/gpu/run.sh --dry-run, 7 scenarios"
 exit $fail

@@ -14,10 +14,11 @@
 #   ops       every op against float64 references (test_compute_cuda_ops: default kernels - FAST attention on
 #             tensor cores - timed; then KILN_DETERMINISTIC=1; then the f32 attention, KILN_CUDA_ATTENTION=simple,
 #             timed); run-to-run bit-identity
-#   cudnn     attention variant 3, cuDNN's SDPA (KILN_CUDA_ATTENTION=cudnn; optional): the op comparison again with
-#             it, timed, and how many calls cuDNN ran (the rest run on the tensor-core kernel); libcudnn.so.9 and
-#             cudnn.h are looked for in the machine's Python (PyTorch's nvidia-cudnn wheel) and the CUDA toolkit. When
-#             it passes and times faster than the default, the tiny and full-size parts run with it too
+#   cudnn     cuDNN's SDPA and convolutions (KILN_CUDA_ATTENTION=cudnn KILN_CUDA_CONV=cudnn; optional): the op
+#             comparison again with them, timed, and how many calls cuDNN ran (the rest run on kiln's kernels);
+#             libcudnn.so.9 and cudnn.h are looked for in the machine's Python (PyTorch's nvidia-cudnn wheel) and the
+#             CUDA toolkit. When it passes, the tiny pipeline runs with both (graph replay, equal to eager), and each
+#             that times faster than kiln's own is used by the full-size parts
 #   peak      bf16 GEMM ceiling through cuBLASLt (tests/gpu/gemm_peak.cu); the ops run's GEMM and attention
 #             TFLOP/s as fractions of it
 #   tiny      the whole CUDA pipeline on tests/data/tiny/diffusers with the goldens' injected noise against the
@@ -100,9 +101,12 @@ if [ "${KILN_CUDA_ATTENTION:-}" = cudnn ]; then
   [ "${KILN_GPU_DRY_NO:-}" = cudnn ] && echo "cuda:0: KILN_CUDA_ATTENTION=cudnn: this kiln was built without cuDNN (dry run)" && exit 1
   echo "  time attention 4608 tokens x 24 heads x 128        0.500 ms    ${DRY_CUDNN_TF:-650.0} TFLOP/s"
   echo "[info] cuda: attention: 12 calls by cuDNN, 30 by the tensor-core kernel (shapes cuDNN does not take)"
+  [ "${KILN_CUDA_CONV:-}" = cudnn ] && echo "  time conv2d 3x3 128 -> 128 at 1024x1024, bf16      1.000 ms    ${DRY_CUDNN_CONV_TF:-300.0} TFLOP/s" &&
+    echo "[info] cuda: conv2d: 6 calls by cuDNN, 9 by im2col and a GEMM (shapes cuDNN does not take)"
 fi
 [ "${KILN_OPS_TIME:-0}" = 1 ] && [ "${KILN_CUDA_ATTENTION:-}" != simple ] && [ "${KILN_CUDA_ATTENTION:-}" != cudnn ] && echo "  time attention 4608 tokens x 24 heads x 128        0.700 ms    465.0 TFLOP/s" &&
   echo "  time matmul 4608 x 27648 x 3072 (single linear1)   1.200 ms    650.0 TFLOP/s" &&
+  echo "  time conv2d 3x3 128 -> 128 at 1024x1024, bf16      5.000 ms     60.0 TFLOP/s" &&
   echo "  time e4m3 weight widened 4608 x 27648 x 3072         1.400 ms    557.0 TFLOP/s" &&
   echo "  time e4m3 x e4m3 4608 x 27648 x 3072 (KILN_CUDA_FP8)   0.700 ms   1114.0 TFLOP/s"
 echo "7 passed, 0 failed"'; fi
@@ -257,7 +261,7 @@ fi
 # ---- ops: CUDA vs float64 -------------------------------------------------------------------------------------------
 # default: the backend's own choice (FAST: the tensor-core attention); simple: KILN_CUDA_ATTENTION=simple, the f32
 # kernel, timed beside it
-ATT_TF="" MM_TF="" ATT_SIMPLE_TF="" DEFAULT_OK=0
+ATT_TF="" MM_TF="" CONV_TF="" ATT_SIMPLE_TF="" DEFAULT_OK=0
 if [ $BUILT = 1 ] && [ -x "$BUILD/test_compute_cuda_ops" ]; then
   for mode in default deterministic simple; do
     det=0 att="" tim=0
@@ -281,6 +285,7 @@ if [ $BUILT = 1 ] && [ -x "$BUILD/test_compute_cuda_ops" ]; then
     if [ $mode = default ]; then
       ATT_TF=$(awk '/time attention/ {print $(NF-1)}' "$log")
       MM_TF=$(awk '/time matmul/ {print $(NF-1)}' "$log")
+      CONV_TF=$(awk '/time conv2d/ {print $(NF-1)}' "$log")
     fi
     [ $mode = simple ] && ATT_SIMPLE_TF=$(awk '/time attention/ {print $(NF-1)}' "$log")
     { echo "== test_compute_cuda_ops ($mode) =="; cat "$log"; } >>"$OUT/ops.log"
@@ -290,25 +295,28 @@ else
   row ops "not run" "no build"
 fi
 
-# ---- cudnn: attention variant 3 (optional) --------------------------------------------------------------------------
-CUDNN_TF="" CUDNN_OK=0
+# ---- cudnn: attention variant 3 and cuDNN's convolutions (optional) ------------------------------------------------
+CUDNN_TF="" CUDNN_CONV_TF="" CUDNN_OK=0 CUDNN_CONVS=0
 if [ $BUILT = 1 ] && [ -x "$BUILD/test_compute_cuda_ops" ]; then
   log=$OUT/ops-cudnn.tmp
-  KILN_REQUIRE_GPU=1 KILN_CUDA_ATTENTION=cudnn KILN_OPS_TIME=1 KILN_LOG=info timeout 150 "$BUILD/test_compute_cuda_ops" >"$log" 2>&1
+  KILN_REQUIRE_GPU=1 KILN_CUDA_ATTENTION=cudnn KILN_CUDA_CONV=cudnn KILN_OPS_TIME=1 KILN_LOG=info timeout 150 \
+    "$BUILD/test_compute_cuda_ops" >"$log" 2>&1
   rc=$?
-  # every backend the test opens logs its count at close
+  # every backend the test opens logs its counts at close
   calls=$(sed -n 's/.*cuda: attention: \([0-9]*\) calls by cuDNN.*/\1/p' "$log" | awk '{s += $1} END {print s + 0}')
+  CUDNN_CONVS=$(sed -n 's/.*cuda: conv2d: \([0-9]*\) calls by cuDNN.*/\1/p' "$log" | awk '{s += $1} END {print s + 0}')
   CUDNN_TF=$(awk '/time attention/ {print $(NF-1); exit}' "$log")
+  CUDNN_CONV_TF=$(awk '/time conv2d/ {print $(NF-1); exit}' "$log")
   why=$(grep -m1 -o -E 'built without cuDNN|cuDNN: cannot load [^(]*|cuDNN [0-9]+ is older[^;]*' "$log")
   if [ -n "$why" ]; then
     row cudnn skipped "not run: $why"
   elif [ $rc = 0 ] && [ "$calls" -gt 0 ]; then
     CUDNN_OK=1
-    row cudnn PASS "KILN_CUDA_ATTENTION=cudnn: $(grep -c ' ok$' "$log") comparisons within tolerance, $calls calls by cuDNN; attention 4608 x 24 x 128: ${CUDNN_TF:-?} TFLOP/s (the default: ${ATT_TF:-?})"
+    row cudnn PASS "KILN_CUDA_ATTENTION=cudnn KILN_CUDA_CONV=cudnn: $(grep -c ' ok$' "$log") comparisons within tolerance, $calls attention and $CUDNN_CONVS conv2d calls by cuDNN; attention 4608 x 24 x 128: ${CUDNN_TF:-?} TFLOP/s (the default: ${ATT_TF:-?}); conv2d 3x3 128 at 1024^2: ${CUDNN_CONV_TF:-?} TFLOP/s (im2col + GEMM: ${CONV_TF:-?})"
   elif [ $rc = 0 ]; then
-    row cudnn skipped "cuDNN loaded but ran no call: every shape fell back ($(grep -m1 'variant 2 runs it' "$log" | cut -c1-200))"
+    row cudnn skipped "cuDNN loaded but ran no attention call: every shape fell back ($(grep -m1 "kiln's own kernel runs it" "$log" | cut -c1-200))"
   else
-    row cudnn FAIL "KILN_CUDA_ATTENTION=cudnn (rc $rc): $(grep -E 'FAIL|error' "$log" | head -2 | tr '\n' ' ' | cut -c1-200) (ops.log)"
+    row cudnn FAIL "KILN_CUDA_ATTENTION=cudnn KILN_CUDA_CONV=cudnn (rc $rc): $(grep -E 'FAIL|error' "$log" | head -2 | tr '\n' ' ' | cut -c1-200) (ops.log)"
   fi
   { echo "== test_compute_cuda_ops (cudnn) =="; cat "$log"; } >>"$OUT/ops.log"
   rm -f "$log"
@@ -338,13 +346,16 @@ fi
 # ---- the attention kernel of the full-size run: the default, unless its op comparison failed (then simple)
 ATT=default
 [ $DEFAULT_OK = 1 ] || ATT=simple
-# cuDNN's SDPA when its comparison passed and it timed faster than the default
-[ $DEFAULT_OK = 1 ] && [ $CUDNN_OK = 1 ] && [ -n "$CUDNN_TF" ] && [ -n "$ATT_TF" ] &&
-  awk -v c="$CUDNN_TF" -v d="$ATT_TF" 'BEGIN { exit !(c > d) }' && ATT=cudnn
+# cuDNN's SDPA, and its convolutions, when their comparison passed and each timed faster than kiln's own
+faster() { [ -n "$1" ] && [ -n "$2" ] && awk -v c="$1" -v d="$2" 'BEGIN { exit !(c > d) }'; }
+CONV=default
+[ $DEFAULT_OK = 1 ] && [ $CUDNN_OK = 1 ] && faster "$CUDNN_TF" "$ATT_TF" && ATT=cudnn
+[ $DEFAULT_OK = 1 ] && [ $CUDNN_OK = 1 ] && [ "$CUDNN_CONVS" -gt 0 ] && faster "$CUDNN_CONV_TF" "$CONV_TF" && CONV=cudnn
 # KILN_GPU_ATTENTION=simple|tc forces the choice (an A/B run of the pipeline while the op comparison fails elsewhere)
 [ -n "${KILN_GPU_ATTENTION:-}" ] && ATT=$KILN_GPU_ATTENTION && say "attention forced by KILN_GPU_ATTENTION=$ATT"
-say "attention for the full-size run: $ATT (default ${ATT_TF:-?} TFLOP/s, its comparison passed: $DEFAULT_OK; simple ${ATT_SIMPLE_TF:-?}; cudnn ${CUDNN_TF:-?}, passed: $CUDNN_OK)"
+say "attention for the full-size run: $ATT (default ${ATT_TF:-?} TFLOP/s, its comparison passed: $DEFAULT_OK; simple ${ATT_SIMPLE_TF:-?}; cudnn ${CUDNN_TF:-?}, passed: $CUDNN_OK); conv2d: $CONV (im2col ${CONV_TF:-?}, cudnn ${CUDNN_CONV_TF:-?})"
 att_env() { [ "$ATT" = default ] && echo "" || echo "$ATT"; } # KILN_CUDA_ATTENTION for the full-size run
+conv_env() { [ "$CONV" = default ] && echo "" || echo "$CONV"; } # KILN_CUDA_CONV likewise
 
 # ---- tiny pipeline vs the official goldens, and graph capture + replay --------------------------------------------------
 TINY="$ROOT/tests/data/tiny/diffusers"
@@ -394,22 +405,25 @@ else
   r="" # cuDNN's SDPA through the pipeline, where its op comparison passed
   if [ $CUDNN_OK = 1 ]; then
     # with graphs (the default): cuDNN's launches inside the captured step, replayed, equal to eager ones
-    if KILN_CUDA_ATTENTION=cudnn KILN_LOG=info gen "$d/fastcudnn.png" 2>/dev/null && cp "$OUT/pipeline.log" "$d/graphc.log" &&
-       KILN_CUDA_ATTENTION=cudnn KILN_CUDA_GRAPHS=0 gen "$d/eagercudnn.png" &&
+    if KILN_CUDA_ATTENTION=cudnn KILN_CUDA_CONV=cudnn KILN_LOG=info gen "$d/fastcudnn.png" 2>/dev/null &&
+       cp "$OUT/pipeline.log" "$d/graphc.log" &&
+       KILN_CUDA_ATTENTION=cudnn KILN_CUDA_CONV=cudnn KILN_CUDA_GRAPHS=0 gen "$d/eagercudnn.png" &&
        r=$("$PY" "$ROOT/tests/gpu/report.py" golden "$GOLD/pipeline_b1_bf16.safetensors" "$d/fastcudnn.png" 30); then
       m=$("$PY" "$ROOT/tests/gpu/report.py" memline "$d/graphc.log")
       rep=$(printf '%s' "$m" | sed -n 's/.* captured \([0-9]*\) replays.*/\1/p')
       same=no
       "$PY" "$ROOT/tests/gpu/report.py" png "$d/fastcudnn.png" "$d/eagercudnn.png" inf >/dev/null && same=yes
       if [ "${rep:-0}" -ge 1 ] 2>/dev/null && [ $same = yes ]; then
-        row tiny PASS "FAST (cuDNN's SDPA, KILN_CUDA_ATTENTION=cudnn): $r; $rep graph replays, identical to eager"
+        row tiny PASS "FAST (cuDNN's SDPA and convolutions, KILN_CUDA_ATTENTION=cudnn KILN_CUDA_CONV=cudnn): $r; $rep graph replays, identical to eager"
       else
-        row tiny FAIL "FAST (cuDNN's SDPA): $r, but replays ${rep:-?} (must be >= 1), identical to eager: $same"
-        [ "$ATT" = cudnn ] && ATT=default && say "attention for the full-size run: back to the default"
+        row tiny FAIL "FAST (cuDNN's SDPA and convolutions): $r, but replays ${rep:-?} (must be >= 1), identical to eager: $same"
+        ATT=$( [ "$ATT" = cudnn ] && echo default || echo "$ATT") CONV=default
+        say "attention and conv2d for the full-size run: $ATT, $CONV"
       fi
     else
-      row tiny FAIL "FAST (cuDNN's SDPA): ${r:-kiln generate failed: $(tail -1 "$OUT/pipeline.log" | cut -c1-160)}"
-      [ "$ATT" = cudnn ] && ATT=default && say "attention for the full-size run: back to the default"
+      row tiny FAIL "FAST (cuDNN's SDPA and convolutions): ${r:-kiln generate failed: $(tail -1 "$OUT/pipeline.log" | cut -c1-160)}"
+      ATT=$( [ "$ATT" = cudnn ] && echo default || echo "$ATT") CONV=default
+      say "attention and conv2d for the full-size run: $ATT, $CONV"
     fi
   fi
   # step 1 eager, step 2 captured and launched, steps 3-4 replayed (src/pipeline/denoise_step.h)
@@ -464,11 +478,11 @@ EOF
   if [ ! -f "$WEIGHTS/vae/flux2-vae.safetensors" ]; then
     row full FAIL "kiln mkweights failed (pipeline.log)"
     row memory "not run" "no weights"
-  elif KILN_CUDA_ATTENTION=$(att_env) KILN_LOG=info timeout 300 "$KILN" bench run --url "engine@cuda:0:$WEIGHTS" --arm h200-gpu-run --warmup 1 --timed 3 \
+  elif KILN_CUDA_ATTENTION=$(att_env) KILN_CUDA_CONV=$(conv_env) KILN_LOG=info timeout 300 "$KILN" bench run --url "engine@cuda:0:$WEIGHTS" --arm h200-gpu-run --warmup 1 --timed 3 \
         --graph "$SEED_GRAPH" --graph "$g/klein-4b-1024x1024-b1-4st.json" --graph "$g/klein-4b-512x512-b3-4st.json" \
         --bank "$BANK" --gpu 0 -o "$OUT/bench.json" >"$blog" 2>&1; then
     if r=$("$PY" "$ROOT/tests/gpu/report.py" bench "$OUT/bench.json"); then
-      row full PASS "kiln bench, one process, warm-up excluded, attention $ATT (bench.json)"
+      row full PASS "kiln bench, one process, warm-up excluded, attention $ATT, conv2d $CONV (bench.json)"
     else
       row full FAIL "a graph without timed submits (bench.json)"
     fi
@@ -483,7 +497,7 @@ EOF
   # where one 1024x1024 image's GPU time goes, by op (KILN_CUDA_PROFILE=1: eager launches): reported, not judged
   if [ $DRY = 0 ] && [ -f "$WEIGHTS/vae/flux2-vae.safetensors" ] && fits 60; then
     plog=$OUT/prof.tmp
-    KILN_CUDA_PROFILE=1 KILN_CUDA_ATTENTION=$(att_env) KILN_LOG=info timeout 120 "$KILN" generate -q --device cuda:0 \
+    KILN_CUDA_PROFILE=1 KILN_CUDA_ATTENTION=$(att_env) KILN_CUDA_CONV=$(conv_env) KILN_LOG=info timeout 120 "$KILN" generate -q --device cuda:0 \
       --unet "$WEIGHTS/diffusion_models/flux-2-klein-4b.safetensors" --clip "$WEIGHTS/text_encoders/qwen_3_4b.safetensors" \
       --vae "$WEIGHTS/vae/flux2-vae.safetensors" -W 1024 -H 1024 --steps 4 -p "$PROMPT" -o "$OUT/prof.png.tmp" >"$plog" 2>&1
     info "one 1024x1024 x 4 steps image by op (KILN_CUDA_PROFILE=1, rc $?):"

@@ -44,7 +44,45 @@ static void test_refusals(void) {
     CHECK(kcu_cudnn_attention_refusal(&o, &q, &k2, &k2, 24, 24, false, false, false) == NULL);
 }
 
+static void test_conv_refusals(void) {
+    char *p = (char *)buf;
+    kcu_mat b32 = {.data = p, .rows = 1, .cols = 8, .ld = 8, .dt = KILN_DT_F32}, none = {0};
+    CHECK(kcu_cudnn_conv_refusal(true, KILN_DT_BF16, p, KILN_DT_BF16, p, KILN_DT_BF16, p, &b32) == NULL);
+    CHECK(kcu_cudnn_conv_refusal(true, KILN_DT_F32, p, KILN_DT_BF16, p, KILN_DT_BF16, p, &none) == NULL);
+    CHECK_EQ_STR(kcu_cudnn_conv_refusal(false, KILN_DT_BF16, p, KILN_DT_BF16, p, KILN_DT_BF16, p, &b32), "EXACT (f32 GEMMs)");
+    CHECK(kcu_cudnn_conv_refusal(true, KILN_DT_BF16, p, KILN_DT_F32, p, KILN_DT_BF16, p, &b32) != NULL); /* f32 x */
+    CHECK(kcu_cudnn_conv_refusal(true, KILN_DT_BF16, p, KILN_DT_BF16, p, KILN_DT_F32, p, &b32) != NULL); /* f32 w */
+    CHECK(kcu_cudnn_conv_refusal(true, KILN_DT_F16, p, KILN_DT_BF16, p, KILN_DT_BF16, p, &b32) != NULL);
+    CHECK(kcu_cudnn_conv_refusal(true, KILN_DT_BF16, p + 2, KILN_DT_BF16, p, KILN_DT_BF16, p, &b32) != NULL);
+    CHECK(kcu_cudnn_conv_refusal(true, KILN_DT_BF16, p, KILN_DT_BF16, p + 4, KILN_DT_BF16, p, &b32) != NULL);
+    kcu_mat b16 = b32, bodd = b32;
+    b16.dt = KILN_DT_F16;
+    bodd.data = p + 4;
+    CHECK(kcu_cudnn_conv_refusal(true, KILN_DT_BF16, p, KILN_DT_BF16, p, KILN_DT_BF16, p, &b16) != NULL);
+    CHECK(kcu_cudnn_conv_refusal(true, KILN_DT_BF16, p, KILN_DT_BF16, p, KILN_DT_BF16, p, &bodd) != NULL);
+}
+
 #ifdef KILN_HAVE_CUDNN
+static void test_conv_graphs_pass_cudnn_checks(void) {
+    static const int sms[] = {80, 86, 89, 90, 120};
+    /* the FLUX.2 VAE decoder's: conv_in (32 -> 512), a mid-block 3x3, an up-block's 1x1 shortcut (no bias here),
+     * conv_out to RGB in f32; the encoder's stride-2 downsample with ComfyUI's (0, 1) padding */
+    static const struct { int64_t xd[4], co; int kh, stride, pb, pe; kiln_dtype ydt; int bdt; } convs[] = {
+        {{1, 32, 128, 128}, 512, 3, 1, 1, 1, KILN_DT_BF16, KILN_DT_F32},
+        {{2, 512, 64, 64}, 512, 3, 1, 1, 1, KILN_DT_BF16, KILN_DT_F32},
+        {{1, 256, 512, 512}, 128, 1, 1, 0, 0, KILN_DT_BF16, -1},
+        {{1, 128, 1024, 1024}, 3, 3, 1, 1, 1, KILN_DT_F32, KILN_DT_BF16},
+        {{1, 128, 512, 512}, 128, 3, 2, 0, 1, KILN_DT_BF16, KILN_DT_F32},
+    };
+    for (size_t i = 0; i < sizeof sms / sizeof sms[0]; i++)
+        for (size_t c = 0; c < sizeof convs / sizeof convs[0]; c++) {
+            kiln_err err = {0};
+            CHECK_MSG(kcu_cudnn_check_conv(sms[i], convs[c].xd, convs[c].co, convs[c].kh, convs[c].stride, convs[c].pb,
+                                           convs[c].pe, convs[c].ydt, convs[c].bdt, &err) == KILN_OK,
+                      "sm_%d conv %zu: %s", sms[i], c, err.msg);
+        }
+}
+
 static void test_graphs_pass_cudnn_checks(void) {
     static const int sms[] = {80, 86, 89, 90, 120};
     for (size_t i = 0; i < sizeof sms / sizeof sms[0]; i++) {
@@ -66,8 +104,10 @@ static void test_graphs_pass_cudnn_checks(void) {
 
 int main(void) {
     RUN(test_refusals);
+    RUN(test_conv_refusals);
 #ifdef KILN_HAVE_CUDNN
     RUN(test_graphs_pass_cudnn_checks);
+    RUN(test_conv_graphs_pass_cudnn_checks);
 #else
     printf("cuDNN graph checks: not built (this build has no cuDNN frontend)\n");
 #endif

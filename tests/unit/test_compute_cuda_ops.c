@@ -700,6 +700,20 @@ static void attn_bf16_case(const char *what, int64_t sq, int64_t sk, int hq, int
     compare_attention_bf16(what, o16, o, tc);
 }
 
+/* conv_case on a bf16 x (its rounded f32 twin for the reference), into bf16 (out16) or f32 */
+static void conv_bf16_case(const char *what, int64_t n, int64_t ci, int64_t h, int64_t w, int64_t co, int ksz,
+                           int stride, int pb, int pe, bool bias, bool out16) {
+    int64_t ho = (h + pb + pe - ksz) / stride + 1, wo = (w + pb + pe - ksz) / stride + 1;
+    pair *x = mk4(n, ci, h, w, FILL_RAND), *x16 = bf16_twin(x), *y = mk4(n, co, ho, wo, FILL_NAN);
+    pair *y16 = out16 ? mk(KILN_DT_BF16, 4, y->h.shape, FILL_NAN) : y;
+    pair *wt = mk(KILN_DT_BF16, 4, (int64_t[]){co, ci, ksz, ksz}, FILL_RAND);
+    pair *b = bias ? mk1(KILN_DT_F32, co, FILL_RAND) : NULL;
+    DUT(dut->ops->conv2d(dut, &y16->d, &x16->d, &wt->d, b ? &b->d : NULL, stride, pb, pe, &e_));
+    ref_conv(y, x, wt, b, stride, pb, true);
+    if (out16) compare_bf16(what, y16, y);
+    else compare(what, y, 1e-5);
+}
+
 /* Relative L2 error of the bf16 values in got against the bf16 codes want (NaN where either is counted apart). */
 static double rel_l2_bf16(const uint16_t *got, const uint16_t *want, int64_t n, int64_t *nan_bad) {
     double se = 0, sr = 0;
@@ -883,6 +897,12 @@ static void test_bf16_activations(void) {
         else compare(name[cv], cy, 1e-5);
         free_pairs();
     }
+    /* the other shapes on bf16 (what KILN_CUDA_CONV=cudnn hands cuDNN): the stride-2 downsample with its (0, 1)
+     * padding, a 1x1 shortcut without bias, conv_out's 3 channels into f32, a batch of 2 */
+    conv_bf16_case("conv2d 3x3 s2 pad right/bottom bf16 -> bf16", 1, 16, 20, 18, 16, 3, 2, 0, 1, true, true);
+    conv_bf16_case("conv2d 1x1 bf16 -> bf16, no bias", 1, 40, 9, 11, 24, 1, 1, 0, 0, false, true);
+    conv_bf16_case("conv2d 3x3 to 3 channels bf16 -> f32", 1, 64, 16, 16, 3, 3, 1, 1, 1, true, false);
+    conv_bf16_case("conv2d 3x3 batch 2, 32 -> 48, bf16 -> bf16", 2, 32, 19, 23, 48, 3, 1, 1, 1, true, true);
     pair *gx = mk4(1, 32, 9, 11, FILL_RAND), *gx16 = bf16_twin(gx), *gy = mk4(1, 32, 9, 11, FILL_NAN);
     pair *gy16 = mk(KILN_DT_BF16, 4, gy->h.shape, FILL_NAN);
     pair *gg = mk1(KILN_DT_F32, 32, FILL_RAND), *gbeta = mk1(KILN_DT_F32, 32, FILL_RAND);
@@ -1024,6 +1044,23 @@ static void test_timing(void) {
                best * 1e3, 2.0 * t * 27648.0 * d / best / 1e12);
     }
     kiln_backend_close(be8);
+    free_pairs();
+    /* the VAE decoder's heaviest convolution kind: 3x3, 128 -> 128 channels at 1024x1024 on bf16 (im2col and a
+     * GEMM, or cuDNN with KILN_CUDA_CONV=cudnn): "time conv2d" is what tests/gpu/run.sh compares */
+    const int64_t hw = 1024, c = 128;
+    pair *cx = mk(KILN_DT_BF16, 4, (int64_t[]){1, c, hw, hw}, FILL_RAND), *cy = mk(KILN_DT_BF16, 4, cx->h.shape, FILL_NAN);
+    pair *cw = mk(KILN_DT_BF16, 4, (int64_t[]){c, c, 3, 3}, FILL_RAND), *cb = mk1(KILN_DT_F32, c, FILL_RAND);
+    double best = 1e30;
+    for (int rep = 0; rep < 6; rep++) {
+        CHECK_EQ_INT(dut->ops->sync(dut, NULL), KILN_OK);
+        double t0 = now_s();
+        CHECK_EQ_INT(dut->ops->conv2d(dut, &cy->d, &cx->d, &cw->d, &cb->d, 1, 1, 1, NULL), KILN_OK);
+        CHECK_EQ_INT(dut->ops->sync(dut, NULL), KILN_OK);
+        double dt = now_s() - t0;
+        if (rep > 0 && dt < best) best = dt;
+    }
+    printf("  time %-46s %8.3f ms  %7.1f TFLOP/s\n", "conv2d 3x3 128 -> 128 at 1024x1024, bf16", best * 1e3,
+           2.0 * hw * hw * c * c * 9 / best / 1e12);
     free_pairs();
 }
 

@@ -194,6 +194,9 @@ static void cuda_close(kiln_backend *be) {
     if (cb->attention == 3)
         log_info("cuda: attention: %llu calls by cuDNN, %llu by the tensor-core kernel (shapes cuDNN does not take)",
                  (unsigned long long)cb->cudnn_calls, (unsigned long long)cb->cudnn_fallbacks);
+    if (cb->conv_cudnn)
+        log_info("cuda: conv2d: %llu calls by cuDNN, %llu by im2col and a GEMM (shapes cuDNN does not take)",
+                 (unsigned long long)cb->cudnn_convs, (unsigned long long)cb->conv_fallbacks);
 #ifdef KILN_HAVE_CUDNN
     kcu_cudnn_close(cb);
 #endif
@@ -284,12 +287,18 @@ kiln_status kiln_backend_open_cuda(int device, kiln_backend **out, kiln_err *err
         kiln_free(cb);
         return KILN_FAIL(err, KILN_E_INVALID, "KILN_CUDA_ATTENTION=%s: expected simple, tc or cudnn", att);
     }
+const char *conv = getenv("KILN_CUDA_CONV");
+    if (conv && *conv && strcmp(conv, "cudnn") != 0 && strcmp(conv, "gemm") != 0) {
+        kiln_free(cb);
+        return KILN_FAIL(err, KILN_E_INVALID, "KILN_CUDA_CONV=%s: expected gemm or cudnn", conv);
+    }
+    cb->conv_cudnn = conv && strcmp(conv, "cudnn") == 0;
 #ifndef KILN_HAVE_CUDNN
-    if (cb->attention == 3) {
+    if (cb->attention == 3 || cb->conv_cudnn) {
         kiln_free(cb);
         return KILN_FAIL(err, KILN_E_UNSUPPORTED,
-                         "KILN_CUDA_ATTENTION=cudnn: this kiln was built without cuDNN (CMake found no cuDNN frontend "
-                         "headers: scripts/fetch-cudnn-frontend.sh)");
+                         "%s=cudnn: this kiln was built without cuDNN (CMake found no cuDNN frontend headers: "
+                         "scripts/fetch-cudnn-frontend.sh)", cb->conv_cudnn ? "KILN_CUDA_CONV" : "KILN_CUDA_ATTENTION");
     }
 #endif
     /* FAST models keep their activations in bf16 here (compute/ops.h kiln_backend_act_dtype), as PyTorch runs
@@ -302,7 +311,8 @@ kiln_status kiln_backend_open_cuda(int device, kiln_backend **out, kiln_err *err
     cb->base.bf16_activations = !(act && strcmp(act, "f32") == 0);
     s = kcu_open(cb, device, err);
 #ifdef KILN_HAVE_CUDNN
-    if (s == KILN_OK && cb->attention == 3) s = kcu_cudnn_open(cb, err); /* asked for: a failure to load is an error */
+    if (s == KILN_OK && (cb->attention == 3 || cb->conv_cudnn))
+        s = kcu_cudnn_open(cb, err); /* asked for: a failure to load is an error */
 #endif
     const char *prof = getenv("KILN_CUDA_PROFILE"); /* closed (and reported) by cuda_close */
     if (s == KILN_OK && prof && *prof && strcmp(prof, "0") != 0 && !(cb->prof = calloc(1, sizeof *cb->prof)))

@@ -1,6 +1,7 @@
-/* cuda_cudnn.h - attention variant 3: cuDNN's fused scaled-dot-product attention (its flash-attention engines,
- * built for each GPU generation by NVIDIA), opt-in with KILN_CUDA_ATTENTION=cudnn until a GPU run has measured it
- * beside kiln's own kernels (tests/gpu/run.sh does).
+/* cuda_cudnn.h - cuDNN where it beats kiln's own kernels, opt-in until a GPU run has measured it beside them
+ * (tests/gpu/run.sh does): attention variant 3, cuDNN's fused scaled-dot-product attention (its flash-attention
+ * engines, built for each GPU generation by NVIDIA; KILN_CUDA_ATTENTION=cudnn), and the VAE's convolutions as
+ * cuDNN convolutions with the bias fused (KILN_CUDA_CONV=cudnn) instead of im2col and a GEMM.
  *
  * cuDNN is not linked: cuda_cudnn.cpp is compiled against the headers of cuDNN's frontend (PyPI
  * nvidia-cudnn-frontend, header-only C++; scripts/fetch-cudnn-frontend.sh) in its dynamic-loading mode, and loads
@@ -11,7 +12,9 @@
  * What cuDNN is given: the calls its SDPA runs exactly as kiln's attention (cuda_ops.c) - bf16 q, k, v and out,
  * head dim a multiple of 8 up to 128, 16-byte aligned rows, no key mask, no additive bias, causal only for as many
  * queries as keys (kiln's causal mask is cuDNN's top-left one). Every other call goes to variant 2, and the close
- * line counts both. The rule is plain C here, so a host test checks it without a GPU. */
+ * line counts both. Convolutions: FAST, bf16 x and w (the weights as stored, [Co, Ci, kh, kw]), a bf16 or f32 y,
+ * an f32 or bf16 bias or none, NCHW as kiln keeps images, 16-byte aligned; EXACT keeps its f32 GEMM. The rules are
+ * plain C here, so a host test checks them without a GPU. */
 #ifndef KILN_COMPUTE_CUDA_CUDNN_H
 #define KILN_COMPUTE_CUDA_CUDNN_H
 
@@ -39,6 +42,18 @@ static inline const char *kcu_cudnn_attention_refusal(const kcu_mat *out, const 
     if (dh * n_q_heads != q->cols || dh % 8 || dh > KCU_CUDNN_MAX_DH) return "a head dim over 128 or not a multiple of 8";
     if (q->rows <= 0 || k->rows <= 0) return "no queries or no keys";
     if (causal && q->rows != k->rows) return "causal with more keys than queries";
+    return NULL;
+}
+
+/* NULL when cuDNN takes this convolution, else why not */
+static inline const char *kcu_cudnn_conv_refusal(bool fast, kiln_dtype ydt, const void *y, kiln_dtype xdt, const void *x,
+                                                 kiln_dtype wdt, const void *w, const kcu_mat *bias) {
+    if (!fast) return "EXACT (f32 GEMMs)";
+    if (xdt != KILN_DT_BF16 || wdt != KILN_DT_BF16) return "x or w not bf16";
+    if (ydt != KILN_DT_BF16 && ydt != KILN_DT_F32) return "y neither bf16 nor f32";
+    if (bias && bias->data && bias->dt != KILN_DT_F32 && bias->dt != KILN_DT_BF16) return "a bias neither f32 nor bf16";
+    if ((uintptr_t)y % 16 || (uintptr_t)x % 16 || (uintptr_t)w % 16 || (bias && (uintptr_t)bias->data % 16))
+        return "not 16-byte aligned";
     return NULL;
 }
 

@@ -63,8 +63,10 @@ typedef struct kiln_cuda_backend {
     int attention;      /* KILN_CUDA_ATTENTION: 0 = auto (default: tensor cores in FAST, simple in EXACT), 1 = the
                          * simple f32 kernel ("simple"), 2 = tensor cores ("tc") in both precisions, 3 = cuDNN's
                          * SDPA where it takes the call, else tensor cores ("cudnn", cuda_cudnn.h) */
-    void *cudnn;        /* cuda_cudnn.cpp's state (handle, plans) when attention = 3; NULL otherwise */
+    bool conv_cudnn;    /* KILN_CUDA_CONV=cudnn: convolutions through cuDNN where it takes them (cuda_cudnn.h) */
+    void *cudnn;        /* cuda_cudnn.cpp's state (handle, plans) when attention = 3 or conv_cudnn; else NULL */
     uint64_t cudnn_calls, cudnn_fallbacks; /* attention calls cuDNN ran / passed to variant 2 (the close line) */
+    uint64_t cudnn_convs, conv_fallbacks;  /* convolutions likewise, with KILN_CUDA_CONV=cudnn */
     bool fp8_gemm;      /* KILN_CUDA_FP8=1: fp8 weights as e4m3 x e4m3 GEMMs (activations quantised per tensor) */
     bool fuse_epilogues; /* bias and gated residual in cuBLASLt's epilogue where it takes them (KILN_CUDA_FUSE=0: never) */
     uint64_t gemm_fused; /* GEMMs that ran with a fused epilogue (the close line) */
@@ -189,9 +191,17 @@ void kcu_cudnn_close(kiln_cuda_backend *cb);
 kiln_status kcu_cudnn_attention(kiln_cuda_backend *cb, const kcu_mat *out, const kcu_mat *q, const kcu_mat *k,
                                 const kcu_mat *v, int n_q_heads, int n_kv_heads, float scale, bool causal,
                                 kiln_err *err);
-/* Loads cuDNN and validates the graph kcu_cudnn_attention would build for this shape on sm (no GPU needed). */
+/* y = conv(x, w) (+ bias) by cuDNN, NCHW (x is [xd], w [co, xd[1], kh, kh]); KILN_E_UNSUPPORTED as above
+ * (kcu_cudnn_conv_refusal first). */
+kiln_status kcu_cudnn_conv2d(kiln_cuda_backend *cb, void *y, kiln_dtype ydt, const void *x, const int64_t xd[4],
+                             const void *w, int64_t co, int kh, int stride, int pad_begin, int pad_end,
+                             const kcu_mat *bias, kiln_err *err);
+/* Load cuDNN and validate the graph kcu_cudnn_attention / kcu_cudnn_conv2d would build for this shape on sm (no GPU
+ * needed; bias_dt -1: none). */
 kiln_status kcu_cudnn_check_graph(int sm, int64_t sq, int64_t sk, int hq, int hk, int dh, int64_t ld_q, int64_t ld_kv,
                                   bool causal, float scale, kiln_err *err);
+kiln_status kcu_cudnn_check_conv(int sm, const int64_t xd[4], int64_t co, int kh, int stride, int pad_begin,
+                                 int pad_end, kiln_dtype ydt, int bias_dt, kiln_err *err);
 
 /* ---- attention (cuda_attention.cu) ---- */
 /* bias: NULL or f32 [n_q_heads * Sq, Sk] at bias->ld (compute/ops.h), added to the scaled scores. */

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "compute/cuda/cuda_cudnn.h"
 #include "compute/cuda/cuda_internal.h"
 
 #define SCRATCH_ALIGN 256u
@@ -527,6 +528,25 @@ kiln_status cuda_conv2d(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt
     KILN_TRY(kcu_as_vec(bt, co, true, "conv2d", "bias", &bias, err));
     const int64_t k = ci * kh * kw, ldk = (k + 7) / 8 * 8, pix = ho * wo;
     if (xd[0] == 0 || pix == 0 || co == 0) return KILN_OK;
+#ifdef KILN_HAVE_CUDNN
+    if (cb->conv_cudnn) { /* cuDNN where it takes the call (cuda_cudnn.h), else im2col and a GEMM below */
+        kiln_err why = {0};
+        kiln_status cs = kcu_cudnn_conv_refusal(be->precision == KILN_PREC_FAST, y.dt, y.data, x.dt, x.data, wt->dtype,
+                                                wt->data, &bias)
+                             ? KILN_E_UNSUPPORTED
+                             : kcu_cudnn_conv2d(cb, y.data, y.dt, x.data, xd, wt->data, co, (int)kh, stride, pad_begin,
+                                                pad_end, &bias, &why);
+        if (cs == KILN_OK) {
+            cb->cudnn_convs++;
+            return KILN_OK;
+        }
+        if (cs != KILN_E_UNSUPPORTED) {
+            if (err) *err = why;
+            return cs;
+        }
+        cb->conv_fallbacks++;
+    }
+#endif
     const bool bf16 = wt->dtype == KILN_DT_BF16 && be->precision == KILN_PREC_FAST;
     const kiln_dtype in = bf16 ? KILN_DT_BF16 : KILN_DT_F32;
     const size_t es = bf16 ? 2 : 4;
