@@ -15,50 +15,7 @@
 #include "pipeline/ref_image.h"
 #include "pipeline/trace.h"
 #include "test.h"
-
-#define MAX_TRACE 64
-
-typedef struct trace_buf {
-    char name[64];
-    float *data;
-    size_t n;
-} trace_buf;
-
-typedef struct traces {
-    trace_buf t[MAX_TRACE];
-    int n;
-} traces;
-
-static inline void on_trace(void *ctx, const char *name, const float *data, size_t n) {
-    traces *tr = ctx;
-    char key[64];
-    snprintf(key, sizeof key, "%s", name);
-    char *dot = strstr(key, ".image");
-    if (dot) *dot = 0;
-    trace_buf *b = NULL;
-    for (int i = 0; i < tr->n; i++)
-        if (!strcmp(tr->t[i].name, key)) b = &tr->t[i];
-    if (!b) {
-        if (tr->n == MAX_TRACE) return;
-        b = &tr->t[tr->n++];
-        snprintf(b->name, sizeof b->name, "%s", key);
-    }
-    b->data = realloc(b->data, (b->n + n) * sizeof(float));
-    memcpy(b->data + b->n, data, n * sizeof(float));
-    b->n += n;
-}
-
-static inline trace_buf *find(traces *tr, const char *name) {
-    for (int i = 0; i < tr->n; i++)
-        if (!strcmp(tr->t[i].name, name)) return &tr->t[i];
-    return NULL;
-}
-
-static inline double psnr_u8(const uint8_t *a, const float *b, size_t n) {
-    double se = 0;
-    for (size_t i = 0; i < n; i++) se += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
-    return se == 0 ? 999.0 : 10.0 * log10(255.0 * 255.0 / (se / n));
-}
+#include "trace_capture.h"
 
 typedef struct loaded {
     uint8_t *px[KILN_MAX_REFS + 1];
@@ -155,7 +112,7 @@ static inline void run_case(const char *name, bool comfy, bool exact) {
         req.strength = atof(golden_meta(&g, "strength"));
     }
     kiln_err err = {0};
-    CHECK_MSG(kiln_generate_traced(eng, &req, on_trace, &tr, &res, &err) == KILN_OK, "%s: %s", name, err.msg);
+    CHECK_MSG(kiln_generate_traced(eng, &req, trace_capture, &tr, &res, &err) == KILN_OK, "%s: %s", name, err.msg);
     if (!res) goto out;
     CHECK_EQ_INT(res->width, W);
     CHECK_EQ_INT(res->height, H);
@@ -163,7 +120,7 @@ static inline void run_case(const char *name, bool comfy, bool exact) {
     const char *stages[] = {"features", "sigmas", "ref_tokens", "init_latent", "image_float"};
     for (size_t i = 0; i < sizeof stages / sizeof stages[0]; i++) {
         if (!kiln_st_find(g.f, stages[i])) continue;
-        trace_buf *b = find(&tr, stages[i]);
+        trace_buf *b = trace_find(&tr, stages[i]);
         CHECK_MSG(b != NULL, "%s: no trace %s", name, stages[i]);
         if (b) golden_compare(&g, stages[i], b->data, b->n, label);
     }
@@ -173,7 +130,7 @@ static inline void run_case(const char *name, bool comfy, bool exact) {
             char key[64];
             snprintf(key, sizeof key, "step%d.%s", k, parts[p]);
             CHECK_MSG(kiln_st_find(g.f, key) != NULL, "golden %s has no %s", gname, key);
-            trace_buf *b = find(&tr, key);
+            trace_buf *b = trace_find(&tr, key);
             CHECK_MSG(b != NULL, "%s: no trace %s", name, key);
             if (b) golden_compare(&g, key, b->data, b->n, label);
         }
@@ -194,7 +151,7 @@ static inline void run_case(const char *name, bool comfy, bool exact) {
     free(oref);
 out:
     kiln_result_free(res);
-    for (int i = 0; i < tr.n; i++) free(tr.t[i].data);
+    traces_free(&tr);
     kiln_engine_close(eng);
     for (int i = 0; i < l.n; i++) kiln_free(l.px[i]);
     json_decref(prompts);

@@ -21,46 +21,12 @@
 #include "pipeline/trace.h"
 #include "server/engine_select.h"
 #include "test.h"
+#include "trace_capture.h"
 
-#define MAX_TRACE 16
-
-typedef struct trace_buf {
-    char name[64];
-    float *data;
-    size_t n;
-} trace_buf;
-
-typedef struct traces {
-    trace_buf t[MAX_TRACE];
-    int n;
-} traces;
-
+/* only the stages compared here: the schedule and the text features */
 static void on_trace(void *ctx, const char *name, const float *data, size_t n) {
-    traces *tr = ctx;
     if (strcmp(name, "sigmas") && strcmp(name, "features") && strcmp(name, "negative_features")) return;
-    if (tr->n == MAX_TRACE) return;
-    trace_buf *b = &tr->t[tr->n++];
-    snprintf(b->name, sizeof b->name, "%s", name);
-    b->data = malloc(n * sizeof(float));
-    memcpy(b->data, data, n * sizeof(float));
-    b->n = n;
-}
-
-static trace_buf *find(traces *tr, const char *name) {
-    for (int i = 0; i < tr->n; i++)
-        if (!strcmp(tr->t[i].name, name)) return &tr->t[i];
-    return NULL;
-}
-
-static void traces_free(traces *tr) {
-    for (int i = 0; i < tr->n; i++) free(tr->t[i].data);
-    tr->n = 0;
-}
-
-static double psnr_u8(const uint8_t *a, const float *b, size_t n) {
-    double se = 0;
-    for (size_t i = 0; i < n; i++) se += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
-    return se == 0 ? 999.0 : 10.0 * log10(255.0 * 255.0 / (se / n));
+    trace_capture(ctx, name, data, n);
 }
 
 static double max_abs_diff(const float *a, const float *b, size_t n) {
@@ -118,21 +84,21 @@ static double run_variant(const char *name, bool exact) {
         /* the schedule is the same arithmetic in both precisions: f32 values within 1 ulp */
         size_t n_sig;
         float *sig = golden_f32(&g, "sigmas", &n_sig);
-        trace_buf *ks = find(&tr, "sigmas");
+        trace_buf *ks = trace_find(&tr, "sigmas");
         CHECK_MSG(ks && sig && ks->n == n_sig && max_abs_diff(ks->data, sig, n_sig) <= 1.2e-7,
                   "%s: sigmas differ from the official scheduler's (max %g)", name,
                   ks && sig && ks->n == n_sig ? max_abs_diff(ks->data, sig, n_sig) : -1.0);
         free(sig);
         /* text features: with CFG the unconditional branch is the negative prompt's (or ""'s) encoding */
         bool cfg_on = atoi(golden_meta(&g, "cfg")) != 0;
-        CHECK_MSG((find(&tr, "negative_features") != NULL) == cfg_on, "%s: CFG %s, the official pipeline %s", name,
-                  find(&tr, "negative_features") ? "ran" : "did not run", cfg_on ? "ran it" : "did not");
+        CHECK_MSG((trace_find(&tr, "negative_features") != NULL) == cfg_on, "%s: CFG %s, the official pipeline %s", name,
+                  trace_find(&tr, "negative_features") ? "ran" : "did not run", cfg_on ? "ran it" : "did not");
         const char *feats[] = {"features", "negative_features"};
         for (int i = 0; i < 2 && exact; i++) {
             if (!kiln_st_find(g.f, feats[i])) continue;
             size_t n;
             float *want = golden_f32(&g, feats[i], &n);
-            trace_buf *got = find(&tr, feats[i]);
+            trace_buf *got = trace_find(&tr, feats[i]);
             double m = got && want && got->n == n ? max_abs_diff(got->data, want, n) : 1e30;
             /* fp32 vs fp32 on unit-scale features up to ~20: the qwen3 golden's own bound is 5.3e-4 */
             CHECK_MSG(m <= 1e-3, "%s: %s differ from the official ones by %g", name, feats[i], m);

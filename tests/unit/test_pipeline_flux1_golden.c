@@ -12,50 +12,7 @@
 #include "kiln.h"
 #include "pipeline/trace.h"
 #include "test.h"
-
-#define MAX_TRACE 64
-
-typedef struct trace_buf {
-    char name[64];
-    float *data;
-    size_t n;
-} trace_buf;
-
-typedef struct traces {
-    trace_buf t[MAX_TRACE];
-    int n;
-} traces;
-
-/* Appends (per-image traces come one image at a time). "x.image" is stored as "x". */
-static void on_trace(void *ctx, const char *name, const float *data, size_t n) {
-    traces *tr = ctx;
-    char key[64];
-    snprintf(key, sizeof key, "%s", name);
-    char *dot = strstr(key, ".image");
-    if (dot) *dot = 0;
-    trace_buf *b = NULL;
-    for (int i = 0; i < tr->n; i++)
-        if (!strcmp(tr->t[i].name, key)) b = &tr->t[i];
-    if (!b) {
-        if (tr->n == MAX_TRACE) return;
-        b = &tr->t[tr->n++];
-        snprintf(b->name, sizeof b->name, "%s", key);
-    }
-    b->data = realloc(b->data, (b->n + n) * sizeof(float));
-    memcpy(b->data + b->n, data, n * sizeof(float));
-    b->n += n;
-}
-
-static trace_buf *find(traces *tr, const char *name) {
-    for (int i = 0; i < tr->n; i++)
-        if (!strcmp(tr->t[i].name, name)) return &tr->t[i];
-    return NULL;
-}
-
-static void traces_free(traces *tr) {
-    for (int i = 0; i < tr->n; i++) free(tr->t[i].data);
-    tr->n = 0;
-}
+#include "trace_capture.h"
 
 /* PSNR of a [0, 1] image. */
 static double psnr01(const float *a, const float *b, size_t n) {
@@ -126,11 +83,11 @@ static void run_case(const char *name, bool comfy, bool exact) {
     req.noise_count = n_noise;
     traces tr = {0};
     kiln_result *res = NULL;
-    CHECK_MSG(kiln_generate_traced(eng, &req, on_trace, &tr, &res, &err) == KILN_OK, "%s", err.msg);
+    CHECK_MSG(kiln_generate_traced(eng, &req, trace_capture, &tr, &res, &err) == KILN_OK, "%s", err.msg);
     if (res && exact) {
         const char *stages[] = {"clip_ids", "t5_ids", "pooled", "features", "sigmas", "vae_input", "image_float"};
         for (size_t i = 0; i < sizeof stages / sizeof stages[0]; i++) {
-            trace_buf *b = find(&tr, stages[i]);
+            trace_buf *b = trace_find(&tr, stages[i]);
             CHECK_MSG(b != NULL, "no trace %s", stages[i]);
             if (b) golden_compare(&g, stages[i], b->data, b->n, label);
         }
@@ -140,7 +97,7 @@ static void run_case(const char *name, bool comfy, bool exact) {
                 char nm[64];
                 snprintf(nm, sizeof nm, "step%d.%s", k, parts[p]);
                 bool in_golden = kiln_st_find(g.f, nm) != NULL;
-                trace_buf *b = find(&tr, nm);
+                trace_buf *b = trace_find(&tr, nm);
                 CHECK_MSG(in_golden == (b != NULL), "%s: traced %d, in the golden %d", nm, b != NULL, in_golden);
                 if (!b || !in_golden) continue;
                 if (p < 2) { /* one value for the batch; the golden has B copies */
@@ -163,7 +120,7 @@ static void run_case(const char *name, bool comfy, bool exact) {
         free(ref);
     }
     if (res) {
-        trace_buf *b = find(&tr, "image_float");
+        trace_buf *b = trace_find(&tr, "image_float");
         size_t n;
         float *ref = golden_f32(&g, "image_float", &n);
         if (b && ref && b->n == n) {

@@ -14,58 +14,8 @@
 #include "pipeline/trace.h"
 #include "tensor/convert.h"
 #include "test.h"
+#include "trace_capture.h"
 #include "text/tokenizer.h"
-
-#define MAX_TRACE 64
-
-typedef struct trace_buf {
-    char name[64];
-    float *data;
-    size_t n;
-} trace_buf;
-
-typedef struct traces {
-    trace_buf t[MAX_TRACE];
-    int n;
-} traces;
-
-/* Appends (per-image traces come one image at a time). "x.image" is stored as "x". */
-static void on_trace(void *ctx, const char *name, const float *data, size_t n) {
-    traces *tr = ctx;
-    char key[64];
-    snprintf(key, sizeof key, "%s", name);
-    char *dot = strstr(key, ".image");
-    if (dot) *dot = 0;
-    trace_buf *b = NULL;
-    for (int i = 0; i < tr->n; i++)
-        if (!strcmp(tr->t[i].name, key)) b = &tr->t[i];
-    if (!b) {
-        if (tr->n == MAX_TRACE) return;
-        b = &tr->t[tr->n++];
-        snprintf(b->name, sizeof b->name, "%s", key);
-    }
-    b->data = realloc(b->data, (b->n + n) * sizeof(float));
-    memcpy(b->data + b->n, data, n * sizeof(float));
-    b->n += n;
-}
-
-static trace_buf *find(traces *tr, const char *name) {
-    for (int i = 0; i < tr->n; i++)
-        if (!strcmp(tr->t[i].name, name)) return &tr->t[i];
-    return NULL;
-}
-
-static void traces_free(traces *tr) {
-    for (int i = 0; i < tr->n; i++) free(tr->t[i].data);
-    tr->n = 0;
-}
-
-static double psnr_u8(const uint8_t *a, const float *b, size_t n) {
-    double se = 0;
-    for (size_t i = 0; i < n; i++) se += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
-    if (se == 0) return 999.0;
-    return 10.0 * log10(255.0 * 255.0 / (se / n));
-}
 
 /* Runs one golden through an engine (diffusers folder, or the comfy single files when model_dir is NULL). */
 /* oracle / min_psnr: also compare the uint8 images with another golden's (the fp32 run's, for FAST) by PSNR. */
@@ -119,12 +69,12 @@ static void run_golden_prec(const char *golden_name, const char *model_dir, kiln
     req.noise_count = n_noise;
     traces tr = {0};
     kiln_result *res = NULL;
-    CHECK_MSG(kiln_generate_traced(eng, &req, on_trace, &tr, &res, &err) == KILN_OK, "%s", err.msg);
+    CHECK_MSG(kiln_generate_traced(eng, &req, trace_capture, &tr, &res, &err) == KILN_OK, "%s", err.msg);
     if (res) {
         const char *stages[] = {"features", "negative_features", "sigmas", "latent", "image_float"};
         for (size_t i = 0; i < sizeof stages / sizeof stages[0]; i++) {
             if (!kiln_st_find(g.f, stages[i])) continue;
-            trace_buf *b = find(&tr, stages[i]);
+            trace_buf *b = trace_find(&tr, stages[i]);
             CHECK_MSG(b != NULL, "no trace %s", stages[i]);
             if (b) golden_compare(&g, stages[i], b->data, b->n, label);
         }
@@ -134,7 +84,7 @@ static void run_golden_prec(const char *golden_name, const char *model_dir, kiln
                 char name[64];
                 snprintf(name, sizeof name, "step%d.%s", k, parts[p]);
                 if (!kiln_st_find(g.f, name)) continue;
-                trace_buf *b = find(&tr, name);
+                trace_buf *b = trace_find(&tr, name);
                 CHECK_MSG(b != NULL, "no trace %s", name);
                 if (!b) continue;
                 if (p == 0) { /* one timestep for the whole batch; the golden has B copies */
