@@ -259,6 +259,21 @@ kiln_status cuda_matmul(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt
 
 /* ---- attention ---- */
 
+#ifdef KILN_HAVE_CUDNN
+/* After an attempt through cuDNN (cuda_cudnn.h): true when the op is over - it ran (counted in *ran) or failed
+ * (why becomes the op's error) - and the caller returns cs; false when cuDNN did not take the call (counted in
+ * *passed): kiln's own kernel runs it. */
+static bool cudnn_done(kiln_status cs, const kiln_err *why, uint64_t *ran, uint64_t *passed, kiln_err *err) {
+    if (cs == KILN_E_UNSUPPORTED) {
+        ++*passed;
+        return false;
+    }
+    if (cs == KILN_OK) ++*ran;
+    else if (err) *err = *why;
+    return true;
+}
+#endif
+
 kiln_status cuda_attention(kiln_backend *be, kiln_tensor *ot, const kiln_tensor *qt, const kiln_tensor *kt,
                            const kiln_tensor *vt, int n_q_heads, int n_kv_heads, float scale, bool causal,
                            const kiln_tensor *mt, const kiln_tensor *bt, kiln_err *err) {
@@ -308,15 +323,7 @@ kiln_status cuda_attention(kiln_backend *be, kiln_tensor *ot, const kiln_tensor 
         kiln_err why = {0};
         kiln_status cs = mt || bt ? KILN_E_UNSUPPORTED
                                   : kcu_cudnn_attention(cb, &o, &q, &k, &v, n_q_heads, n_kv_heads, scale, causal, &why);
-        if (cs == KILN_OK) {
-            cb->cudnn_calls++;
-            return KILN_OK;
-        }
-        if (cs != KILN_E_UNSUPPORTED) {
-            if (err) *err = why;
-            return cs;
-        }
-        cb->cudnn_fallbacks++;
+        if (cudnn_done(cs, &why, &cb->cudnn_calls, &cb->cudnn_fallbacks, err)) return cs;
     }
 #endif
     const bool tc = cb->attention >= 2 || (cb->attention == 0 && be->precision == KILN_PREC_FAST);
@@ -536,15 +543,7 @@ kiln_status cuda_conv2d(kiln_backend *be, kiln_tensor *yt, const kiln_tensor *xt
                              ? KILN_E_UNSUPPORTED
                              : kcu_cudnn_conv2d(cb, y.data, y.dt, x.data, xd, wt->data, co, (int)kh, stride, pad_begin,
                                                 pad_end, &bias, &why);
-        if (cs == KILN_OK) {
-            cb->cudnn_convs++;
-            return KILN_OK;
-        }
-        if (cs != KILN_E_UNSUPPORTED) {
-            if (err) *err = why;
-            return cs;
-        }
-        cb->conv_fallbacks++;
+        if (cudnn_done(cs, &why, &cb->cudnn_convs, &cb->conv_fallbacks, err)) return cs;
     }
 #endif
     const bool bf16 = wt->dtype == KILN_DT_BF16 && be->precision == KILN_PREC_FAST;
