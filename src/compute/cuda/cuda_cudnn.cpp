@@ -8,6 +8,7 @@
  * frontend throws on a missing symbol: every call into it is inside a try. The CUDA runtime is called directly,
  * not through cuda_rt.cu: the test of kcu_cudnn_check_graph links this file without the rest of the backend. */
 #define NV_CUDNN_FRONTEND_USE_DYNAMIC_LOADING
+#include <cuda_runtime_api.h>
 #include <cudnn_frontend.h>
 #include <dlfcn.h>
 
@@ -67,6 +68,9 @@ kiln_status load(kiln_err *err) {
     if (load_error.empty()) {
         const char *name = getenv("KILN_CUDNN");
         if (!name || !*name) name = "libcudnn.so.9";
+        /* the frontend's own CUDA runtime calls: the runtime kiln runs on (it would try libcudart.so.12 first) */
+        static const std::string rt = "libcudart.so." + std::to_string(CUDART_VERSION / 1000);
+        setenv("CUDNN_FRONTEND_CUDART_LIB_NAME", rt.c_str(), 0);
         void *h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
         if (!h) {
             const char *e = dlerror();
