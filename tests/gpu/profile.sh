@@ -27,6 +27,11 @@ ARGS=("$@")
     KILN_REQUIRE_GPU=1 KILN_OPS_TIME=1 KILN_OPS_ONLY=test_timing KILN_CUDA_ATTENTION=$1 KILN_CUDA_TC_ASYNC=$2 KILN_CUDA_TC_BQ=$3 \
       KILN_SOURCE_DIR="$ROOT" timeout 60 "$BUILD/test_compute_cuda_ops" 2>&1 | grep -m1 'time attention' || echo "no timing"
   done
+  for w in tc gemm; do
+    printf 'KILN_CUDA_WIDE_ATTENTION=%s: ' "$w"
+    KILN_REQUIRE_GPU=1 KILN_OPS_TIME=1 KILN_OPS_ONLY=test_timing KILN_CUDA_WIDE_ATTENTION=$w KILN_SOURCE_DIR="$ROOT" \
+      timeout 60 "$BUILD/test_compute_cuda_ops" 2>&1 | grep -m1 'time attention 16384' || echo "no timing"
+  done
 } >>"$LOG" 2>&1
 set -- "${ARGS[@]}"
 NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)

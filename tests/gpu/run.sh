@@ -13,7 +13,7 @@
 #   units     tests/unit/test_compute_cuda_* host logic with the GPU present (KILN_REQUIRE_GPU=1)
 #   ops       every op against float64 references (test_compute_cuda_ops: default kernels - FAST attention on
 #             tensor cores - timed; then KILN_DETERMINISTIC=1; then the f32 attention, KILN_CUDA_ATTENTION=simple,
-#             timed); run-to-run bit-identity
+#             timed); then the VAE's wide head as GEMMs, KILN_CUDA_WIDE_ATTENTION=gemm, timed; run-to-run bit-identity
 #   cudnn     cuDNN's SDPA and convolutions (KILN_CUDA_ATTENTION=cudnn KILN_CUDA_CONV=cudnn; optional): the op
 #             comparison again with them, timed, and how many calls cuDNN ran (the rest run on kiln's kernels);
 #             libcudnn.so.9 and cudnn.h are looked for in the machine's Python (PyTorch's nvidia-cudnn wheel) and the
@@ -106,6 +106,7 @@ if [ "${KILN_CUDA_ATTENTION:-}" = cudnn ]; then
 fi
 [ "${KILN_OPS_TIME:-0}" = 1 ] && [ "${KILN_CUDA_ATTENTION:-}" != simple ] && [ "${KILN_CUDA_ATTENTION:-}" != cudnn ] && echo "  time attention 4608 tokens x 24 heads x 128        0.700 ms    465.0 TFLOP/s" &&
   echo "  time matmul 4608 x 27648 x 3072 (single linear1)   1.200 ms    650.0 TFLOP/s" &&
+  echo "  time attention 16384 tokens x 1 head x 512 (VAE mid)  5.000 ms  $([ "${KILN_CUDA_WIDE_ATTENTION:-}" = gemm ] && echo "${DRY_WIDE_GEMM_TF:-400.0}" || echo 110.0) TFLOP/s" &&
   echo "  time conv2d 3x3 128 -> 128 at 1024x1024, bf16      5.000 ms     60.0 TFLOP/s" &&
   echo "  time e4m3 weight widened 4608 x 27648 x 3072         1.400 ms    557.0 TFLOP/s" &&
   echo "  time e4m3 x e4m3 4608 x 27648 x 3072 (KILN_CUDA_FP8)   0.700 ms   1114.0 TFLOP/s"
@@ -261,15 +262,17 @@ fi
 # ---- ops: CUDA vs float64 -------------------------------------------------------------------------------------------
 # default: the backend's own choice (FAST: the tensor-core attention); simple: KILN_CUDA_ATTENTION=simple, the f32
 # kernel, timed beside it
-ATT_TF="" MM_TF="" CONV_TF="" ATT_SIMPLE_TF="" DEFAULT_OK=0
+ATT_TF="" MM_TF="" CONV_TF="" ATT_SIMPLE_TF="" WIDE_TF="" WIDE_GEMM_TF="" DEFAULT_OK=0
 if [ $BUILT = 1 ] && [ -x "$BUILD/test_compute_cuda_ops" ]; then
-  for mode in default deterministic simple; do
+  for mode in default deterministic simple widegemm; do
     det=0 att="" tim=0
     [ $mode = default ] && tim=1
     [ $mode = deterministic ] && det=1
     [ $mode = simple ] && att=simple tim=1
+    wide=""
+    [ $mode = widegemm ] && wide=gemm tim=1
     log=$OUT/ops-$mode.tmp
-    KILN_REQUIRE_GPU=1 KILN_DETERMINISTIC=$det KILN_CUDA_ATTENTION=$att KILN_OPS_TIME=$tim \
+    KILN_REQUIRE_GPU=1 KILN_DETERMINISTIC=$det KILN_CUDA_ATTENTION=$att KILN_CUDA_WIDE_ATTENTION=$wide KILN_OPS_TIME=$tim \
       timeout 150 "$BUILD/test_compute_cuda_ops" >"$log" 2>&1
     rc=$?
     n_ok=$(grep -c ' ok$' "$log")
@@ -283,11 +286,13 @@ if [ $BUILT = 1 ] && [ -x "$BUILD/test_compute_cuda_ops" ]; then
       row ops FAIL "$mode (rc $rc): $(printf '%s' "${why:-$(tail -1 "$log")}" | cut -c1-200) (ops.log)"
     fi
     if [ $mode = default ]; then
-      ATT_TF=$(awk '/time attention/ {print $(NF-1)}' "$log")
+      ATT_TF=$(awk '/time attention 4608/ {print $(NF-1)}' "$log")
+      WIDE_TF=$(awk '/time attention 16384/ {print $(NF-1)}' "$log")
       MM_TF=$(awk '/time matmul/ {print $(NF-1)}' "$log")
       CONV_TF=$(awk '/time conv2d/ {print $(NF-1)}' "$log")
     fi
-    [ $mode = simple ] && ATT_SIMPLE_TF=$(awk '/time attention/ {print $(NF-1)}' "$log")
+    [ $mode = simple ] && ATT_SIMPLE_TF=$(awk '/time attention 4608/ {print $(NF-1)}' "$log")
+    [ $mode = widegemm ] && [ $rc = 0 ] && WIDE_GEMM_TF=$(awk '/time attention 16384/ {print $(NF-1)}' "$log")
     { echo "== test_compute_cuda_ops ($mode) =="; cat "$log"; } >>"$OUT/ops.log"
     rm -f "$log"
   done
@@ -305,7 +310,7 @@ if [ $BUILT = 1 ] && [ -x "$BUILD/test_compute_cuda_ops" ]; then
   # every backend the test opens logs its counts at close
   calls=$(sed -n 's/.*cuda: attention: \([0-9]*\) calls by cuDNN.*/\1/p' "$log" | awk '{s += $1} END {print s + 0}')
   CUDNN_CONVS=$(sed -n 's/.*cuda: conv2d: \([0-9]*\) calls by cuDNN.*/\1/p' "$log" | awk '{s += $1} END {print s + 0}')
-  CUDNN_TF=$(awk '/time attention/ {print $(NF-1); exit}' "$log")
+  CUDNN_TF=$(awk '/time attention 4608/ {print $(NF-1); exit}' "$log")
   CUDNN_CONV_TF=$(awk '/time conv2d/ {print $(NF-1); exit}' "$log")
   why=$(grep -m1 -o -E 'built without cuDNN|cuDNN: cannot load [^(]*|cuDNN [0-9]+ is older[^;]*' "$log")
   if [ -n "$why" ]; then
@@ -351,11 +356,15 @@ faster() { [ -n "$1" ] && [ -n "$2" ] && awk -v c="$1" -v d="$2" 'BEGIN { exit !
 CONV=default
 [ $DEFAULT_OK = 1 ] && [ $CUDNN_OK = 1 ] && faster "$CUDNN_TF" "$ATT_TF" && ATT=cudnn
 [ $DEFAULT_OK = 1 ] && [ $CUDNN_OK = 1 ] && [ "$CUDNN_CONVS" -gt 0 ] && faster "$CUDNN_CONV_TF" "$CONV_TF" && CONV=cudnn
+# the VAE's wide head as GEMMs (KILN_CUDA_WIDE_ATTENTION=gemm) when its comparison passed and it timed faster
+WIDE=default
+[ $DEFAULT_OK = 1 ] && faster "$WIDE_GEMM_TF" "$WIDE_TF" && WIDE=gemm
 # KILN_GPU_ATTENTION=simple|tc forces the choice (an A/B run of the pipeline while the op comparison fails elsewhere)
 [ -n "${KILN_GPU_ATTENTION:-}" ] && ATT=$KILN_GPU_ATTENTION && say "attention forced by KILN_GPU_ATTENTION=$ATT"
-say "attention for the full-size run: $ATT (default ${ATT_TF:-?} TFLOP/s, its comparison passed: $DEFAULT_OK; simple ${ATT_SIMPLE_TF:-?}; cudnn ${CUDNN_TF:-?}, passed: $CUDNN_OK); conv2d: $CONV (im2col ${CONV_TF:-?}, cudnn ${CUDNN_CONV_TF:-?})"
+say "attention for the full-size run: $ATT (default ${ATT_TF:-?} TFLOP/s, its comparison passed: $DEFAULT_OK; simple ${ATT_SIMPLE_TF:-?}; cudnn ${CUDNN_TF:-?}, passed: $CUDNN_OK); conv2d: $CONV (im2col ${CONV_TF:-?}, cudnn ${CUDNN_CONV_TF:-?}); the VAE's wide head: $WIDE (tensor cores ${WIDE_TF:-?}, GEMMs ${WIDE_GEMM_TF:-?})"
 att_env() { [ "$ATT" = default ] && echo "" || echo "$ATT"; } # KILN_CUDA_ATTENTION for the full-size run
 conv_env() { [ "$CONV" = default ] && echo "" || echo "$CONV"; } # KILN_CUDA_CONV likewise
+wide_env() { [ "$WIDE" = default ] && echo "" || echo "$WIDE"; } # KILN_CUDA_WIDE_ATTENTION likewise
 
 # ---- tiny pipeline vs the official goldens, and graph capture + replay --------------------------------------------------
 TINY="$ROOT/tests/data/tiny/diffusers"
@@ -478,11 +487,12 @@ EOF
   if [ ! -f "$WEIGHTS/vae/flux2-vae.safetensors" ]; then
     row full FAIL "kiln mkweights failed (pipeline.log)"
     row memory "not run" "no weights"
-  elif KILN_CUDA_ATTENTION=$(att_env) KILN_CUDA_CONV=$(conv_env) KILN_LOG=info timeout 300 "$KILN" bench run --url "engine@cuda:0:$WEIGHTS" --arm h200-gpu-run --warmup 1 --timed 3 \
+  elif KILN_CUDA_ATTENTION=$(att_env) KILN_CUDA_CONV=$(conv_env) KILN_CUDA_WIDE_ATTENTION=$(wide_env) KILN_LOG=info \
+        timeout 300 "$KILN" bench run --url "engine@cuda:0:$WEIGHTS" --arm h200-gpu-run --warmup 1 --timed 3 \
         --graph "$SEED_GRAPH" --graph "$g/klein-4b-1024x1024-b1-4st.json" --graph "$g/klein-4b-512x512-b3-4st.json" \
         --bank "$BANK" --gpu 0 -o "$OUT/bench.json" >"$blog" 2>&1; then
     if r=$("$PY" "$ROOT/tests/gpu/report.py" bench "$OUT/bench.json"); then
-      row full PASS "kiln bench, one process, warm-up excluded, attention $ATT, conv2d $CONV (bench.json)"
+      row full PASS "kiln bench, one process, warm-up excluded, attention $ATT, conv2d $CONV, wide head $WIDE (bench.json)"
     else
       row full FAIL "a graph without timed submits (bench.json)"
     fi
@@ -497,7 +507,7 @@ EOF
   # where one 1024x1024 image's GPU time goes, by op (KILN_CUDA_PROFILE=1: eager launches): reported, not judged
   if [ $DRY = 0 ] && [ -f "$WEIGHTS/vae/flux2-vae.safetensors" ] && fits 60; then
     plog=$OUT/prof.tmp
-    KILN_CUDA_PROFILE=1 KILN_CUDA_ATTENTION=$(att_env) KILN_CUDA_CONV=$(conv_env) KILN_LOG=info timeout 120 "$KILN" generate -q --device cuda:0 \
+    KILN_CUDA_PROFILE=1 KILN_CUDA_ATTENTION=$(att_env) KILN_CUDA_CONV=$(conv_env) KILN_CUDA_WIDE_ATTENTION=$(wide_env) KILN_LOG=info timeout 120 "$KILN" generate -q --device cuda:0 \
       --unet "$WEIGHTS/diffusion_models/flux-2-klein-4b.safetensors" --clip "$WEIGHTS/text_encoders/qwen_3_4b.safetensors" \
       --vae "$WEIGHTS/vae/flux2-vae.safetensors" -W 1024 -H 1024 --steps 4 -p "$PROMPT" -o "$OUT/prof.png.tmp" >"$plog" 2>&1
     info "one 1024x1024 x 4 steps image by op (KILN_CUDA_PROFILE=1, rc $?):"

@@ -855,6 +855,8 @@ static void test_bf16_activations(void) {
     attn_bf16_case("attention bf16 GQA 8q/2kv causal dh128 (Qwen3)", 70, 70, 8, 2, 128, true, tc);
     attn_bf16_case("attention bf16 2 heads dh128, 300 queries x 300 keys", 300, 300, 2, 2, 128, false, tc);
     attn_bf16_case("attention bf16 4 heads dh64, 37 queries x 130 keys", 37, 130, 4, 4, 64, false, tc);
+    /* one wide head over several key tiles and, as GEMMs (KILN_CUDA_WIDE_ATTENTION=gemm), two chunks of rows */
+    attn_bf16_case("attention bf16 1 head x 512, 300 queries x 300 keys", 300, 300, 1, 1, 512, false, tc);
 
     pair *x = mk2(KILN_DT_F32, 29, 293, FILL_RAND), *x16 = bf16_twin(x);
     pair *y = mk2(KILN_DT_F32, 29, 293, FILL_NAN), *y16 = mk2(KILN_DT_BF16, 29, 293, FILL_NAN);
@@ -1045,6 +1047,26 @@ static void test_timing(void) {
     }
     kiln_backend_close(be8);
     free_pairs();
+    /* the VAE's mid-block attention at 1024x1024: 16384 tokens, one head of 512 (the wide tensor-core kernel, or
+     * GEMMs with KILN_CUDA_WIDE_ATTENTION=gemm): "time attention 16384" is what tests/gpu/run.sh compares */
+    {
+        const int64_t tv = 16384, dv = 512;
+        pair *vqkv = mk2(KILN_DT_BF16, tv, 3 * dv, FILL_RAND), *vo = mk2(KILN_DT_BF16, tv, dv, FILL_NAN);
+        vpair aq = view(vqkv, 0, tv, 0, dv), ak = view(vqkv, 0, tv, dv, dv), av = view(vqkv, 0, tv, 2 * dv, dv);
+        double bestv = 1e30;
+        for (int rep = 0; rep < 4; rep++) {
+            CHECK_EQ_INT(dut->ops->sync(dut, NULL), KILN_OK);
+            double t0 = now_s();
+            CHECK_EQ_INT(dut->ops->attention(dut, &vo->d, &aq.d, &ak.d, &av.d, 1, 1, 0.0442f, false, NULL, NULL, NULL),
+                         KILN_OK);
+            CHECK_EQ_INT(dut->ops->sync(dut, NULL), KILN_OK);
+            double dt = now_s() - t0;
+            if (rep > 0 && dt < bestv) bestv = dt;
+        }
+        printf("  time %-46s %8.3f ms  %7.1f TFLOP/s\n", "attention 16384 tokens x 1 head x 512 (VAE mid)", bestv * 1e3,
+               4.0 * tv * tv * dv / bestv / 1e12);
+        free_pairs();
+    }
     /* the VAE decoder's heaviest convolution kind: 3x3, 128 -> 128 channels at 1024x1024 on bf16 (im2col and a
      * GEMM, or cuDNN with KILN_CUDA_CONV=cudnn): "time conv2d" is what tests/gpu/run.sh compares */
     const int64_t hw = 1024, c = 128;

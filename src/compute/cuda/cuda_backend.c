@@ -293,6 +293,12 @@ const char *conv = getenv("KILN_CUDA_CONV");
         return KILN_FAIL(err, KILN_E_INVALID, "KILN_CUDA_CONV=%s: expected gemm or cudnn", conv);
     }
     cb->conv_cudnn = conv && strcmp(conv, "cudnn") == 0;
+    const char *wide = getenv("KILN_CUDA_WIDE_ATTENTION");
+    if (wide && *wide && strcmp(wide, "gemm") != 0 && strcmp(wide, "tc") != 0) {
+        kiln_free(cb);
+        return KILN_FAIL(err, KILN_E_INVALID, "KILN_CUDA_WIDE_ATTENTION=%s: expected tc or gemm", wide);
+    }
+    cb->wide_gemm = wide && strcmp(wide, "gemm") == 0;
 #ifndef KILN_HAVE_CUDNN
     if (cb->attention == 3 || cb->conv_cudnn) {
         kiln_free(cb);

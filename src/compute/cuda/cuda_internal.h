@@ -64,6 +64,7 @@ typedef struct kiln_cuda_backend {
                          * simple f32 kernel ("simple"), 2 = tensor cores ("tc") in both precisions, 3 = cuDNN's
                          * SDPA where it takes the call, else tensor cores ("cudnn", cuda_cudnn.h) */
     bool conv_cudnn;    /* KILN_CUDA_CONV=cudnn: convolutions through cuDNN where it takes them (cuda_cudnn.h) */
+    bool wide_gemm;     /* KILN_CUDA_WIDE_ATTENTION=gemm: one head over 128 dims (the VAE's) as GEMMs + softmax */
     void *cudnn;        /* cuda_cudnn.cpp's state (handle, plans) when attention = 3 or conv_cudnn; else NULL */
     uint64_t cudnn_calls, cudnn_fallbacks; /* attention calls cuDNN ran / passed to variant 2 (the close line) */
     uint64_t cudnn_convs, conv_fallbacks;  /* convolutions likewise, with KILN_CUDA_CONV=cudnn */
@@ -179,6 +180,8 @@ kiln_status kcu_rms_norm(kiln_cuda_backend *cb, const kcu_mat *y, const kcu_mat 
 kiln_status kcu_layer_norm_modulate(kiln_cuda_backend *cb, const kcu_mat *y, const kcu_mat *x, const kcu_mat *shift,
                                     const kcu_mat *scale, float eps, kiln_err *err);
 kiln_status kcu_softmax(kiln_cuda_backend *cb, const kcu_mat *y, const kcu_mat *x, kiln_err *err);
+/* y = softmax(x * scale) per row (the wide attention's scores: cuda_ops.c) */
+kiln_status kcu_softmax_scaled(kiln_cuda_backend *cb, const kcu_mat *y, const kcu_mat *x, float scale, kiln_err *err);
 kiln_status kcu_rope(kiln_cuda_backend *cb, const kcu_mat *x, const kcu_mat *cos, const kcu_mat *sin, int n_heads,
                      bool interleaved, kiln_err *err);
 

@@ -65,24 +65,29 @@ kiln_status kcu_layer_norm_modulate(kiln_cuda_backend *cb, const kcu_mat *y, con
     return KILN_OK;
 }
 
-static __global__ void k_softmax(kcu_mat y, kcu_mat x) {
+/* y = softmax(x * scale) per row: one block per row, the max, the sum, the normalised values (x read 3 times) */
+static __global__ void k_softmax(kcu_mat y, kcu_mat x, float scale) {
     __shared__ float red[32];
     int64_t r = blockIdx.x;
     const int64_t xo = r * x.ld, yo = r * y.ld, n = x.cols;
     float m = -INFINITY;
-    for (int64_t c = threadIdx.x; c < n; c += blockDim.x) m = fmaxf(m, kcu_ld(x.data, xo + c, x.dt));
+    for (int64_t c = threadIdx.x; c < n; c += blockDim.x) m = fmaxf(m, kcu_ld(x.data, xo + c, x.dt) * scale);
     m = kcu_block_max(m, red);
     float s = 0.f;
-    for (int64_t c = threadIdx.x; c < n; c += blockDim.x) s += expf(kcu_ld(x.data, xo + c, x.dt) - m);
+    for (int64_t c = threadIdx.x; c < n; c += blockDim.x) s += expf(kcu_ld(x.data, xo + c, x.dt) * scale - m);
     float inv = 1.f / kcu_block_sum(s, red);
     for (int64_t c = threadIdx.x; c < n; c += blockDim.x)
-        kcu_st(y.data, yo + c, y.dt, expf(kcu_ld(x.data, xo + c, x.dt) - m) * inv);
+        kcu_st(y.data, yo + c, y.dt, expf(kcu_ld(x.data, xo + c, x.dt) * scale - m) * inv);
+}
+
+kiln_status kcu_softmax_scaled(kiln_cuda_backend *cb, const kcu_mat *y, const kcu_mat *x, float scale, kiln_err *err) {
+    if (x->rows == 0 || x->cols == 0) return KILN_OK;
+    if (x->rows > 0x7fffffff) return KILN_FAIL(err, KILN_E_LIMIT, "softmax: %lld rows", (long long)x->rows);
+    KCU_LAUNCH(k_softmax, (unsigned)x->rows, 256, 0, KCU_STREAM(cb))(*y, *x, scale);
+    KCU_LAUNCHED(err, "softmax");
+    return KILN_OK;
 }
 
 kiln_status kcu_softmax(kiln_cuda_backend *cb, const kcu_mat *y, const kcu_mat *x, kiln_err *err) {
-    if (x->rows == 0 || x->cols == 0) return KILN_OK;
-    if (x->rows > 0x7fffffff) return KILN_FAIL(err, KILN_E_LIMIT, "softmax: %lld rows", (long long)x->rows);
-    KCU_LAUNCH(k_softmax, (unsigned)x->rows, 256, 0, KCU_STREAM(cb))(*y, *x);
-    KCU_LAUNCHED(err, "softmax");
-    return KILN_OK;
+    return kcu_softmax_scaled(cb, y, x, 1.0f, err); /* x * 1.0f is x: the plain softmax's numbers */
 }

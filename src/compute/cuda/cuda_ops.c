@@ -274,6 +274,44 @@ static bool cudnn_done(kiln_status cs, const kiln_err *why, uint64_t *ran, uint6
 }
 #endif
 
+/* One wide head (the VAE's single 512-dim one) as GEMMs (KILN_CUDA_WIDE_ATTENTION=gemm): V^T once, then per chunk
+ * of query rows S = Q K^T in f32 (cuBLASLt), P = softmax(S scale) rounded to bf16, O = P V - the attention's
+ * FLOPs at the GEMMs' rate, where the wide tensor-core kernel re-reads K and V for every 16 queries. Chunks of
+ * 256 rows (fewer where the keys are many: S and P within 256 MiB of scratch) keep 24 MiB of S and P at 16384 keys
+ * (the 1024x1024 decode), and each GEMM still 4 GFLOP. bf16 q, k, v; no mask, bias or
+ * causal (the caller checks). */
+static kiln_status attention_wide_gemm(kiln_cuda_backend *cb, const kcu_mat *o, const kcu_mat *q, const kcu_mat *k,
+                                       const kcu_mat *v, float scale, kiln_err *err) {
+    const int64_t sq = q->rows, sk = k->rows, dh = q->cols;
+    int64_t rows = (int64_t)((256u << 20) / ((size_t)sk * 6));
+    rows = rows > 256 ? 256 : rows < 16 ? 16 : rows / 16 * 16;
+    if (rows > sq) rows = sq;
+    const size_t off_s = align_up((size_t)dh * sk * 2), off_p = off_s + align_up((size_t)rows * sk * 4);
+    KILN_TRY(kcu_scratch_reserve(cb, off_p + align_up((size_t)rows * sk * 2), err));
+    char *scr = cb->scratch;
+    /* V^T [dh, sk] through a transposed view of V */
+    kcu_view4 vt = {scr, {1, 1, dh, sk}, {dh * sk, dh * sk, sk, 1}, KILN_DT_BF16};
+    kcu_view4 vv = {v->data, {1, 1, dh, sk}, {dh * sk, dh * sk, 1, v->ld}, KILN_DT_BF16};
+    KILN_TRY(kcu_copy4(cb, &vt, &vv, err));
+    for (int64_t r0 = 0; r0 < sq; r0 += rows) {
+        const int64_t n = sq - r0 < rows ? sq - r0 : rows;
+        kcu_gemm_key key;
+        memset(&key, 0, sizeof key);
+        key.m = n, key.n = sk, key.k = dh, key.ldx = q->ld, key.ldw = k->ld, key.ldy = sk;
+        key.in_dtype = KILN_DT_BF16, key.out_dtype = KILN_DT_F32;
+        const char *q0 = (const char *)q->data + (size_t)(r0 * q->ld) * 2;
+        KILN_TRY(gemm(cb, &key, scr + off_s, q0, k->data, NULL, err));
+        kcu_mat sm = {scr + off_s, n, sk, sk, KILN_DT_F32}, pm = {scr + off_p, n, sk, sk, KILN_DT_BF16};
+        KILN_TRY(kcu_softmax_scaled(cb, &pm, &sm, scale, err));
+        memset(&key, 0, sizeof key);
+        key.m = n, key.n = dh, key.k = sk, key.ldx = sk, key.ldw = sk, key.ldy = o->ld;
+        key.in_dtype = KILN_DT_BF16, key.out_dtype = o->dt;
+        KILN_TRY(gemm(cb, &key, (char *)o->data + (size_t)(r0 * o->ld) * kiln_dtype_size(o->dt), pm.data, scr, NULL,
+                      err));
+    }
+    return KILN_OK;
+}
+
 kiln_status cuda_attention(kiln_backend *be, kiln_tensor *ot, const kiln_tensor *qt, const kiln_tensor *kt,
                            const kiln_tensor *vt, int n_q_heads, int n_kv_heads, float scale, bool causal,
                            const kiln_tensor *mt, const kiln_tensor *bt, kiln_err *err) {
@@ -326,6 +364,11 @@ kiln_status cuda_attention(kiln_backend *be, kiln_tensor *ot, const kiln_tensor 
         if (cudnn_done(cs, &why, &cb->cudnn_calls, &cb->cudnn_fallbacks, err)) return cs;
     }
 #endif
+    /* one head wider than 128 dims as GEMMs where asked for (KILN_CUDA_WIDE_ATTENTION=gemm; an A/B for the GPU run) */
+    if (cb->wide_gemm && be->precision == KILN_PREC_FAST && n_q_heads == 1 && n_kv_heads == 1 && dh > 128 && !mt &&
+        !bt && !causal && q.dt == KILN_DT_BF16 && k.dt == KILN_DT_BF16 && v.dt == KILN_DT_BF16 &&
+        (o.dt == KILN_DT_BF16 || o.dt == KILN_DT_F32))
+        return attention_wide_gemm(cb, &o, &q, &k, &v, scale, err);
     const bool tc = cb->attention >= 2 || (cb->attention == 0 && be->precision == KILN_PREC_FAST);
     if (tc && kcu_attention_tc_supported(cb, (int)dh))
         return kcu_attention_tc(cb, &o, &q, &k, &v, n_q_heads, n_kv_heads, scale, causal, mt ? &mask : NULL,
