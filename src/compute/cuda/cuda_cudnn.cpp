@@ -33,16 +33,16 @@ namespace {
 
 enum uid : int64_t { UID_Q = 1, UID_K, UID_V, UID_O, UID_X, UID_W, UID_B, UID_Y };
 
-/* One cached graph's shape, compared bytewise (memset before filling: the padding too). Attention: sq, sk, the
- * four row strides, hq, hk, dh, causal, scale. Convolution: n, ci, h, w, co, kh, stride, the paddings, y's and the
- * bias's dtype (-1: none). */
+/* One cached graph's shape, compared bytewise (no padding: two ints, then int64s). Attention: sq, sk, the four
+ * row strides, hq, hk, dh, causal, and the scale's bits. Convolution: n, ci, h, w, co, kh, stride, the paddings,
+ * y's and the bias's dtype (-1: none). */
 struct shape {
-    int kind; /* KIND_ATTENTION or KIND_CONV */
-    int sm;
+    int32_t kind; /* KIND_ATTENTION or KIND_CONV */
+    int32_t sm;
     int64_t v[12];
-    float scale;
     bool operator==(const shape &o) const { return std::memcmp(this, &o, sizeof o) == 0; }
 };
+static_assert(sizeof(shape) == 8 + 12 * 8, "shape has no padding (compared bytewise)");
 enum { KIND_ATTENTION = 1, KIND_CONV = 2 };
 
 struct plan {
@@ -122,8 +122,10 @@ shape attention_shape(int sm, int64_t sq, int64_t sk, int64_t ldq, int64_t ldk, 
                       int dh, bool causal, float scale) {
     shape k;
     std::memset(&k, 0, sizeof k);
-    k.kind = KIND_ATTENTION, k.sm = sm, k.scale = scale;
-    int64_t v[] = {sq, sk, ldq, ldk, ldv, ldo, hq, hk, dh, causal ? 1 : 0};
+    k.kind = KIND_ATTENTION, k.sm = sm;
+    uint32_t bits;
+    std::memcpy(&bits, &scale, sizeof bits);
+    int64_t v[] = {sq, sk, ldq, ldk, ldv, ldo, hq, hk, dh, causal ? 1 : 0, (int64_t)bits};
     std::memcpy(k.v, v, sizeof v);
     return k;
 }
@@ -139,13 +141,20 @@ shape conv_shape(int sm, const int64_t xd[4], int64_t co, int kh, int stride, in
 
 fe::DataType_t fe_dtype(int64_t dt) { return dt == KILN_DT_BF16 ? fe::DataType_t::BFLOAT16 : fe::DataType_t::FLOAT; }
 
+float scale_of(const shape &k) {
+    uint32_t bits = (uint32_t)k.v[10];
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
 /* SDPA: out = softmax(q k^T scale [causal]) v */
 void attention_graph(fe::graph::Graph &g, const shape &k) {
     const int64_t sq = k.v[0], sk = k.v[1], hq = k.v[6], hk = k.v[7], dh = k.v[8];
     auto q = bshd(g, "Q", UID_Q, sq, hq, dh, k.v[2]);
     auto kk = bshd(g, "K", UID_K, sk, hk, dh, k.v[3]);
     auto v = bshd(g, "V", UID_V, sk, hk, dh, k.v[4]);
-    auto opt = fe::graph::SDPA_attributes().set_name("kiln_attention").set_generate_stats(false).set_attn_scale(k.scale);
+    auto opt = fe::graph::SDPA_attributes().set_name("kiln_attention").set_generate_stats(false).set_attn_scale(scale_of(k));
     if (k.v[9]) opt.set_causal_mask(true); /* top-left: query i sees keys 0..i, kiln's rule */
     auto outs = g.sdpa(q, kk, v, opt);
     outs[0]->set_output(true).set_uid(UID_O).set_dim({1, hq, sq, dh}).set_stride({sq * k.v[5], dh, k.v[5], 1});
