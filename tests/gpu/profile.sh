@@ -18,13 +18,13 @@ ARGS=("$@")
   nvcc -O2 -arch=sm_$ARCH "$ROOT/tests/gpu/lt_probe.cu" -lcublasLt -o "$BUILD/lt_probe" && timeout 60 "$BUILD/lt_probe"
 } >>"$LOG" 2>&1
 # the attention A/B, one process each: the simple kernel; the tensor-core one with and without cp.async, with 64-
-# and 128-query blocks; cuDNN's SDPA
+# and 128-query blocks, with Q in shared memory (3 blocks per SM at 64); cuDNN's SDPA
 {
   echo "== attention timings (test_timing: 4608 tokens x 24 heads x 128, bf16 q|k|v views) =="
-  for v in "simple 1 64" "tc 1 64" "tc 0 64" "tc 1 128" "tc 0 128" "cudnn 1 64"; do
+  for v in "simple 1 64 0" "tc 1 64 0" "tc 0 64 0" "tc 1 128 0" "tc 0 128 0" "tc 1 64 1" "tc 1 128 1" "cudnn 1 64 0"; do
     set -- $v
-    printf 'KILN_CUDA_ATTENTION=%s KILN_CUDA_TC_ASYNC=%s KILN_CUDA_TC_BQ=%s: ' "$1" "$2" "$3"
-    KILN_REQUIRE_GPU=1 KILN_OPS_TIME=1 KILN_OPS_ONLY=test_timing KILN_CUDA_ATTENTION=$1 KILN_CUDA_TC_ASYNC=$2 KILN_CUDA_TC_BQ=$3 \
+    printf 'KILN_CUDA_ATTENTION=%s KILN_CUDA_TC_ASYNC=%s KILN_CUDA_TC_BQ=%s KILN_CUDA_TC_QSMEM=%s: ' "$1" "$2" "$3" "$4"
+    KILN_REQUIRE_GPU=1 KILN_OPS_TIME=1 KILN_OPS_ONLY=test_timing KILN_CUDA_ATTENTION=$1 KILN_CUDA_TC_ASYNC=$2 KILN_CUDA_TC_BQ=$3 KILN_CUDA_TC_QSMEM=$4 \
       KILN_SOURCE_DIR="$ROOT" timeout 60 "$BUILD/test_compute_cuda_ops" 2>&1 | grep -m1 'time attention' || echo "no timing"
   done
   for w in tc gemm; do

@@ -69,6 +69,9 @@ static void test_vae_head_dim_per_arch(void) {
         CHECK(kcu_tc_fits(KCU_ARCHS[i].sm, 128, KCU_ARCHS[i].smem_optin));
         CHECK(kcu_tc_fits(KCU_ARCHS[i].sm, 64, KCU_ARCHS[i].smem_optin));
     }
+    /* KILN_CUDA_TC_QSMEM=1: Q's own tile on top, 52 KB at 64 rows and 68 KB at 128 (dh 128): every architecture */
+    CHECK_EQ_INT(kcu_tc_smem_qs(128, 64), 34816 + 64 * 136 * 2);
+    for (size_t i = 0; i < KCU_N_ARCHS; i++) CHECK(kcu_tc_smem_qs(128, 128) <= KCU_ARCHS[i].smem_optin);
     CHECK_EQ_INT(kcu_tc_smem(512), 74752);
     for (size_t i = 0; i < KCU_N_ARCHS; i++) CHECK(kcu_tc_fits(KCU_ARCHS[i].sm, 512, KCU_ARCHS[i].smem_optin));
     CHECK(kcu_tc_fits(90, 96, 1u << 30));

@@ -113,6 +113,32 @@ static __device__ __forceinline__ void qk_tile(float (&s)[NT][4], const uint32_t
     }
 }
 
+/* qk_tile with Q's A fragments read from shared memory (qw: the warp's first row, stride LDK) at each k step -
+ * ldmatrix.x4 of a 16 x 16 block: lane l names row l % 16 at dims 8 (l / 16), so registers 0..3 are a[0..3] (rows
+ * g and g + 8, dims 2t and 2t + 8), load_q_frags' layout - with the k steps outside, so each A fragment serves
+ * every key tile of the step. */
+template <int NT, int KD, int LDK>
+static __device__ __forceinline__ void qk_tile_qs(float (&s)[NT][4], const __nv_bfloat16 *qw, const __nv_bfloat16 *ks,
+                                                  int lane) {
+    static_assert(KD % 2 == 0, "k-steps are loaded in pairs");
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.f;
+    const __nv_bfloat16 *qr = qw + (lane & 15) * LDK + (lane >> 4) * 8;
+#pragma unroll
+    for (int kd = 0; kd < KD; kd += 2) {
+        uint32_t a0[4], a1[4];
+        kcu_ldmatrix_x4<false>(a0, qr + kd * 16);
+        kcu_ldmatrix_x4<false>(a1, qr + (kd + 1) * 16);
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++) {
+            uint32_t b[4];
+            kcu_ldmatrix_x4<false>(b, ks + (nt * 8 + (lane & 7)) * LDK + (lane >> 3) * 8 + kd * 16);
+            kcu_mma_bf16_16816(s[nt], a0, b);
+            kcu_mma_bf16_16816(s[nt], a1, b + 2);
+        }
+    }
+}
+
 /* One key tile of the online softmax on a warp's S accumulators (16 rows x NT * 8 keys from key j0; this lane
  * holds rows row[0] = g and row[1] = g + 8, keys 2t, 2t + 1 of each 8): scores to base 2 (scale sl2 = scale
  * log2 e, the bias times log2 e), hidden keys -inf, the row max over the quad, then s := p = 2^(s - m_new), the
@@ -250,8 +276,8 @@ static __device__ __forceinline__ void key_loop(__nv_bfloat16 *ks, __nv_bfloat16
 
 /* vec: bit 0 q, bit 1 k, bit 2 v may be loaded 8 values at a time (load_tile); bit 3: K and V through cp.async
  * when both may (KILN_CUDA_TC_ASYNC=0 clears it: the synchronous loads, for an A/B on the GPU) */
-template <int DH, int WARPS>
-static __global__ void __launch_bounds__(WARPS * 32)
+template <int DH, int WARPS, bool QS>
+static __global__ void __launch_bounds__(WARPS * 32, QS && WARPS == 4 ? 3 : 1) /* QS: 168 registers, 3 blocks per SM */
     k_attention_tc(kcu_mat out, kcu_mat q, kcu_mat k, kcu_mat v, int dh, int group, float scale, int causal,
                    const uint8_t *key_mask, const float *bias, int64_t bias_ld, int vec) {
     constexpr int LDK = DH + 8;
@@ -268,11 +294,13 @@ static __global__ void __launch_bounds__(WARPS * 32)
     const int64_t row[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8}; /* this lane's two query rows */
     const float sl2 = scale * LOG2E;
 
-    /* Q through shared memory (the K tile's space) into A fragments */
-    load_tile<BQR, DH>(ks, q, q0, (int64_t)h * dh, dh, vec & 1); /* 128 rows run on into vs */
+    /* Q through shared memory (the K tile's space) into A fragments - or, QS, in a tile of its own after V's, read
+     * at every key tile (KILN_CUDA_TC_QSMEM=1) */
+    __nv_bfloat16 *qs = QS ? vs + BK * LDK : ks;
+    load_tile<BQR, DH>(qs, q, q0, (int64_t)h * dh, dh, vec & 1); /* 128 rows in ks run on into vs */
     __syncthreads();
-    uint32_t qf[KD][4];
-    load_q_frags<KD, LDK>(qf, ks + warp * 16 * LDK, g, t);
+    uint32_t qf[KD][4]; /* QS: unused, so no registers */
+    if (!QS) load_q_frags<KD, LDK>(qf, ks + warp * 16 * LDK, g, t);
     float o[ND][4];
 #pragma unroll
     for (int nd = 0; nd < ND; nd++) o[nd][0] = o[nd][1] = o[nd][2] = o[nd][3] = 0.f;
@@ -286,7 +314,10 @@ static __global__ void __launch_bounds__(WARPS * 32)
     const bool plain = !causal && !key_mask && !bias; /* a full tile then needs no visibility checks */
     key_loop<BK, DH>(
         ks, vs, k, v, (int64_t)hk * dh, dh, kend, sk, vec, (vec & 14) == 14,
-        [&](float (&s)[NT][4]) { qk_tile<NT, KD, LDK>(s, qf, ks, lane); },
+        [&](float (&s)[NT][4]) {
+            if (QS) qk_tile_qs<NT, KD, LDK>(s, qs + warp * 16 * LDK, ks, lane);
+            else qk_tile<NT, KD, LDK>(s, qf, ks, lane);
+        },
         [&](float (&s)[NT][4], float (&corr)[2], int64_t j0, bool full) {
             if (plain && full) softmax_tile<NT, false>(s, m, l, corr, row, j0, sk, causal, key_mask, brow, sl2, t);
             else softmax_tile<NT, true>(s, m, l, corr, row, j0, sk, causal, key_mask, brow, sl2, t);
@@ -366,6 +397,20 @@ static bool vec_ok(const kcu_mat *m, int dh) {
     return m->dt == KILN_DT_BF16 && dh % 8 == 0 && m->ld % 8 == 0 && (uintptr_t)m->data % 16 == 0;
 }
 
+/* One instance of kernel A: the opt-in to over 48 KB of shared memory where the tiles need it (Q's own tile, or
+ * 128-query blocks with it), then the launch. */
+template <int DH, int W, bool QS>
+static kiln_status launch_tc(kiln_cuda_backend *cb, dim3 grid, size_t smem, const kcu_mat &out, const kcu_mat &q,
+                             const kcu_mat &k, const kcu_mat &v, int dh, int group, float scale, int causal,
+                             const uint8_t *km, const float *bias, int64_t bias_ld, int vec, kiln_err *err) {
+    if (smem > 48 * 1024)
+        KCU_CALL(err, cudaFuncSetAttribute(k_attention_tc<DH, W, QS>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    KCU_LAUNCH((k_attention_tc<DH, W, QS>), grid, W * 32, smem, KCU_STREAM(cb))(out, q, k, v, dh, group, scale, causal, km,
+                                                                               bias, bias_ld, vec);
+    KCU_LAUNCHED(err, "attention (tensor cores)");
+    return KILN_OK;
+}
+
 kiln_status kcu_attention_tc(kiln_cuda_backend *cb, const kcu_mat *out, const kcu_mat *q, const kcu_mat *k,
                              const kcu_mat *v, int n_q_heads, int n_kv_heads, float scale, bool causal,
                              const kcu_mat *key_mask, const kcu_mat *bias, kiln_err *err) {
@@ -386,19 +431,17 @@ kiln_status kcu_attention_tc(kiln_cuda_backend *cb, const kcu_mat *out, const kc
     const float *bp = bias ? (const float *)bias->data : NULL;
     int64_t bld = bias ? bias->ld : 0;
     int group = n_q_heads / n_kv_heads, c = causal ? 1 : 0;
-    if (DH == 64 && warps == 8) {
-        KCU_LAUNCH((k_attention_tc<64, 8>), grid, 8 * 32, smem, KCU_STREAM(cb))(*out, *q, *k, *v, dh, group, scale, c, km,
-                                                                           bp, bld, vec);
-    } else if (DH == 64) {
-        KCU_LAUNCH((k_attention_tc<64, TC_WARPS>), grid, TC_WARPS * 32, smem, KCU_STREAM(cb))(*out, *q, *k, *v, dh, group,
-                                                                                         scale, c, km, bp, bld, vec);
-    } else if (DH == 128 && warps == 8) {
-        KCU_LAUNCH((k_attention_tc<128, 8>), grid, 8 * 32, smem, KCU_STREAM(cb))(*out, *q, *k, *v, dh, group, scale, c, km,
-                                                                            bp, bld, vec);
-    } else if (DH == 128) {
-        KCU_LAUNCH((k_attention_tc<128, TC_WARPS>), grid, TC_WARPS * 32, smem, KCU_STREAM(cb))(*out, *q, *k, *v, dh, group,
-                                                                                          scale, c, km, bp, bld, vec);
-    } else if (DH == 256) {
+    const bool qsm = cb->tc_qsmem && DH <= 128;
+    if (qsm) smem = kcu_tc_smem_qs(dh, rows);
+#define KCU_TC_LAUNCH(D, W, Q) launch_tc<D, W, Q>(cb, grid, smem, *out, *q, *k, *v, dh, group, scale, c, km, bp, bld, vec, err)
+    if (DH <= 128) {
+        if (DH == 64 && warps == 8) return qsm ? KCU_TC_LAUNCH(64, 8, true) : KCU_TC_LAUNCH(64, 8, false);
+        if (DH == 64) return qsm ? KCU_TC_LAUNCH(64, TC_WARPS, true) : KCU_TC_LAUNCH(64, TC_WARPS, false);
+        if (warps == 8) return qsm ? KCU_TC_LAUNCH(128, 8, true) : KCU_TC_LAUNCH(128, 8, false);
+        return qsm ? KCU_TC_LAUNCH(128, TC_WARPS, true) : KCU_TC_LAUNCH(128, TC_WARPS, false);
+    }
+#undef KCU_TC_LAUNCH
+    if (DH == 256) {
         if (smem > 48 * 1024)
             KCU_CALL(err, cudaFuncSetAttribute(k_attention_tc_wide<256>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
         KCU_LAUNCH(k_attention_tc_wide<256>, grid, 2 * 32, smem, KCU_STREAM(cb))(*out, *q, *k, *v, dh, group, scale, c,

@@ -280,6 +280,8 @@ kiln_status kiln_backend_open_cuda(int device, kiln_backend **out, kiln_err *err
     cb->tc_bq = tcbq && strcmp(tcbq, "128") == 0 ? 128 : 64;
     const char *tca = getenv("KILN_CUDA_TC_ASYNC");
     cb->tc_async = !(tca && strcmp(tca, "0") == 0);
+    const char *tcq = getenv("KILN_CUDA_TC_QSMEM");
+    cb->tc_qsmem = tcq && *tcq && strcmp(tcq, "0") != 0;
     const char *fp8 = getenv("KILN_CUDA_FP8"), *fuse = getenv("KILN_CUDA_FUSE");
     cb->fp8_gemm = fp8 && *fp8 && strcmp(fp8, "0") != 0;
     cb->fuse_epilogues = !(fuse && strcmp(fuse, "0") == 0);

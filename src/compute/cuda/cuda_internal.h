@@ -60,6 +60,7 @@ typedef struct kiln_cuda_backend {
     kcu_profile *prof;  /* KILN_CUDA_PROFILE=1: GPU time per op (cuda_profile.h); NULL otherwise */
     int tc_bq;          /* KILN_CUDA_TC_BQ=128: the tensor-core attention's blocks take 128 query rows (8 warps) */
     int tc_async;       /* KILN_CUDA_TC_ASYNC=0: the tensor-core attention loads K and V without cp.async (A/B) */
+    bool tc_qsmem;      /* KILN_CUDA_TC_QSMEM=1: its Q stays in shared memory, read per key tile (fewer registers; A/B) */
     int attention;      /* KILN_CUDA_ATTENTION: 0 = auto (default: tensor cores in FAST, simple in EXACT), 1 = the
                          * simple f32 kernel ("simple"), 2 = tensor cores ("tc") in both precisions, 3 = cuDNN's
                          * SDPA where it takes the call, else tensor cores ("cudnn", cuda_cudnn.h) */

@@ -87,6 +87,12 @@ static inline KCU_HD size_t kcu_tc_smem(int dh) {
     return (size_t)2 * KCU_TC_WIDE_BK * (DH + 8) * 2 + (size_t)(DH / 128) * (KCU_TC_WIDE_BK / 2) * 32 * 4;
 }
 
+/* ... with KILN_CUDA_TC_QSMEM=1 (dh <= 128): Q's rows stay in a tile of their own, [rows][DH + 8], read by ldmatrix
+ * at every key tile instead of held in registers (dh/4 fewer per lane: 3 blocks per SM at dh 128 instead of 2) */
+static inline KCU_HD size_t kcu_tc_smem_qs(int dh, int rows) {
+    return kcu_tc_smem(dh) + (size_t)rows * (kcu_tc_dh(dh) + 8) * 2;
+}
+
 /* Whether variant 2 can run head dim dh on a device with this limit (else the launcher uses variant 1): any head
  * dim up to 512 on sm_80+ (34 KB at dh 128, 73 KB at 512: every architecture). */
 static inline bool kcu_tc_fits(int sm, int dh, size_t smem_limit) {
