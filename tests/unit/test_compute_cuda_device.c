@@ -4,6 +4,7 @@
  * KILN_E_DEVICE with a message that says what to do, set *out to NULL, and leave the process fit to carry on
  * with the CPU backend. With a GPU it must open and close. KILN_REQUIRE_GPU=1 (tests/gpu/run.sh) turns "no GPU"
  * into a failure. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -47,6 +48,28 @@ static void test_open_cuda_or_skip(void) {
         printf("  cuda:0 opened: %s\n", be->ops->name);
         CHECK_EQ_INT(be->kind, KILN_BACKEND_CUDA);
         kiln_backend_close(be);
+        /* the backend's switches: a value they do not take is refused by name, with the values they do */
+        static const char *const bad[][3] = {
+            {"KILN_CUDA_ATTENTION", "bogus", "expected auto, simple, tc or cudnn"},
+            {"KILN_CUDA_TC_BQ", "96", "expected 64 or 128"},
+            {"KILN_CUDA_FP8", "yes", "expected 0 or 1"},
+            {"KILN_CUDA_WIDE_ATTENTION", "GEMM", "expected tc or gemm"},
+            {"KILN_CUDA_ACT", "f16", "expected bf16 or f32"},
+            {"KILN_DETERMINISTIC", "true", "expected 0 or 1"},
+        };
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+            kiln_err e = {0};
+            kiln_backend *b = (kiln_backend *)1;
+            const char *was = getenv(bad[i][0]);
+            char keep[256];
+            snprintf(keep, sizeof keep, "%s", was ? was : "");
+            setenv(bad[i][0], bad[i][1], 1);
+            CHECK_EQ_INT(kiln_backend_open_cuda(0, &b, &e), KILN_E_INVALID);
+            if (was) setenv(bad[i][0], keep, 1);
+            else unsetenv(bad[i][0]);
+            CHECK_ERR_CONTAINS(&e, bad[i][2]);
+            CHECK_ERR_CONTAINS(&e, bad[i][0]);
+        }
         /* a device index past the last one is a device error, not a crash */
         kiln_err e2 = {0};
         kiln_backend *b2 = NULL;

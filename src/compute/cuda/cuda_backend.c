@@ -6,6 +6,7 @@
 
 #ifdef KILN_HAVE_CUDA
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -248,6 +249,30 @@ int kiln_backend_cuda_cc(const kiln_backend *be) {
     return cb->cc_major * 10 + cb->cc_minor;
 }
 
+/* An environment switch of the backend: its values, the first the default (unset or empty). */
+typedef struct env_switch {
+    const char *name;
+    const char *values[4]; /* NULL-terminated when fewer */
+    int *out;              /* the index of the value given */
+} env_switch;
+
+static kiln_status env_switch_read(const env_switch *sw, kiln_err *err) {
+    const char *v = getenv(sw->name);
+    *sw->out = 0;
+    if (!v || !*v) return KILN_OK;
+    char list[128] = "";
+    for (int i = 0; i < 4 && sw->values[i]; i++) {
+        if (!strcmp(v, sw->values[i])) {
+            *sw->out = i;
+            return KILN_OK;
+        }
+        size_t n = strlen(list);
+        snprintf(list + n, sizeof list - n, "%s%s", i ? (i + 1 < 4 && sw->values[i + 1] ? ", " : " or ") : "",
+                 sw->values[i]);
+    }
+    return KILN_FAIL(err, KILN_E_INVALID, "%s=%.60s: expected %s", sw->name, v, list);
+}
+
 kiln_status kiln_backend_open_cuda(int device, kiln_backend **out, kiln_err *err) {
     if (!out) return KILN_FAIL(err, KILN_E_INVALID, "kiln_backend_open_cuda: out is NULL");
     *out = NULL;
@@ -268,39 +293,40 @@ kiln_status kiln_backend_open_cuda(int device, kiln_backend **out, kiln_err *err
     kiln_ranges_init(&cb->devmem);
     kcu_placements_init(&cb->placed);
     kcu_graph_cache_init(&cb->graphs, 8);
-    const char *det = getenv("KILN_DETERMINISTIC"), *att = getenv("KILN_CUDA_ATTENTION");
-    cb->deterministic = det && *det && strcmp(det, "0") != 0;
-    /* auto (unset): the tensor-core kernel for FAST, the f32 one for EXACT; simple or tc: that kernel always */
-    cb->attention = !att || !*att ? 0 : strcmp(att, "tc") == 0 ? 2 : strcmp(att, "cudnn") == 0 ? 3 : 1;
-    const char *tcbq = getenv("KILN_CUDA_TC_BQ");
-    if (tcbq && *tcbq && strcmp(tcbq, "64") != 0 && strcmp(tcbq, "128") != 0) {
-        kiln_free(cb);
-        return KILN_FAIL(err, KILN_E_INVALID, "KILN_CUDA_TC_BQ=%s: expected 64 or 128", tcbq);
-    }
-    cb->tc_bq = tcbq && strcmp(tcbq, "128") == 0 ? 128 : 64;
-    const char *tca = getenv("KILN_CUDA_TC_ASYNC");
-    cb->tc_async = !(tca && strcmp(tca, "0") == 0);
-    const char *tcq = getenv("KILN_CUDA_TC_QSMEM");
-    cb->tc_qsmem = tcq && *tcq && strcmp(tcq, "0") != 0;
-    const char *fp8 = getenv("KILN_CUDA_FP8"), *fuse = getenv("KILN_CUDA_FUSE");
-    cb->fp8_gemm = fp8 && *fp8 && strcmp(fp8, "0") != 0;
-    cb->fuse_epilogues = !(fuse && strcmp(fuse, "0") == 0);
-    if (att && *att && strcmp(att, "tc") != 0 && strcmp(att, "simple") != 0 && strcmp(att, "cudnn") != 0) {
-        kiln_free(cb);
-        return KILN_FAIL(err, KILN_E_INVALID, "KILN_CUDA_ATTENTION=%s: expected simple, tc or cudnn", att);
-    }
-const char *conv = getenv("KILN_CUDA_CONV");
-    if (conv && *conv && strcmp(conv, "cudnn") != 0 && strcmp(conv, "gemm") != 0) {
-        kiln_free(cb);
-        return KILN_FAIL(err, KILN_E_INVALID, "KILN_CUDA_CONV=%s: expected gemm or cudnn", conv);
-    }
-    cb->conv_cudnn = conv && strcmp(conv, "cudnn") == 0;
-    const char *wide = getenv("KILN_CUDA_WIDE_ATTENTION");
-    if (wide && *wide && strcmp(wide, "gemm") != 0 && strcmp(wide, "tc") != 0) {
-        kiln_free(cb);
-        return KILN_FAIL(err, KILN_E_INVALID, "KILN_CUDA_WIDE_ATTENTION=%s: expected tc or gemm", wide);
-    }
-    cb->wide_gemm = wide && strcmp(wide, "gemm") == 0;
+    /* The backend's switches (docs/cuda-backend.md): unset or empty is the first value; a value not listed is
+     * refused, naming the values the switch takes. */
+    int det, att, bq, async, qsmem, fp8, fuse, conv, wide, act;
+    const env_switch switches[] = {
+        {"KILN_DETERMINISTIC", {"0", "1"}, &det},
+        /* auto: the tensor-core kernel for FAST, the f32 one for EXACT; simple, tc: that kernel always; cudnn:
+         * cuDNN's SDPA where it takes the call, else tensor cores */
+        {"KILN_CUDA_ATTENTION", {"auto", "simple", "tc", "cudnn"}, &att},
+        {"KILN_CUDA_TC_BQ", {"64", "128"}, &bq},
+        {"KILN_CUDA_TC_ASYNC", {"1", "0"}, &async},
+        {"KILN_CUDA_TC_QSMEM", {"0", "1"}, &qsmem},
+        {"KILN_CUDA_FP8", {"0", "1"}, &fp8},
+        {"KILN_CUDA_FUSE", {"1", "0"}, &fuse},
+        {"KILN_CUDA_CONV", {"gemm", "cudnn"}, &conv},
+        {"KILN_CUDA_WIDE_ATTENTION", {"tc", "gemm"}, &wide},
+        /* FAST models keep their activations in bf16 here (compute/ops.h kiln_backend_act_dtype), as PyTorch runs
+         * a bf16 model: half the memory traffic of every elementwise op, and no conversion pass before a GEMM */
+        {"KILN_CUDA_ACT", {"bf16", "f32"}, &act},
+    };
+    for (size_t i = 0; i < sizeof switches / sizeof switches[0]; i++)
+        if ((s = env_switch_read(&switches[i], err)) != KILN_OK) {
+            kiln_free(cb);
+            return s;
+        }
+    cb->deterministic = det == 1;
+    cb->attention = att;
+    cb->tc_bq = bq ? 128 : 64;
+    cb->tc_async = async == 0;
+    cb->tc_qsmem = qsmem == 1;
+    cb->fp8_gemm = fp8 == 1;
+    cb->fuse_epilogues = fuse == 0;
+    cb->conv_cudnn = conv == 1;
+    cb->wide_gemm = wide == 1;
+    cb->base.bf16_activations = act == 0;
 #ifndef KILN_HAVE_CUDNN
     if (cb->attention == 3 || cb->conv_cudnn) {
         kiln_free(cb);
@@ -309,14 +335,6 @@ const char *conv = getenv("KILN_CUDA_CONV");
                          "scripts/fetch-cudnn-frontend.sh)", cb->conv_cudnn ? "KILN_CUDA_CONV" : "KILN_CUDA_ATTENTION");
     }
 #endif
-    /* FAST models keep their activations in bf16 here (compute/ops.h kiln_backend_act_dtype), as PyTorch runs
-     * a bf16 model: half the memory traffic of every elementwise op, and no conversion pass before a GEMM */
-    const char *act = getenv("KILN_CUDA_ACT");
-    if (act && *act && strcmp(act, "bf16") != 0 && strcmp(act, "f32") != 0) {
-        kiln_free(cb);
-        return KILN_FAIL(err, KILN_E_INVALID, "KILN_CUDA_ACT=%s: expected bf16 or f32", act);
-    }
-    cb->base.bf16_activations = !(act && strcmp(act, "f32") == 0);
     s = kcu_open(cb, device, err);
 #ifdef KILN_HAVE_CUDNN
     if (s == KILN_OK && (cb->attention == 3 || cb->conv_cudnn))
