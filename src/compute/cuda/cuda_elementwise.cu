@@ -180,3 +180,36 @@ kiln_status kcu_copy4(kiln_cuda_backend *cb, const kcu_view4 *y, const kcu_view4
     KCU_LAUNCHED(err, "copy");
     return KILN_OK;
 }
+
+/* dst[c][r] = src[r][c] for 2-byte elements, through 32 x 32 tiles in shared memory (a column of the tile padded
+ * by one: no bank conflicts), so both the reads and the writes of a warp are one contiguous row segment. Block:
+ * 32 x 8 threads, each moving 4 elements of its tile. */
+static __global__ void k_transpose16(kcu_mat dst, kcu_mat src) {
+    __shared__ uint16_t tile[32][33];
+    const int64_t r0 = (int64_t)blockIdx.y * 32, c0 = (int64_t)blockIdx.x * 32;
+    const uint16_t *s = (const uint16_t *)src.data;
+    uint16_t *d = (uint16_t *)dst.data;
+    for (int i = threadIdx.y; i < 32; i += 8) {
+        const int64_t r = r0 + i, c = c0 + threadIdx.x;
+        if (r < src.rows && c < src.cols) tile[i][threadIdx.x] = s[r * src.ld + c];
+    }
+    __syncthreads();
+    for (int i = threadIdx.y; i < 32; i += 8) {
+        const int64_t c = c0 + i, r = r0 + threadIdx.x; /* dst row c, column r */
+        if (c < src.cols && r < src.rows) d[c * dst.ld + r] = tile[threadIdx.x][i];
+    }
+}
+
+kiln_status kcu_transpose16(kiln_cuda_backend *cb, const kcu_mat *dst, const kcu_mat *src, kiln_err *err) {
+    if (src->rows == 0 || src->cols == 0) return KILN_OK;
+    if (kiln_dtype_size(src->dt) != 2 || dst->dt != src->dt || dst->rows != src->cols || dst->cols != src->rows)
+        return KILN_FAIL(err, KILN_E_INTERNAL, "transpose: dst must be src's 2-byte type, [%lld, %lld]",
+                         (long long)src->cols, (long long)src->rows);
+    const int64_t by = (src->rows + 31) / 32, bx = (src->cols + 31) / 32;
+    if (by > 65535 || bx > 0x7fffffff)
+        return KILN_FAIL(err, KILN_E_LIMIT, "transpose: %lld x %lld is too large a grid", (long long)src->rows,
+                         (long long)src->cols);
+    KCU_LAUNCH(k_transpose16, dim3((unsigned)bx, (unsigned)by), dim3(32, 8), 0, KCU_STREAM(cb))(*dst, *src);
+    KCU_LAUNCHED(err, "transpose");
+    return KILN_OK;
+}

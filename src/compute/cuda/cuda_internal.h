@@ -174,6 +174,8 @@ kiln_status kcu_gated_add(kiln_cuda_backend *cb, const kcu_mat *x, const kcu_mat
 kiln_status kcu_scale_shift(kiln_cuda_backend *cb, const kcu_mat *y, const kcu_mat *x, float a, float b,
                             kiln_err *err);
 kiln_status kcu_copy4(kiln_cuda_backend *cb, const kcu_view4 *y, const kcu_view4 *x, kiln_err *err);
+/* dst [cols, rows] = src^T for bf16/f16 (the wide attention's V^T) */
+kiln_status kcu_transpose16(kiln_cuda_backend *cb, const kcu_mat *dst, const kcu_mat *src, kiln_err *err);
 
 /* ---- norms, softmax, RoPE (cuda_norm.cu, cuda_rope.cu) ---- */
 kiln_status kcu_rms_norm(kiln_cuda_backend *cb, const kcu_mat *y, const kcu_mat *x, const kcu_mat *gain, float eps,

@@ -289,10 +289,8 @@ static kiln_status attention_wide_gemm(kiln_cuda_backend *cb, const kcu_mat *o, 
     const size_t off_s = align_up((size_t)dh * sk * 2), off_p = off_s + align_up((size_t)rows * sk * 4);
     KILN_TRY(kcu_scratch_reserve(cb, off_p + align_up((size_t)rows * sk * 2), err));
     char *scr = cb->scratch;
-    /* V^T [dh, sk] through a transposed view of V */
-    kcu_view4 vt = {scr, {1, 1, dh, sk}, {dh * sk, dh * sk, sk, 1}, KILN_DT_BF16};
-    kcu_view4 vv = {v->data, {1, 1, dh, sk}, {dh * sk, dh * sk, 1, v->ld}, KILN_DT_BF16};
-    KILN_TRY(kcu_copy4(cb, &vt, &vv, err));
+    kcu_mat vt = {scr, dh, sk, sk, KILN_DT_BF16}; /* V^T [dh, sk] */
+    KILN_TRY(kcu_transpose16(cb, &vt, v, err));
     for (int64_t r0 = 0; r0 < sq; r0 += rows) {
         const int64_t n = sq - r0 < rows ? sq - r0 : rows;
         kcu_gemm_key key;
