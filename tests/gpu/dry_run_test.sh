@@ -32,7 +32,8 @@ has good "^tiny +PASS +FAST \(the f32 attention kernel"
 # cuDNN's SDPA passed and timed faster than the default (650 vs 465 TFLOP/s): the tiny and full-size parts use it
 has good "^cudnn +PASS +KILN_CUDA_ATTENTION=cudnn KILN_CUDA_CONV=cudnn: .* 12 attention and 6 conv2d calls by cuDNN; attention 4608 x 24 x 128: 650.0 TFLOP/s \(the default: 465.0\); conv2d 3x3 128 at 1024\^2: 300.0 TFLOP/s \(im2col \+ GEMM: 60.0\)"
 has good "^tiny +PASS +FAST \(cuDNN's SDPA and convolutions, KILN_CUDA_ATTENTION=cudnn KILN_CUDA_CONV=cudnn\): golden .*; 2 graph replays, identical to eager"
-has good "^full +PASS +kiln bench, one process, warm-up excluded, attention cudnn, conv2d cudnn, wide head gemm"
+has good "^full +PASS +kiln bench, one process, warm-up excluded, attention cudnn, conv2d cudnn, wide head gemm, Q in shared memory 1"
+has good "^ops +PASS +qsmem:"
 has good "^ops +PASS +widegemm:"
 has good "^profile +skipped +not run: dry run"
 has good "^tiny +PASS +--exact: golden pipeline_b1_f32"
@@ -79,7 +80,7 @@ has broken "^full +PASS .*attention simple" # the default attention's comparison
 run nocudnn KILN_GPU_DRY_NO=cudnn
 rc_is nocudnn 0
 has nocudnn "^cudnn +skipped +not run: built without cuDNN"
-has nocudnn "^full +PASS +kiln bench, one process, warm-up excluded, attention default, conv2d default"
+has nocudnn "^full +PASS +kiln bench, one process, warm-up excluded, attention default, conv2d default, wide head gemm"
 hasnt nocudnn "cuDNN's SDPA"
 
 # 6. cuDNN's SDPA passes but times slower than the default: the full-size run keeps the default attention, and
@@ -88,7 +89,7 @@ run slowcudnn DRY_CUDNN_TF=300.0
 rc_is slowcudnn 0
 has slowcudnn "^cudnn +PASS .*300.0 TFLOP/s \(the default: 465.0\)"
 has slowcudnn "^full +PASS +kiln bench, one process, warm-up excluded, attention default, conv2d cudnn"
-run slowconv DRY_CUDNN_CONV_TF=50.0 DRY_WIDE_GEMM_TF=90.0
-has slowconv "^full +PASS +kiln bench, one process, warm-up excluded, attention cudnn, conv2d default, wide head default"
+run slowconv DRY_CUDNN_CONV_TF=50.0 DRY_WIDE_GEMM_TF=90.0 DRY_QS_TF=400.0
+has slowconv "^full +PASS +kiln bench, one process, warm-up excluded, attention cudnn, conv2d default, wide head default, Q in shared memory 0"
 [ $fail = 0 ] && echo "ok: tests/gpu/run.sh --dry-run, 7 scenarios"
 exit $fail

@@ -13,7 +13,8 @@
 #   units     tests/unit/test_compute_cuda_* host logic with the GPU present (KILN_REQUIRE_GPU=1)
 #   ops       every op against float64 references (test_compute_cuda_ops: default kernels - FAST attention on
 #             tensor cores - timed; then KILN_DETERMINISTIC=1; then the f32 attention, KILN_CUDA_ATTENTION=simple,
-#             timed); then the VAE's wide head as GEMMs, KILN_CUDA_WIDE_ATTENTION=gemm, timed; run-to-run bit-identity
+#             timed); then the VAE's wide head as GEMMs, KILN_CUDA_WIDE_ATTENTION=gemm, and the tensor-core kernel
+#             with Q in shared memory, KILN_CUDA_TC_QSMEM=1, each timed; run-to-run bit-identity
 #   cudnn     cuDNN's SDPA and convolutions (KILN_CUDA_ATTENTION=cudnn KILN_CUDA_CONV=cudnn; optional): the op
 #             comparison again with them, timed, and how many calls cuDNN ran (the rest run on kiln's kernels);
 #             libcudnn.so.9 and cudnn.h are looked for in the machine's Python (PyTorch's nvidia-cudnn wheel) and the
@@ -104,7 +105,7 @@ if [ "${KILN_CUDA_ATTENTION:-}" = cudnn ]; then
   [ "${KILN_CUDA_CONV:-}" = cudnn ] && echo "  time conv2d 3x3 128 -> 128 at 1024x1024, bf16      1.000 ms    ${DRY_CUDNN_CONV_TF:-300.0} TFLOP/s" &&
     echo "[info] cuda: conv2d: 6 calls by cuDNN, 9 by im2col and a GEMM (shapes cuDNN does not take)"
 fi
-[ "${KILN_OPS_TIME:-0}" = 1 ] && [ "${KILN_CUDA_ATTENTION:-}" != simple ] && [ "${KILN_CUDA_ATTENTION:-}" != cudnn ] && echo "  time attention 4608 tokens x 24 heads x 128        0.700 ms    465.0 TFLOP/s" &&
+[ "${KILN_OPS_TIME:-0}" = 1 ] && [ "${KILN_CUDA_ATTENTION:-}" != simple ] && [ "${KILN_CUDA_ATTENTION:-}" != cudnn ] && echo "  time attention 4608 tokens x 24 heads x 128        0.700 ms    $([ "${KILN_CUDA_TC_QSMEM:-0}" = 1 ] && echo "${DRY_QS_TF:-500.0}" || echo 465.0) TFLOP/s" &&
   echo "  time matmul 4608 x 27648 x 3072 (single linear1)   1.200 ms    650.0 TFLOP/s" &&
   echo "  time attention 16384 tokens x 1 head x 512 (VAE mid)  5.000 ms  $([ "${KILN_CUDA_WIDE_ATTENTION:-}" = gemm ] && echo "${DRY_WIDE_GEMM_TF:-400.0}" || echo 110.0) TFLOP/s" &&
   echo "  time conv2d 3x3 128 -> 128 at 1024x1024, bf16      5.000 ms     60.0 TFLOP/s" &&
@@ -262,18 +263,19 @@ fi
 # ---- ops: CUDA vs float64 -------------------------------------------------------------------------------------------
 # default: the backend's own choice (FAST: the tensor-core attention); simple: KILN_CUDA_ATTENTION=simple, the f32
 # kernel, timed beside it
-ATT_TF="" MM_TF="" CONV_TF="" ATT_SIMPLE_TF="" WIDE_TF="" WIDE_GEMM_TF="" DEFAULT_OK=0
+ATT_TF="" MM_TF="" CONV_TF="" ATT_SIMPLE_TF="" WIDE_TF="" WIDE_GEMM_TF="" QS_TF="" DEFAULT_OK=0
 if [ $BUILT = 1 ] && [ -x "$BUILD/test_compute_cuda_ops" ]; then
-  for mode in default deterministic simple widegemm; do
+  for mode in default deterministic simple widegemm qsmem; do
     det=0 att="" tim=0
     [ $mode = default ] && tim=1
     [ $mode = deterministic ] && det=1
     [ $mode = simple ] && att=simple tim=1
-    wide=""
+    wide="" qs=0
     [ $mode = widegemm ] && wide=gemm tim=1
+    [ $mode = qsmem ] && qs=1 tim=1
     log=$OUT/ops-$mode.tmp
-    KILN_REQUIRE_GPU=1 KILN_DETERMINISTIC=$det KILN_CUDA_ATTENTION=$att KILN_CUDA_WIDE_ATTENTION=$wide KILN_OPS_TIME=$tim \
-      timeout 150 "$BUILD/test_compute_cuda_ops" >"$log" 2>&1
+    KILN_REQUIRE_GPU=1 KILN_DETERMINISTIC=$det KILN_CUDA_ATTENTION=$att KILN_CUDA_WIDE_ATTENTION=$wide KILN_CUDA_TC_QSMEM=$qs \
+      KILN_OPS_TIME=$tim timeout 150 "$BUILD/test_compute_cuda_ops" >"$log" 2>&1
     rc=$?
     n_ok=$(grep -c ' ok$' "$log")
     if [ $rc = 0 ] && [ "$n_ok" -gt 0 ]; then
@@ -293,6 +295,7 @@ if [ $BUILT = 1 ] && [ -x "$BUILD/test_compute_cuda_ops" ]; then
     fi
     [ $mode = simple ] && ATT_SIMPLE_TF=$(awk '/time attention 4608/ {print $(NF-1)}' "$log")
     [ $mode = widegemm ] && [ $rc = 0 ] && WIDE_GEMM_TF=$(awk '/time attention 16384/ {print $(NF-1)}' "$log")
+    [ $mode = qsmem ] && [ $rc = 0 ] && QS_TF=$(awk '/time attention 4608/ {print $(NF-1)}' "$log")
     { echo "== test_compute_cuda_ops ($mode) =="; cat "$log"; } >>"$OUT/ops.log"
     rm -f "$log"
   done
@@ -359,12 +362,16 @@ CONV=default
 # the VAE's wide head as GEMMs (KILN_CUDA_WIDE_ATTENTION=gemm) when its comparison passed and it timed faster
 WIDE=default
 [ $DEFAULT_OK = 1 ] && faster "$WIDE_GEMM_TF" "$WIDE_TF" && WIDE=gemm
+# the tensor-core kernel with Q in shared memory (KILN_CUDA_TC_QSMEM=1): the default's calls, and cuDNN's fallbacks
+QS=0
+[ $DEFAULT_OK = 1 ] && faster "$QS_TF" "$ATT_TF" && QS=1
 # KILN_GPU_ATTENTION=simple|tc forces the choice (an A/B run of the pipeline while the op comparison fails elsewhere)
 [ -n "${KILN_GPU_ATTENTION:-}" ] && ATT=$KILN_GPU_ATTENTION && say "attention forced by KILN_GPU_ATTENTION=$ATT"
-say "attention for the full-size run: $ATT (default ${ATT_TF:-?} TFLOP/s, its comparison passed: $DEFAULT_OK; simple ${ATT_SIMPLE_TF:-?}; cudnn ${CUDNN_TF:-?}, passed: $CUDNN_OK); conv2d: $CONV (im2col ${CONV_TF:-?}, cudnn ${CUDNN_CONV_TF:-?}); the VAE's wide head: $WIDE (tensor cores ${WIDE_TF:-?}, GEMMs ${WIDE_GEMM_TF:-?})"
+say "attention for the full-size run: $ATT (default ${ATT_TF:-?} TFLOP/s, its comparison passed: $DEFAULT_OK; simple ${ATT_SIMPLE_TF:-?}; cudnn ${CUDNN_TF:-?}, passed: $CUDNN_OK); conv2d: $CONV (im2col ${CONV_TF:-?}, cudnn ${CUDNN_CONV_TF:-?}); the VAE's wide head: $WIDE (tensor cores ${WIDE_TF:-?}, GEMMs ${WIDE_GEMM_TF:-?}); Q in shared memory: $QS (${QS_TF:-?} TFLOP/s)"
 att_env() { [ "$ATT" = default ] && echo "" || echo "$ATT"; } # KILN_CUDA_ATTENTION for the full-size run
 conv_env() { [ "$CONV" = default ] && echo "" || echo "$CONV"; } # KILN_CUDA_CONV likewise
 wide_env() { [ "$WIDE" = default ] && echo "" || echo "$WIDE"; } # KILN_CUDA_WIDE_ATTENTION likewise
+export KILN_CUDA_TC_QSMEM=$QS # every later part: the tiny pipeline, graphs, the full-size runs
 
 # ---- tiny pipeline vs the official goldens, and graph capture + replay --------------------------------------------------
 TINY="$ROOT/tests/data/tiny/diffusers"
@@ -492,7 +499,7 @@ EOF
         --graph "$SEED_GRAPH" --graph "$g/klein-4b-1024x1024-b1-4st.json" --graph "$g/klein-4b-512x512-b3-4st.json" \
         --bank "$BANK" --gpu 0 -o "$OUT/bench.json" >"$blog" 2>&1; then
     if r=$("$PY" "$ROOT/tests/gpu/report.py" bench "$OUT/bench.json"); then
-      row full PASS "kiln bench, one process, warm-up excluded, attention $ATT, conv2d $CONV, wide head $WIDE (bench.json)"
+      row full PASS "kiln bench, one process, warm-up excluded, attention $ATT, conv2d $CONV, wide head $WIDE, Q in shared memory $QS (bench.json)"
     else
       row full FAIL "a graph without timed submits (bench.json)"
     fi
