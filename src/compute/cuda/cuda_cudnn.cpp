@@ -49,7 +49,6 @@ struct plan {
     shape key;
     std::shared_ptr<fe::graph::Graph> graph; /* null: cuDNN refused this shape */
     void *workspace;
-    int64_t workspace_bytes;
 };
 
 struct state {
@@ -213,12 +212,79 @@ kiln_status build(state *s, const shape &k, plan *p, kiln_err *err) {
     p->workspace = nullptr;
     if (ws > 0 && cudaMalloc(&p->workspace, (size_t)ws) != cudaSuccess)
         return KILN_FAIL(err, KILN_E_NOMEM, "cuDNN %s: no device memory for a %lld-byte workspace", what(k), (long long)ws);
-    p->workspace_bytes = ws;
     p->graph = g;
     return KILN_OK;
 }
 
 state *state_of(kiln_cuda_backend *cb) { return static_cast<state *>(cb->cudnn); }
+
+/* For the log: the call a shape stands for */
+void describe(const shape &k, char *out, size_t cap) {
+    const int64_t *v = k.v;
+    if (k.kind == KIND_ATTENTION)
+        snprintf(out, cap, "attention %lld x %lld keys, %lld/%lld heads of %lld%s", (long long)v[0], (long long)v[1],
+                 (long long)v[6], (long long)v[7], (long long)v[8], v[9] ? ", causal" : "");
+    else
+        snprintf(out, cap, "conv2d %lldx%lldx%lldx%lld -> %lld channels, %lldx%lld / %lld", (long long)v[0],
+                 (long long)v[1], (long long)v[2], (long long)v[3], (long long)v[4], (long long)v[5], (long long)v[5],
+                 (long long)v[6]);
+}
+
+/* The cached plan of key (built at its first call), executed on the backend's stream with these pointers.
+ * KILN_E_UNSUPPORTED when cuDNN does not take the shape (said once in the log, with cuDNN's reason). */
+kiln_status run(kiln_cuda_backend *cb, const shape &key, std::unordered_map<int64_t, void *> &ptrs, kiln_err *err) {
+    state *s = state_of(cb);
+    if (!s) return KILN_FAIL(err, KILN_E_UNSUPPORTED, "cuDNN is not open on this backend");
+    try {
+        plan *p = nullptr;
+        for (plan &c : s->plans)
+            if (c.key == key) p = &c;
+        if (!p) {
+            /* a first build may allocate and synchronise: not inside a capture (kiln's own kernel takes that call) */
+            if (cb->capturing) return KILN_FAIL(err, KILN_E_UNSUPPORTED, "cuDNN %s: a new shape inside a capture", what(key));
+            if (s->plans.size() >= MAX_PLANS) { /* the oldest goes; its workspace may be in use until a sync */
+                cudaError_t e = cudaStreamSynchronize(static_cast<cudaStream_t>(cb->stream));
+                if (e != cudaSuccess) return KILN_FAIL(err, KILN_E_DEVICE, "cuDNN %s: %s", what(key), cudaGetErrorString(e));
+                cudaFree(s->plans.front().workspace);
+                s->plans.erase(s->plans.begin());
+            }
+            plan np{key, nullptr, nullptr};
+            kiln_err why = {};
+            kiln_status bs = build(s, key, &np, &why);
+            if (bs != KILN_OK && bs != KILN_E_UNSUPPORTED) {
+                cudaFree(np.workspace);
+                if (err) *err = why;
+                return bs;
+            }
+            if (bs != KILN_OK) {
+                char desc[160];
+                describe(key, desc, sizeof desc);
+                log_info("cuda: %s: %s; kiln's own kernel runs it", desc, why.msg);
+            }
+            s->plans.push_back(np);
+            p = &s->plans.back();
+        }
+        if (!p->graph) return KILN_FAIL(err, KILN_E_UNSUPPORTED, "cuDNN refused this %s", what(key));
+        auto st = p->graph->execute(s->handle, ptrs, p->workspace);
+        if (!st.is_good()) return KILN_FAIL(err, KILN_E_DEVICE, "cuDNN %s execute: %s", what(key), st.get_message().c_str());
+    } catch (const std::exception &ex) {
+        return KILN_FAIL(err, KILN_E_DEVICE, "cuDNN %s: %s", what(key), ex.what());
+    }
+    return KILN_OK;
+}
+
+/* Loads cuDNN and validates key's graph (no GPU). */
+kiln_status check(const shape &key, kiln_err *err) {
+    KILN_TRY(load(err));
+    try {
+        std::shared_ptr<fe::graph::Graph> g;
+        return make_graph(key, &g, err);
+    } catch (const std::exception &ex) {
+        return KILN_FAIL(err, KILN_E_DEVICE, "cuDNN %s: %s", what(key), ex.what());
+    }
+}
+
+int sm_of(const kiln_cuda_backend *cb) { return cb->cc_major * 10 + cb->cc_minor; }
 
 } // namespace
 
@@ -255,63 +321,6 @@ extern "C" void kcu_cudnn_close(kiln_cuda_backend *cb) {
     cb->cudnn = nullptr;
 }
 
-namespace {
-
-/* The cached plan of key (built at its first call), executed on the backend's stream with these pointers.
- * KILN_E_UNSUPPORTED when cuDNN does not take the shape (said once in the log, with cuDNN's reason). */
-kiln_status run(kiln_cuda_backend *cb, const shape &key, std::unordered_map<int64_t, void *> &ptrs, const char *desc,
-                kiln_err *err) {
-    state *s = state_of(cb);
-    if (!s) return KILN_FAIL(err, KILN_E_UNSUPPORTED, "cuDNN is not open on this backend");
-    try {
-        plan *p = nullptr;
-        for (plan &c : s->plans)
-            if (c.key == key) p = &c;
-        if (!p) {
-            /* a first build may allocate and synchronise: not inside a capture (kiln's own kernel takes that call) */
-            if (cb->capturing) return KILN_FAIL(err, KILN_E_UNSUPPORTED, "cuDNN %s: a new shape inside a capture", what(key));
-            if (s->plans.size() >= MAX_PLANS) { /* the oldest goes; its workspace may be in use until a sync */
-                cudaError_t e = cudaStreamSynchronize(static_cast<cudaStream_t>(cb->stream));
-                if (e != cudaSuccess) return KILN_FAIL(err, KILN_E_DEVICE, "cuDNN %s: %s", what(key), cudaGetErrorString(e));
-                cudaFree(s->plans.front().workspace);
-                s->plans.erase(s->plans.begin());
-            }
-            plan np{key, nullptr, nullptr, 0};
-            kiln_err why = {};
-            kiln_status bs = build(s, key, &np, &why);
-            if (bs != KILN_OK && bs != KILN_E_UNSUPPORTED) {
-                cudaFree(np.workspace);
-                if (err) *err = why;
-                return bs;
-            }
-            if (bs != KILN_OK) log_info("cuda: %s: %s; kiln's own kernel runs it", desc, why.msg);
-            s->plans.push_back(np);
-            p = &s->plans.back();
-        }
-        if (!p->graph) return KILN_FAIL(err, KILN_E_UNSUPPORTED, "cuDNN refused this %s", what(key));
-        auto st = p->graph->execute(s->handle, ptrs, p->workspace);
-        if (!st.is_good()) return KILN_FAIL(err, KILN_E_DEVICE, "cuDNN %s execute: %s", what(key), st.get_message().c_str());
-    } catch (const std::exception &ex) {
-        return KILN_FAIL(err, KILN_E_DEVICE, "cuDNN %s: %s", what(key), ex.what());
-    }
-    return KILN_OK;
-}
-
-/* Loads cuDNN and validates key's graph (no GPU). */
-kiln_status check(const shape &key, kiln_err *err) {
-    KILN_TRY(load(err));
-    try {
-        std::shared_ptr<fe::graph::Graph> g;
-        return make_graph(key, &g, err);
-    } catch (const std::exception &ex) {
-        return KILN_FAIL(err, KILN_E_DEVICE, "cuDNN %s: %s", what(key), ex.what());
-    }
-}
-
-int sm_of(const kiln_cuda_backend *cb) { return cb->cc_major * 10 + cb->cc_minor; }
-
-} // namespace
-
 extern "C" kiln_status kcu_cudnn_attention(kiln_cuda_backend *cb, const kcu_mat *out, const kcu_mat *q,
                                            const kcu_mat *k, const kcu_mat *v, int n_q_heads, int n_kv_heads,
                                            float scale, bool causal, kiln_err *err) {
@@ -320,11 +329,8 @@ extern "C" kiln_status kcu_cudnn_attention(kiln_cuda_backend *cb, const kcu_mat 
     const int dh = (int)(q->cols / n_q_heads);
     shape key = attention_shape(sm_of(cb), q->rows, k->rows, q->ld, k->ld, v->ld, out->ld, n_q_heads, n_kv_heads, dh,
                                 causal, scale);
-    char desc[160];
-    snprintf(desc, sizeof desc, "attention %lld x %lld keys, %d/%d heads of %d%s", (long long)q->rows,
-             (long long)k->rows, n_q_heads, n_kv_heads, dh, causal ? ", causal" : "");
     std::unordered_map<int64_t, void *> ptrs = {{UID_Q, q->data}, {UID_K, k->data}, {UID_V, v->data}, {UID_O, out->data}};
-    return run(cb, key, ptrs, desc, err);
+    return run(cb, key, ptrs, err);
 }
 
 extern "C" kiln_status kcu_cudnn_conv2d(kiln_cuda_backend *cb, void *y, kiln_dtype ydt, const void *x,
@@ -332,12 +338,9 @@ extern "C" kiln_status kcu_cudnn_conv2d(kiln_cuda_backend *cb, void *y, kiln_dty
                                         int pad_begin, int pad_end, const kcu_mat *bias, kiln_err *err) {
     const bool has_bias = bias && bias->data;
     shape key = conv_shape(sm_of(cb), xd, co, kh, stride, pad_begin, pad_end, ydt, has_bias ? (int)bias->dt : -1);
-    char desc[160];
-    snprintf(desc, sizeof desc, "conv2d %lldx%lldx%lldx%lld -> %lld channels, %dx%d / %d", (long long)xd[0],
-             (long long)xd[1], (long long)xd[2], (long long)xd[3], (long long)co, kh, kh, stride);
     std::unordered_map<int64_t, void *> ptrs = {{UID_X, const_cast<void *>(x)}, {UID_W, const_cast<void *>(w)}, {UID_Y, y}};
     if (has_bias) ptrs[UID_B] = bias->data;
-    return run(cb, key, ptrs, desc, err);
+    return run(cb, key, ptrs, err);
 }
 
 /* For tests/unit/test_compute_cuda_cudnn.c: load cuDNN and validate the graphs kiln would build on sm - the
